@@ -1,0 +1,1 @@
+"""CUDA C kernel sources, installed as ``edgecli.cuda`` so that wheels ship them."""

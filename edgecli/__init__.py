@@ -1,0 +1,70 @@
+"""edgecli: video frames to binary edge maps, on NVIDIA GPUs or bit-exactly on the CPU.
+
+Library API (the CLI is a thin layer over it)::
+
+    edges = edgecli.detect_edges(frame_bgr, threshold=100, norm="l1", border="replicate")
+    summary = edgecli.process("frames/", "edges/", threshold=80)
+
+Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    CudaUnavailableError,
+    EdgecliError,
+    FrameError,
+    InputError,
+    OptionError,
+    OutputError,
+)
+from .params import Options
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CudaUnavailableError",
+    "EdgecliError",
+    "FrameError",
+    "InputError",
+    "OptionError",
+    "Options",
+    "OutputError",
+    "__version__",
+    "detect_edges",
+    "process",
+]
+
+
+def detect_edges(
+    frame_bgr,
+    *,
+    threshold: int = 100,
+    norm: str = "l1",
+    border: str = "replicate",
+    backend: str = "auto",
+):
+    """Binary edge map(s) of 8-bit BGR frame(s), per the edge contract.
+
+    ``frame_bgr`` is one frame shaped (H, W, 3) or a batch shaped (N, H, W, 3), uint8 in
+    OpenCV's BGR order. Returns uint8 0/255 shaped (H, W) or (N, H, W). ``backend`` is
+    'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
+    """
+    from .backends import select_backend
+    from .reference import check_frames
+
+    options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
+    frames = check_frames(frame_bgr)
+    edges = select_backend(options).backend.detect(frames)
+    return edges if len(frames.shape) == len(getattr(frame_bgr, "shape", ())) else edges[0]
+
+
+def process(input, output, **options):
+    """Run the whole job (decode, detect, write PNGs) and return its :class:`Summary`.
+
+    ``input`` is a folder, a video, an image, a multi-frame image or a glob; ``output`` is
+    the folder to write into. Keyword options are the fields of :class:`Options`.
+    """
+    from .pipeline import run
+
+    return run(input, output, Options(**options))

@@ -1,0 +1,59 @@
+"""Choosing a backend. Both expose ``detect(frames_bgr) -> edges`` over (N, H, W, 3) uint8.
+
+The CUDA backend lives in :mod:`edgecli.gpu`, which imports CuPy; it is imported here only
+when asked for, so ``import edgecli``, ``--help`` and the CPU path work without CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import reference
+from .errors import CudaUnavailableError
+from .params import Options
+
+
+class CpuBackend:
+    """The reference implementation of the contract (NumPy + OpenCV, integer math)."""
+
+    name = "cpu"
+    device_name = "cpu"
+
+    def __init__(self, options: Options):
+        self.options = options
+
+    def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
+        return reference.detect_batch(frames_bgr, self.options)
+
+
+def cuda_unusable_reason(device: int = 0) -> str | None:
+    """None when the CUDA backend can run on ``device``, else a one-line reason."""
+    try:
+        from . import gpu
+    except ImportError as exc:  # CuPy (or one of its libraries) is not installed
+        return (
+            f"CuPy is not importable ({exc}); install edgecli with the cuda12 or cuda13 extra"
+        )
+    return gpu.unusable_reason(device)
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    backend: object
+    notice: str | None  # set when 'auto' fell back to the CPU, and why
+
+
+def select_backend(options: Options) -> BackendChoice:
+    """The backend ``options.backend`` names; 'auto' falls back to the CPU with a notice."""
+    if options.backend == "cpu":
+        return BackendChoice(CpuBackend(options), None)
+    reason = cuda_unusable_reason(options.device)
+    if reason is None:
+        from .gpu import CudaBackend
+
+        return BackendChoice(CudaBackend(options), None)
+    if options.backend == "cuda":
+        raise CudaUnavailableError(f"CUDA backend unusable: {reason}")
+    return BackendChoice(CpuBackend(options), f"CUDA unusable ({reason}); using the CPU backend")

@@ -1,0 +1,51 @@
+"""Exceptions that carry the process exit code the CLI documents.
+
+Library callers catch :class:`EdgecliError`; the CLI turns each one into a one-line
+``Error: …`` and its exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+# Exit codes, documented in the README and asserted by the CLI tests.
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+EXIT_SKIPPED = 3
+EXIT_CUDA_UNUSABLE = 4
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+class EdgecliError(Exception):
+    """Base class: a failure with a message fit to print and an exit code."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class OptionError(EdgecliError, ValueError):
+    """An option has a value edgecli cannot use; the message names the value."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(EdgecliError):
+    """The input cannot be read as frames (missing, empty, undecodable, …)."""
+
+
+class FrameError(InputError):
+    """One frame could not be decoded; ``source`` names the file (and frame)."""
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class OutputError(EdgecliError):
+    """The output folder or a file in it cannot be written."""
+
+
+class CudaUnavailableError(EdgecliError):
+    """The CUDA backend was asked for but cannot run here; the message says why."""
+
+    exit_code = EXIT_CUDA_UNUSABLE

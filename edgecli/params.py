@@ -1,0 +1,80 @@
+"""The one frozen options dataclass, shared by the CLI, the library API and both backends.
+
+Everything is validated here, once, with a message that names the bad value; nothing
+downstream re-checks.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from .errors import OptionError
+
+NORMS = ("l1", "l2")
+BORDERS = ("replicate", "reflect101", "constant")
+BACKENDS = ("auto", "cuda", "cpu")
+PNG_BITS = (1, 8)
+
+# The largest magnitude the contract can produce from 8-bit luma: each Sobel gradient is
+# at most 4*255 = 1020 in absolute value, so |Gx| + |Gy| <= 2040 and Gx^2 + Gy^2 <= 2*1020^2.
+# Any threshold at or above 2040 therefore marks no pixel under either norm, which lets the
+# backends clamp T to 2040 (exactly equivalent) and keep T^2 inside int32.
+MAX_L1_MAGNITUDE = 2040
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise OptionError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise OptionError(f"{name} must be >= {minimum}, got {value}")
+
+
+def _check_choice(name: str, value: object, choices: tuple) -> None:
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise OptionError(f"{name} must be one of {listed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of a run. The first three define the edge contract (DESIGN.md §1)."""
+
+    threshold: int = 100
+    norm: str = "l1"
+    border: str = "replicate"
+    backend: str = "auto"
+    png_bits: int = 1
+    recursive: bool = False
+    workers: int | None = None  # None: one per CPU core
+    batch: int = 16
+    streams: int = 2
+    device: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int("threshold", self.threshold, 0)
+        _check_choice("norm", self.norm, NORMS)
+        _check_choice("border", self.border, BORDERS)
+        _check_choice("backend", self.backend, BACKENDS)
+        _check_choice("png_bits", self.png_bits, PNG_BITS)
+        if self.workers is not None:
+            _check_int("workers", self.workers, 1)
+        _check_int("batch", self.batch, 1)
+        _check_int("streams", self.streams, 1)
+        _check_int("device", self.device, 0)
+
+    @property
+    def effective_threshold(self) -> int:
+        """The threshold clamped to where it stops mattering (see MAX_L1_MAGNITUDE)."""
+        return min(self.threshold, MAX_L1_MAGNITUDE)
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+    def edge_params(self) -> dict:
+        """The options that decide output pixels (what a summary or cache key records)."""
+        return {"threshold": self.threshold, "norm": self.norm, "border": self.border}
+
+    def as_dict(self) -> dict:
+        return asdict(self)
