@@ -20,6 +20,7 @@ class CpuBackend:
 
     name = "cpu"
     device_name = "cpu"
+    runs_on_host = True  # the pipeline calls detect() on every worker thread, frame by frame
 
     def __init__(self, options: Options):
         self.options = options
@@ -33,9 +34,7 @@ def cuda_unusable_reason(device: int = 0) -> str | None:
     try:
         from . import gpu
     except ImportError as exc:  # CuPy (or one of its libraries) is not installed
-        return (
-            f"CuPy is not importable ({exc}); install edgecli with the cuda12 or cuda13 extra"
-        )
+        return f"CuPy is not importable ({exc}); install edgecli with the cuda12 or cuda13 extra"
     return gpu.unusable_reason(device)
 
 

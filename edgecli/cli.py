@@ -1,0 +1,199 @@
+"""The ``edgecli`` command: a thin click layer over :mod:`edgecli.pipeline`.
+
+Library errors become one ``Error: …`` line on stderr and the documented exit code;
+click itself reports usage errors (exit 2). Nothing here imports CuPy.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import EXIT_SIGINT, EdgecliError
+from .params import BACKENDS, BORDERS, NORMS, Options
+
+
+class EdgecliClickError(click.ClickException):
+    """A library error, printed as ``Error: <message>`` with the error's exit code."""
+
+    def __init__(self, error: EdgecliError):
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+def _write_json_summary(target: str, text: str) -> None:
+    if target == "-":
+        click.echo(text)
+        return
+    try:
+        Path(target).write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        message = f"{target}: cannot write JSON summary ({exc.strerror})"
+        raise click.ClickException(message) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="edgecli")
+def main() -> None:
+    """Turn video frames into binary edge maps (RGB -> gray -> Sobel -> threshold).
+
+    Runs on an NVIDIA GPU when one is usable, else on the CPU; both give identical bytes.
+    """
+
+
+@main.command()
+@click.argument("input_arg", metavar="INPUT")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write edge PNGs into (created if missing; existing files are overwritten).",
+)
+@click.option(
+    "-t",
+    "--threshold",
+    type=click.IntRange(min=0),
+    default=100,
+    show_default=True,
+    help="Edge when the gradient magnitude is strictly greater than this.",
+)
+@click.option(
+    "--norm",
+    type=click.Choice(NORMS),
+    default="l1",
+    show_default=True,
+    help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2.",
+)
+@click.option(
+    "--border",
+    type=click.Choice(BORDERS),
+    default="replicate",
+    show_default=True,
+    help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="auto",
+    show_default=True,
+    help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
+)
+@click.option(
+    "--png-bits",
+    type=click.Choice(["1", "8"]),
+    default="1",
+    show_default=True,
+    help="1-bit grayscale PNG (smallest, fastest) or 8-bit; both read back as 0/255.",
+)
+@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Decode/encode threads.  [default: one per CPU core]",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Same-size frames per GPU launch.",
+)
+@click.option(
+    "--streams",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="CUDA streams to overlap copies with compute.",
+)
+@click.option(
+    "--device",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="CUDA device index.",
+)
+@click.option(
+    "--json-summary",
+    "json_summary",
+    metavar="PATH|-",
+    default=None,
+    help="Also write the summary as JSON to PATH, or to stdout with '-'.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
+@click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
+def run(input_arg, output, png_bits, json_summary, quiet, verbose, **fields) -> None:
+    """Detect edges in every frame of INPUT and write one PNG per frame.
+
+    INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
+    single image, a multi-frame image (animated GIF/WebP/PNG, multi-page TIFF) or a quoted
+    glob such as 'shots/*.jpg'. An image a.jpg becomes a.png; frame 7 of clip.mp4 becomes
+    clip_000007.png. The summary goes to stderr.
+    """
+    from .pipeline import run as run_pipeline
+
+    def notify(message: str) -> None:
+        if not quiet:
+            click.echo(f"edgecli: {message}", err=True)
+
+    try:
+        options = Options(png_bits=int(png_bits), **fields)
+        if verbose:
+            notify(f"options: {json.dumps(options.as_dict())}")
+        summary = run_pipeline(
+            input_arg,
+            output,
+            options,
+            progress=not quiet and sys.stderr.isatty(),
+            notify=notify,
+        )
+    except EdgecliError as exc:
+        raise EdgecliClickError(exc) from None
+    except KeyboardInterrupt:
+        click.echo("Error: interrupted", err=True)
+        sys.exit(EXIT_SIGINT)
+    if not quiet:
+        click.echo(summary.format_text(), err=True)
+    if json_summary:
+        _write_json_summary(json_summary, summary.dumps())
+
+
+@main.command()
+@click.option(
+    "--device",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="CUDA device index to check.",
+)
+def info(device: int) -> None:
+    """Print versions, and whether the CUDA backend is usable here (and if not, why)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .backends import cuda_unusable_reason
+
+    click.echo(f"edgecli {__version__}")
+    click.echo(f"python {platform.python_version()} ({sys.executable})")
+    for package in DEPENDENCIES + CUPY_WHEELS:
+        try:
+            click.echo(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            if package not in CUPY_WHEELS:
+                click.echo(f"{package} not installed")
+    reason = cuda_unusable_reason(device)
+    if reason is None:
+        from .gpu import CudaBackend
+
+        click.echo(f"cuda: usable: {CudaBackend(Options(device=device)).device_name}")
+    else:
+        click.echo(f"cuda: unusable: {reason}")
+
+
+DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")
+CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")

@@ -1,0 +1,306 @@
+"""Frames in: turn an INPUT argument into an ordered list of frame sources.
+
+INPUT is a folder of images, a video file, a single image, a multi-frame image (animated
+GIF/WebP/APNG, multi-page TIFF) or a quoted glob. Every frame comes out as the contract's
+step 0 defines it: 8-bit BGR, H x W x 3, as ``cv2.imread(path, cv2.IMREAD_COLOR)`` or
+``cv2.VideoCapture.read()`` yields it (alpha dropped, gray replicated, 16-bit scaled to 8).
+
+Output names are fixed here, before any work starts: an image ``a/b.jpg`` becomes
+``a/b.png``; frame 12 of ``clip.mp4`` becomes ``clip_000012.png``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .errors import FrameError, InputError, OptionError
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+ANIMATION_EXTENSIONS = (".gif",)
+VIDEO_EXTENSIONS = (
+    ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
+    ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
+)  # fmt: skip
+FRAME_INDEX_DIGITS = 6
+GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def natural_key(text: str) -> list:
+    """Sort key that orders 'frame2' before 'frame10'."""
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
+
+
+def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
+    """An image array from imageio as cv2.imread(IMREAD_COLOR) would give it."""
+    if pixels.dtype == np.uint16:
+        # libpng's 16-to-8 strip, which cv2.imread uses for PNG: keep the high byte.
+        pixels = (pixels >> 8).astype(np.uint8)
+    elif pixels.dtype == np.bool_:
+        pixels = pixels.astype(np.uint8) * np.uint8(255)
+    elif pixels.dtype != np.uint8:
+        raise FrameError(source, f"unsupported pixel type {pixels.dtype}")
+    if pixels.ndim == 3 and pixels.shape[2] in (1, 2):  # gray, gray + alpha
+        pixels = pixels[:, :, 0]
+    if pixels.ndim == 2:
+        return np.ascontiguousarray(np.repeat(pixels[:, :, np.newaxis], 3, axis=2))
+    if pixels.ndim == 3 and pixels.shape[2] in (3, 4):  # RGB, RGBA: drop alpha, to BGR
+        return np.ascontiguousarray(pixels[:, :, 2::-1])
+    raise FrameError(source, f"unsupported image shape {pixels.shape}")
+
+
+def read_image(path: Path) -> np.ndarray:
+    """Decode one still image, or raise FrameError naming the file and the reason."""
+    source = str(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise FrameError(source, exc.strerror or str(exc)) from None
+    if size == 0:
+        raise FrameError(source, "empty file")
+    if not os.access(path, os.R_OK):
+        raise FrameError(source, "permission denied")
+    # imdecode of the bytes, not imread, so an unreadable file is told apart from a
+    # file that is not an image, and both get a reason.
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise FrameError(source, exc.strerror or str(exc)) from None
+    if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
+        return next(_animation_frames(path))
+    frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if frame is None:
+        raise FrameError(source, "not a decodable image (corrupt, truncated or wrong type)")
+    return frame
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded frame, with the name of the PNG it becomes."""
+
+    out_name: str
+    source: str
+    pixels: np.ndarray
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """A still image: one frame, decoded whenever a worker gets to it."""
+
+    path: Path
+    out_name: str
+
+    multi_frame = False
+
+    def decode(self) -> Frame:
+        return Frame(self.out_name, str(self.path), read_image(self.path))
+
+
+@dataclass(frozen=True)
+class SequenceSource:
+    """A video or multi-frame image: frames decode in order from one reader."""
+
+    path: Path
+    out_stem: str  # frame i is written as f"{out_stem}_{i:06d}.png"
+    kind: str  # "video", "tiff" or "animation"
+
+    multi_frame = True
+
+    def frame_name(self, index: int) -> str:
+        return f"{self.out_stem}_{index:0{FRAME_INDEX_DIGITS}d}.png"
+
+    def frames(self) -> Iterator[Frame]:
+        readers = {"video": _video_frames, "tiff": _tiff_frames, "animation": _animation_frames}
+        for index, pixels in enumerate(readers[self.kind](self.path)):
+            yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
+
+
+def _video_frames(path: Path) -> Iterator[np.ndarray]:
+    capture = cv2.VideoCapture(str(path))
+    try:
+        if not capture.isOpened():
+            raise InputError(f"{path}: cannot open as a video (unknown format or corrupt)")
+        count = 0
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            count += 1
+            yield frame
+        if count == 0:
+            raise InputError(f"{path}: video has no decodable frames")
+    finally:
+        capture.release()
+
+
+def _tiff_frames(path: Path) -> Iterator[np.ndarray]:
+    # cv2.imreadmulti keeps cv2.imread's conversions (16-bit TIFF is scaled differently
+    # from PNG's high-byte strip); read a few pages at a time to bound memory.
+    pages = cv2.imcount(str(path))
+    for start in range(0, pages, 8):
+        ok, mats = cv2.imreadmulti(str(path), [], start, min(8, pages - start), cv2.IMREAD_COLOR)
+        if not ok:
+            raise FrameError(f"{path} [frame {start}]", "cannot decode TIFF page")
+        yield from mats
+
+
+def _animation_frames(path: Path) -> Iterator[np.ndarray]:
+    import imageio.v3 as iio
+
+    try:
+        for index, pixels in enumerate(iio.imiter(path)):
+            yield to_bgr8(np.asarray(pixels), f"{path} [frame {index}]")
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise FrameError(str(path), f"cannot decode animation ({exc})") from None
+
+
+def _png_is_animated(head: bytes) -> bool:
+    # APNG puts an acTL chunk before the first IDAT.
+    pos = 8
+    while pos + 8 <= len(head):
+        length, chunk = struct.unpack(">I4s", head[pos : pos + 8])
+        if chunk == b"acTL":
+            return True
+        if chunk == b"IDAT":
+            return False
+        pos += 12 + length
+    return False
+
+
+def _webp_is_animated(head: bytes) -> bool:
+    # Extended WebP: a VP8X chunk whose flags byte has the animation bit (0x02).
+    return head[12:16] == b"VP8X" and len(head) > 20 and bool(head[20] & 0x02)
+
+
+def _page_count(path: Path) -> int:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return getattr(image, "n_frames", 1)
+    except Exception:  # undecodable: let the still-image path report it per frame
+        return 1
+
+
+def classify(path: Path, out_stem: str):
+    """The source for one file, by extension and (for PNG/WebP/TIFF/GIF) its header."""
+    suffix = path.suffix.lower()
+    if suffix in VIDEO_EXTENSIONS:
+        return SequenceSource(path, out_stem, "video")
+    if suffix in IMAGE_EXTENSIONS or suffix in ANIMATION_EXTENSIONS:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096)
+        except OSError:
+            head = b""  # unreadable: the decode reports it, naming the file
+        animated = (
+            (suffix == ".png" and _png_is_animated(head))
+            or (suffix == ".webp" and _webp_is_animated(head))
+            or (suffix in (".tif", ".tiff", ".gif") and head and _page_count(path) > 1)
+        )
+        if not animated:
+            return ImageSource(path, out_stem + ".png")
+        kind = "tiff" if suffix in (".tif", ".tiff") else "animation"
+        return SequenceSource(path, out_stem, kind)
+    raise InputError(
+        f"{path}: unsupported file type {suffix or '(no extension)'!r}; expected an image "
+        f"({', '.join(IMAGE_EXTENSIONS + ANIMATION_EXTENSIONS)}) or a video "
+        f"({', '.join(VIDEO_EXTENSIONS)})"
+    )
+
+
+def _folder_files(folder: Path, recursive: bool) -> list[Path]:
+    pattern = "**/*" if recursive else "*"
+    files = [
+        p
+        for p in folder.glob(pattern)
+        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not p.name.startswith(".")
+    ]
+    return sorted(files, key=lambda p: natural_key(p.relative_to(folder).as_posix()))
+
+
+def discover(input_arg: str | os.PathLike, *, recursive: bool = False) -> list:
+    """Every source INPUT names, in order, with output names fixed and collisions refused."""
+    text = os.fspath(input_arg)
+    path = Path(text)
+    if path.is_dir():
+        files = _folder_files(path, recursive)
+        if not files:
+            where = "or its subfolders " if recursive else ""
+            raise InputError(
+                f"{path}: no frames in this folder {where}(looked for "
+                f"{', '.join(IMAGE_EXTENSIONS)})"
+            )
+        sources = [classify(f, f.relative_to(path).with_suffix("").as_posix()) for f in files]
+    elif path.is_file():
+        sources = [classify(path, path.stem)]
+    elif GLOB_CHARS.search(text):
+        matches = sorted(
+            (Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file()),
+            key=lambda p: natural_key(p.as_posix()),
+        )
+        if not matches:
+            raise InputError(f"no files match the pattern {text!r}")
+        sources = [classify(m, m.stem) for m in matches]
+    elif path.exists():
+        raise InputError(f"{path}: not a regular file or folder")
+    else:
+        raise InputError(f"{path}: no such file or folder")
+    check_names(sources)
+    return sources
+
+
+def check_names(sources: list) -> None:
+    """Refuse, before any work, two sources that would write the same output name."""
+    owners: dict[str, Path] = {}
+    stems: dict[str, Path] = {}
+    for source in sources:
+        if source.multi_frame:
+            key = source.out_stem.lower()
+            other = stems.get(key)
+            if other is not None:
+                _collision(other, source.path, f"{source.out_stem}_NNNNNN.png")
+            stems[key] = source.path
+        else:
+            key = source.out_name.lower()  # case-insensitive filesystems collide too
+            if key in owners:
+                _collision(owners[key], source.path, source.out_name)
+            owners[key] = source.path
+    frame_name = re.compile(rf"^(.*)_\d{{{FRAME_INDEX_DIGITS}}}\.png$")
+    for key, path in owners.items():
+        match = frame_name.match(key)
+        if match and match.group(1) in stems:
+            _collision(stems[match.group(1)], path, key)
+
+
+def _collision(first: Path, second: Path, name: str) -> None:
+    raise OptionError(
+        f"output name collision: {first} and {second} would both write {name}; "
+        "rename one or process them separately"
+    )
+
+
+def count_frames(sources: list) -> int | None:
+    """Frames to expect, for the progress bar; None when a video cannot say."""
+    total = 0
+    for source in sources:
+        if not source.multi_frame:
+            total += 1
+        elif source.kind == "video":
+            capture = cv2.VideoCapture(str(source.path))
+            frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
+            capture.release()
+            if frames <= 0:
+                return None
+            total += frames
+        else:
+            total += max(_page_count(source.path), 1)
+    return total

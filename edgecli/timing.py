@@ -1,0 +1,133 @@
+"""Stage clocks and the end-of-run summary (text and JSON)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+# Stages in pipeline order. 'host' stages run on the worker threads; 'device' stages on
+# the GPU, timed with CUDA events.
+HOST_STAGES = ("decode", "compute", "encode", "write")
+DEVICE_STAGES = ("upload", "kernel", "download")
+SCHEMA_VERSION = 1
+
+
+class StageClock:
+    """Per-frame durations of each stage, safe to record from many threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ms: dict[str, list[float]] = defaultdict(list)
+
+    def record(self, stage: str, elapsed_ms: float) -> None:
+        with self._lock:
+            self._ms[stage].append(elapsed_ms)
+
+    @contextmanager
+    def timed(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.record(stage, (time.perf_counter() - start) * 1e3)
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            items = {k: np.asarray(v) for k, v in self._ms.items() if v}
+        order = HOST_STAGES + DEVICE_STAGES
+        return {
+            stage: {
+                "count": int(ms.size),
+                "total_ms": round(float(ms.sum()), 3),
+                "mean_ms": round(float(ms.mean()), 3),
+                "p50_ms": round(float(np.percentile(ms, 50)), 3),
+                "p95_ms": round(float(np.percentile(ms, 95)), 3),
+            }
+            for stage, ms in sorted(items.items(), key=lambda kv: order.index(kv[0]))
+        }
+
+
+def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
+    """The stage that kept its resource busiest, and a sentence saying so.
+
+    Host stages share ``workers`` threads; device stages share one GPU. Busy fraction is a
+    stage's total time over the time its resource had (wall x threads, or wall).
+    """
+    if not stages or wall_s <= 0:
+        return "none", "no frames were processed"
+    busy = {
+        name: s["total_ms"] / 1e3 / (wall_s * (1 if name in DEVICE_STAGES else workers))
+        for name, s in stages.items()
+    }
+    name = max(busy, key=busy.get)
+    where = "the GPU" if name in DEVICE_STAGES else f"{workers} worker thread(s)"
+    return name, f"{name}-bound: {name} kept {where} busy {busy[name]:.0%} of the wall time"
+
+
+@dataclass
+class Summary:
+    """What a run did. ``as_json`` is the schema the README documents."""
+
+    frames: int
+    failed: list[dict]
+    wall_s: float
+    backend: str
+    device: str
+    params: dict
+    workers: int
+    output: str
+    stages: dict = field(default_factory=dict)
+    megapixels: float = 0.0
+    skipped_existing: int = 0
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def megapixels_per_s(self) -> float:
+        return self.megapixels / self.wall_s if self.wall_s > 0 else 0.0
+
+    def bottleneck(self) -> tuple[str, str]:
+        return find_bottleneck(self.stages, self.wall_s, self.workers)
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        name, detail = self.bottleneck()
+        data.update(
+            schema=SCHEMA_VERSION,
+            wall_s=round(self.wall_s, 4),
+            megapixels=round(self.megapixels, 3),
+            fps=round(self.fps, 2),
+            megapixels_per_s=round(self.megapixels_per_s, 2),
+            bottleneck=name,
+            bottleneck_detail=detail,
+        )
+        return data
+
+    def dumps(self) -> str:
+        return json.dumps(self.as_json(), indent=2)
+
+    def format_text(self) -> str:
+        lines = [
+            f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
+            f"({self.fps:.1f} fps, {self.megapixels_per_s:.1f} MP/s) "
+            f"on {self.backend} [{self.device}], {self.workers} worker(s)",
+        ]
+        if self.failed:
+            lines.append(f"  failed: {len(self.failed)} frame(s)")
+        if self.skipped_existing:
+            lines.append(f"  skipped (output existed): {self.skipped_existing} frame(s)")
+        for name, s in self.stages.items():
+            lines.append(
+                f"  {name:<9} total {s['total_ms'] / 1e3:8.3f} s  mean {s['mean_ms']:8.3f} ms"
+                f"  p50 {s['p50_ms']:8.3f} ms  p95 {s['p95_ms']:8.3f} ms"
+            )
+        lines.append(f"  {self.bottleneck()[1]}")
+        return "\n".join(lines)
