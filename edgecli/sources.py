@@ -146,7 +146,8 @@ def _tiff_frames(path: Path) -> Iterator[np.ndarray]:
     # from PNG's high-byte strip); read a few pages at a time to bound memory.
     pages = cv2.imcount(str(path))
     for start in range(0, pages, 8):
-        ok, mats = cv2.imreadmulti(str(path), [], start, min(8, pages - start), cv2.IMREAD_COLOR)
+        count = min(8, pages - start)
+        ok, mats = cv2.imreadmulti(str(path), start, count, flags=cv2.IMREAD_COLOR)
         if not ok:
             raise FrameError(f"{path} [frame {start}]", "cannot decode TIFF page")
         yield from mats

@@ -1,0 +1,55 @@
+# edgecli: set-up, demo, tests and benchmarks. `make demo` and `make test` do all set-up.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo_output
+
+# The CUDA extra to install, from the driver's CUDA version that nvidia-smi reports:
+# ",cuda13" for 13.x or newer, ",cuda12" for 12.x, nothing without a driver.
+CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' \
+	| head -n 1 | awk '$$1 >= 13 { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
+HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
+
+.PHONY: install demo test test-gpu lint kernel-check bench-kernel sample-frames clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev$(CUDA_EXTRA)]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/edgecli run sample_frames -o $(DEMO_OUT)
+	@echo "edge maps written to $(DEMO_OUT)/"
+
+test: $(STAMP)
+ifneq ($(HAVE_NVCC),)
+	$(MAKE) kernel-check
+else
+	@echo "kernel-check skipped: no nvcc on PATH"
+endif
+	$(PY) -m pytest
+
+test-gpu: $(STAMP)
+	$(PY) -m pytest -m gpu
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check edgecli tests benchmarks scripts
+	$(VENV)/bin/ruff format --check edgecli tests benchmarks scripts
+
+kernel-check: $(STAMP)
+	$(PY) -m edgecli.kernels --check
+
+bench-kernel: $(STAMP)
+	$(PY) benchmarks/kernel.py
+
+# Regenerates sample_frames/ and its expected hashes (needs scikit-image).
+sample-frames: $(STAMP)
+	$(PY) -m pip install --quiet scikit-image
+	$(PY) scripts/make_sample_frames.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .ruff_cache .hypothesis build *.egg-info

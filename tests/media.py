@@ -1,0 +1,57 @@
+"""Test media: real photographs, hand-made frames, and video files written on demand."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from edgecli.params import BORDERS, NORMS
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_FRAMES = REPO / "sample_frames"
+
+# Every border x norm, with thresholds at the edges of the range.
+EDGE_OPTIONS = [
+    {"norm": n, "border": b, "threshold": t}
+    for n, b, t in itertools.product(NORMS, BORDERS, (0, 1, 100, 1019, 1020, 2040, 5000))
+]
+
+
+def option_id(o: dict) -> str:
+    return f"{o['norm']}-{o['border']}-t{o['threshold']}"
+
+
+def photo(height: int, width: int, seed: int = 0) -> np.ndarray:
+    """A crop of the sample photographs (BGR uint8), tiled if the size asks for more."""
+    frames = sorted(SAMPLE_FRAMES.glob("pan_*"))
+    source = cv2.imread(str(frames[seed % len(frames)]), cv2.IMREAD_COLOR)
+    reps = (-(-height // source.shape[0]), -(-width // source.shape[1]), 1)
+    return np.ascontiguousarray(np.tile(source, reps)[:height, :width])
+
+
+def gray_frame(values) -> np.ndarray:
+    """A BGR frame whose luma equals ``values`` exactly (gray pixels keep their value)."""
+    values = np.asarray(values, dtype=np.uint8)
+    return np.repeat(values[..., np.newaxis], 3, axis=-1)
+
+
+def write_video(path: Path, frames: list[np.ndarray], fourcc: str = "MJPG", fps: int = 10):
+    """Write frames with cv2.VideoWriter; returns the frames as the reader decodes them."""
+    h, w = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (w, h))
+    assert writer.isOpened(), f"this OpenCV cannot write {fourcc} video"
+    for frame in frames:
+        writer.write(frame)
+    writer.release()
+    capture = cv2.VideoCapture(str(path))
+    decoded = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        decoded.append(frame)
+    capture.release()
+    return decoded

@@ -1,0 +1,257 @@
+"""Frames in and PNGs out, on the CPU backend: every input kind, naming, collisions."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import cv2
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+import edgecli
+from edgecli import InputError, OptionError
+from edgecli.params import BORDERS, NORMS
+from edgecli.sources import discover
+
+from .media import photo, write_video
+from .oracle import plain_edges
+
+H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
+
+
+def run_cpu(input_arg, out: Path, **options) -> dict[str, np.ndarray]:
+    """Process on the CPU backend; return every output PNG, read back, by relative name."""
+    edgecli.process(input_arg, out, backend="cpu", **{"workers": 2, **options})
+    return {
+        p.relative_to(out).as_posix(): cv2.imread(str(p), cv2.IMREAD_GRAYSCALE)
+        for p in sorted(out.rglob("*.png"))
+    }
+
+
+def write_still_images(folder: Path) -> dict[str, np.ndarray]:
+    """One file per still-image case; returns the BGR frame the contract says each decodes to."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bgr = photo(37, 53, seed=3)
+    rgba = np.dstack([bgr, np.arange(37 * 53, dtype=np.uint8).reshape(37, 53)])
+    wide16 = (photo(29, 41, seed=4).astype(np.uint16) * 257 + 77).astype(np.uint16)
+    gray = photo(31, 23, seed=5)[:, :, 1]
+    cases = {
+        "photo.png": (bgr, bgr),
+        "alpha.png": (rgba, bgr),  # alpha dropped
+        "deep.png": (wide16, (wide16 >> 8).astype(np.uint8)),  # 16-bit: high byte
+        "gray.png": (gray, np.dstack([gray] * 3)),  # gray replicated
+        "tiny.png": (bgr[:1, :1], bgr[:1, :1]),
+        "row.png": (bgr[:1], bgr[:1]),
+        "column.bmp": (bgr[:, :1], bgr[:, :1]),
+        "jpeg.jpg": (photo(45, 67, seed=6), None),
+        "lossless.webp": (photo(19, 33, seed=7), None),
+        "webp_lossy.webp": (photo(21, 35, seed=8), None),
+        "still.tiff": (photo(17, 13, seed=9), None),
+    }
+    expected = {}
+    for name, (pixels, decoded) in cases.items():
+        params = [cv2.IMWRITE_WEBP_QUALITY, 101] if name == "lossless.webp" else []
+        assert cv2.imwrite(str(folder / name), pixels, params)
+        read = cv2.imread(str(folder / name), cv2.IMREAD_COLOR)
+        if decoded is not None:  # the contract's step 0, checked, not assumed
+            np.testing.assert_array_equal(read, decoded, err_msg=name)
+        expected[Path(name).stem + ".png"] = read
+    return expected
+
+
+OPTION_GRID = [
+    {"norm": n, "border": b, "threshold": t, "png_bits": bits}
+    for n, b, t, bits in itertools.product(NORMS, BORDERS, (0, 100, 5000), (1, 8))
+]
+
+
+@pytest.fixture(scope="module")
+def still_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stills")
+    return folder, write_still_images(folder)
+
+
+@pytest.mark.parametrize("options", OPTION_GRID, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_still_images_match_contract(still_folder, tmp_path, options):
+    """RGBA, 16-bit, gray, 1x1, 1xN, Nx1, JPEG, WebP, BMP, TIFF: each output equals the
+    plain implementation on the decoded frame, for every option combination."""
+    folder, decoded = still_folder
+    outputs = run_cpu(folder, tmp_path / "out", **options)
+    assert sorted(outputs) == sorted(decoded)
+    edge_options = {k: options[k] for k in ("threshold", "norm", "border")}
+    for name, frame in decoded.items():
+        np.testing.assert_array_equal(outputs[name], plain_edges(frame, **edge_options), name)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("border", BORDERS)
+def test_h264_video_matches_contract(tmp_path, norm, border):
+    """Each frame of an H.264 clip, as VideoCapture decodes it, gives the contract's edges."""
+    capture = cv2.VideoCapture(str(H264_CLIP))
+    fourcc = int(capture.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode().lower()
+    frames = []
+    while (frame := capture.read())[0]:
+        frames.append(frame[1])
+    capture.release()
+    assert fourcc in ("h264", "avc1") and len(frames) == 24
+    outputs = run_cpu(H264_CLIP, tmp_path, norm=norm, border=border, threshold=90)
+    assert sorted(outputs) == [f"pan_h264_{i:06d}.png" for i in range(24)]
+    for i, frame in enumerate(frames):
+        expected = plain_edges(frame, 90, norm, border)
+        np.testing.assert_array_equal(outputs[f"pan_h264_{i:06d}.png"], expected)
+
+
+def test_video_written_by_opencv(tmp_path):
+    """An MJPG .avi: one PNG per frame, named <stem>_<6-digit index>.png."""
+    frames = [photo(24, 40, seed=i) for i in range(5)]
+    decoded = write_video(tmp_path / "clip.avi", frames)
+    outputs = run_cpu(tmp_path / "clip.avi", tmp_path / "out")
+    assert list(outputs) == [f"clip_{i:06d}.png" for i in range(5)]
+    for i, frame in enumerate(decoded):
+        expected = plain_edges(frame, 100, "l1", "replicate")
+        np.testing.assert_array_equal(outputs[f"clip_{i:06d}.png"], expected)
+
+
+@pytest.mark.parametrize("kind", ["gif", "apng", "webp", "tiff"])
+def test_multi_frame_images(tmp_path, kind):
+    """Animated GIF/PNG/WebP and multi-page TIFF give one PNG per frame."""
+    frames_rgb = [photo(20, 30, seed=i)[:, :, ::-1] for i in range(3)]
+    path = tmp_path / {"gif": "anim.gif", "apng": "anim.png", "webp": "anim.webp"}.get(
+        kind, "anim.tiff"
+    )
+    if kind == "tiff":
+        assert cv2.imwritemulti(str(path), [f[:, :, ::-1] for f in frames_rgb])
+    elif kind == "webp":
+        iio.imwrite(path, np.stack(frames_rgb), lossless=True)
+    else:
+        iio.imwrite(path, np.stack(frames_rgb), extension=path.suffix, loop=0)
+    outputs = run_cpu(path, tmp_path / "out")
+    assert list(outputs) == [f"anim_{i:06d}.png" for i in range(3)]
+    if kind == "tiff":  # pages as cv2.imread would read each
+        decoded = cv2.imreadmulti(str(path), flags=cv2.IMREAD_COLOR)[1]
+    else:
+        decoded = [np.asarray(f)[:, :, 2::-1] for f in iio.imiter(path)]  # RGB(A) -> BGR
+    for i, frame in enumerate(decoded):
+        expected = plain_edges(np.ascontiguousarray(frame), 100, "l1", "replicate")
+        np.testing.assert_array_equal(outputs[f"anim_{i:06d}.png"], expected)
+
+
+def test_single_frame_gif_is_a_still_image(tmp_path):
+    """A one-frame GIF is named like a still image: <stem>.png."""
+    iio.imwrite(tmp_path / "one.gif", photo(10, 12)[:, :, ::-1])
+    assert list(run_cpu(tmp_path / "one.gif", tmp_path / "out")) == ["one.png"]
+
+
+def test_natural_order_and_names(tmp_path):
+    """Folders list in natural order ('f2' before 'f10'); a.jpg is written as a.png."""
+    for name in ("f10.jpg", "f2.png", "f1.bmp", "notes.txt", ".hidden.png"):
+        (tmp_path / name).write_bytes(b"x")
+    sources = discover(tmp_path)
+    assert [s.out_name for s in sources] == ["f1.png", "f2.png", "f10.png"]
+
+
+def test_recursive_keeps_subfolders(tmp_path):
+    """--recursive mirrors subfolders into the output; without it they are ignored."""
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    cv2.imwrite(str(tmp_path / "in" / "top.png"), photo(8, 9))
+    cv2.imwrite(str(tmp_path / "in" / "sub" / "deep.png"), photo(8, 9, seed=1))
+    assert list(run_cpu(tmp_path / "in", tmp_path / "flat")) == ["top.png"]
+    nested = run_cpu(tmp_path / "in", tmp_path / "tree", recursive=True)
+    assert sorted(nested) == ["sub/deep.png", "top.png"]
+
+
+def test_glob_input(tmp_path):
+    """A quoted glob takes only the files it matches."""
+    for name in ("a.jpg", "b.jpg", "c.png"):
+        cv2.imwrite(str(tmp_path / name), photo(8, 9))
+    outputs = run_cpu(str(tmp_path / "*.jpg"), tmp_path / "out")
+    assert sorted(outputs) == ["a.png", "b.png"]
+
+
+@pytest.mark.parametrize(
+    "names, message",
+    [
+        (["a.png", "a.jpg"], "would both write a.png"),
+        (["A.png", "a.bmp"], "(?i)would both write a.png"),
+        (["clip.avi", "clip_000001.png"], "would both write clip_000001.png"),
+    ],
+)
+def test_name_collisions_are_refused_before_work(tmp_path, names, message):
+    """Two inputs that map to one output name stop the run before anything is written."""
+    for name in names:
+        if name.endswith(".avi"):
+            write_video(tmp_path / name, [photo(16, 16)])
+        else:
+            cv2.imwrite(str(tmp_path / name), photo(8, 9))
+    with pytest.raises(OptionError, match=message):
+        edgecli.process(str(tmp_path / "*"), tmp_path / "out", backend="cpu")
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_cannot_overwrite_input(tmp_path):
+    """Writing into the input folder is refused when a PNG input would be overwritten."""
+    cv2.imwrite(str(tmp_path / "frame.png"), photo(8, 9))
+    before = (tmp_path / "frame.png").read_bytes()
+    with pytest.raises(OptionError, match="would overwrite this input"):
+        edgecli.process(tmp_path, tmp_path, backend="cpu")
+    assert (tmp_path / "frame.png").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p / "missing", "missing: no such file or folder"),
+        (lambda p: (p / "empty").mkdir() or p / "empty", "empty: no frames in this folder"),
+        (lambda p: str(p / "*.jpg"), "no files match the pattern"),
+        (lambda p: (p / "a.xyz").write_bytes(b"1") and p / "a.xyz", "unsupported file type"),
+    ],
+)
+def test_inputs_that_name_no_frames(tmp_path, make, message):
+    """Missing paths, empty folders, unmatched globs and unknown types are InputErrors."""
+    with pytest.raises(InputError, match=message):
+        edgecli.process(make(tmp_path), tmp_path / "out", backend="cpu")
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "empty file"),
+        (b"this is not an image at all", "not a decodable image"),
+        (None, "not a decodable image"),  # a truncated PNG
+    ],
+)
+def test_bad_image_names_the_file(tmp_path, content, reason):
+    """An undecodable frame raises FrameError naming the file and the reason."""
+    if content is None:
+        ok, png = cv2.imencode(".png", photo(64, 64))
+        content = png.tobytes()[:200]
+    (tmp_path / "bad.png").write_bytes(content)
+    with pytest.raises(edgecli.FrameError) as caught:
+        edgecli.process(tmp_path, tmp_path / "out", backend="cpu")
+    assert caught.value.source == str(tmp_path / "bad.png")
+    assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize("workers, batch", [(1, 1), (2, 3), (3, 16)])
+def test_output_bytes_do_not_depend_on_workers_or_batch(still_folder, tmp_path, workers, batch):
+    """The same input gives byte-identical PNG files for any worker count and batch size."""
+    folder, _ = still_folder
+    baseline = tmp_path / "base"
+    edgecli.process(folder, baseline, backend="cpu", workers=1, batch=1)
+    edgecli.process(folder, tmp_path / "out", backend="cpu", workers=workers, batch=batch)
+    for png in baseline.glob("*.png"):
+        assert (tmp_path / "out" / png.name).read_bytes() == png.read_bytes()
+
+
+@pytest.mark.parametrize("bits", [1, 8])
+def test_png_bit_depth(tmp_path, bits):
+    """Outputs are grayscale PNGs of the requested bit depth, with no temporaries left."""
+    cv2.imwrite(str(tmp_path / "in.png"), photo(20, 20))
+    edgecli.process(tmp_path / "in.png", tmp_path / "out", backend="cpu", png_bits=bits)
+    header = (tmp_path / "out" / "in.png").read_bytes()[:26]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
+    assert (header[24], header[25]) == (bits, 0)  # bit depth, colour type 0 (gray)
+    assert os.listdir(tmp_path / "out") == ["in.png"]
