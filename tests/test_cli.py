@@ -1,0 +1,195 @@
+"""The edgecli command through click's CliRunner: exit codes and exact messages."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import pytest
+from click.testing import CliRunner
+
+from edgecli import __version__
+from edgecli.backends import cuda_unusable_reason
+from edgecli.cli import main
+
+from .media import photo
+
+JSON_KEYS = {
+    "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
+    "backend", "device", "params", "workers", "output", "stages", "bottleneck",
+    "bottleneck_detail", "skipped_existing",
+}  # fmt: skip
+STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def frames_dir(tmp_path):
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(folder / f"f{i}.png"), photo(21, 34, seed=i))
+    return folder
+
+
+def test_version():
+    """--version prints the package version."""
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"edgecli, version {__version__}\n"
+
+
+def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
+    """A run exits 0, writes one PNG per frame and a summary on stderr."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["f0.png", "f1.png", "f2.png"]
+    assert result.stdout == ""
+    assert "edgecli: 3 frame(s) ->" in result.stderr and "-bound:" in result.stderr
+
+
+def test_quiet_prints_nothing(frames_dir, tmp_path):
+    """-q leaves stdout and stderr empty on success."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-q")
+    assert result.exit_code == 0 and result.output == ""
+
+
+def test_json_summary_to_stdout(frames_dir, tmp_path):
+    """--json-summary - prints the documented JSON schema on stdout, and only that."""
+    result = invoke(
+        "run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-q", "--json-summary", "-"
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert set(summary) == JSON_KEYS
+    assert summary["frames"] == 3 and summary["failed"] == [] and summary["backend"] == "cpu"
+    assert summary["params"] == {
+        "threshold": 100,
+        "norm": "l1",
+        "border": "replicate",
+        "png_bits": 1,
+    }
+    assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
+    assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())
+    assert summary["bottleneck"] in summary["stages"]
+
+
+def test_json_summary_to_file(frames_dir, tmp_path):
+    """--json-summary PATH writes the same JSON to a file."""
+    target = tmp_path / "summary.json"
+    result = invoke(
+        "run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "--json-summary", target
+    )
+    assert result.exit_code == 0
+    assert json.loads(target.read_text())["frames"] == 3
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["-t", "-1"], 2, "Invalid value for '-t' / '--threshold': -1 is not in the range x>=0."),
+        (["--norm", "l3"], 2, "Invalid value for '--norm': 'l3' is not one of 'l1', 'l2'."),
+        (["--png-bits", "4"], 2, "Invalid value for '--png-bits': '4' is not one of '1', '8'."),
+        (["--workers", "0"], 2, "Invalid value for '--workers': 0 is not in the range x>=1."),
+    ],
+)
+def test_usage_errors(frames_dir, tmp_path, args, code, message):
+    """Bad option values are usage errors (exit 2) naming the option and the value."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", *args)
+    assert result.exit_code == code
+    assert result.stderr.splitlines()[-1] == f"Error: {message}"
+
+
+def test_missing_output_option(frames_dir):
+    """-o is required."""
+    result = invoke("run", frames_dir)
+    assert result.exit_code == 2
+    assert "Missing option '-o' / '--output'" in result.stderr
+
+
+def test_missing_input(tmp_path):
+    """A path that does not exist: exit 1, one line naming it."""
+    result = invoke("run", tmp_path / "nope", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'nope'}: no such file or folder\n"
+
+
+def test_empty_folder(tmp_path):
+    """A folder with no frames: exit 1 and a message listing what was looked for."""
+    (tmp_path / "empty").mkdir()
+    result = invoke("run", tmp_path / "empty", "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {tmp_path / 'empty'}: no frames in this folder")
+
+
+def test_glob_matching_nothing(tmp_path):
+    """An unmatched glob: exit 1, quoting the pattern."""
+    pattern = str(tmp_path / "*.jpg")
+    result = invoke("run", pattern, "-o", tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: no files match the pattern {pattern!r}\n"
+
+
+def test_corrupt_frame(frames_dir, tmp_path):
+    """A corrupt frame: exit 1, one line naming the file and the reason, no traceback."""
+    (frames_dir / "f1.png").write_bytes(b"\x89PNG\r\n\x1a\n garbage")
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: {frames_dir / 'f1.png'}: not a decodable image (corrupt, truncated or wrong type)"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_name_collision_exit_code(frames_dir, tmp_path):
+    """Two inputs for one output name: exit 2 before any output exists."""
+    cv2.imwrite(str(frames_dir / "f0.jpg"), photo(8, 8))
+    result = invoke("run", frames_dir, "-o", tmp_path / "out")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: output name collision: {frames_dir / 'f0.jpg'} and {frames_dir / 'f0.png'} "
+        "would both write f0.png; rename one or process them separately\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_is_a_file(frames_dir, tmp_path):
+    """-o naming an existing file is a usage error (exit 2): it must be a folder."""
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    result = invoke("run", frames_dir, "-o", target)
+    assert result.exit_code == 2
+    assert "is a file" in result.stderr
+
+
+@pytest.mark.skipif(cuda_unusable_reason() is None, reason="a CUDA device is usable here")
+def test_cuda_requested_but_unusable(frames_dir, tmp_path):
+    """--backend cuda without a usable device: exit 4 and the reason, nothing written."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cuda")
+    assert result.exit_code == 4
+    assert result.stderr.startswith("Error: CUDA backend unusable: ")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(cuda_unusable_reason() is None, reason="a CUDA device is usable here")
+def test_auto_falls_back_with_a_notice(frames_dir, tmp_path):
+    """--backend auto without CUDA runs on the CPU and says so in one stderr line."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out")
+    assert result.exit_code == 0
+    notices = [line for line in result.stderr.splitlines() if "using the CPU backend" in line]
+    assert len(notices) == 1 and notices[0].startswith("edgecli: CUDA unusable (")
+
+
+def test_info_reports_cuda_state():
+    """info lists versions and says whether CUDA is usable, and why not."""
+    result = invoke("info")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"edgecli {__version__}"
+    assert any(line.startswith("opencv-python-headless ") for line in lines)
+    reason = cuda_unusable_reason()
+    expected = "cuda: usable: " if reason is None else f"cuda: unusable: {reason}"
+    assert lines[-1].startswith(expected)

@@ -1,0 +1,45 @@
+"""The smoke test: the installed ``edgecli`` command on the bundled sample frames."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from .media import SAMPLE_FRAMES
+
+
+def edgecli_command() -> list[str]:
+    """The console script installed beside this Python, else ``python -m edgecli``."""
+    script = shutil.which("edgecli", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "edgecli"]
+
+
+def test_sample_frames_match_golden_hashes(tmp_path):
+    """`edgecli run sample_frames` exits 0 and every PNG holds the expected pixels."""
+    manifest = json.loads((SAMPLE_FRAMES / "expected.json").read_text())
+    result = subprocess.run(
+        [*edgecli_command(), "run", str(SAMPLE_FRAMES), "-o", str(tmp_path), "-q",
+         "--json-summary", "-"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["frames"] == len(manifest["frames"]) == 12
+    assert summary["params"] == manifest["options"] | {"png_bits": 1}
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(manifest["frames"])
+    for name, expected in manifest["frames"].items():
+        data = (tmp_path / name).read_bytes()
+        assert data[24] == 1, f"{name} is not a 1-bit PNG"
+        edges = cv2.imread(str(tmp_path / name), cv2.IMREAD_GRAYSCALE)
+        assert list(edges.shape) == expected["shape"]
+        assert set(np.unique(edges)) <= {0, 255}
+        digest = hashlib.sha256(np.ascontiguousarray(edges).tobytes()).hexdigest()
+        assert digest == expected["edges_sha256"], name
