@@ -32,9 +32,11 @@ class CpuBackend:
 def cuda_unusable_reason(device: int = 0) -> str | None:
     """None when the CUDA backend can run on ``device``, else a one-line reason."""
     try:
-        from . import gpu
-    except ImportError as exc:  # CuPy (or one of its libraries) is not installed
-        return f"CuPy is not importable ({exc}); install edgecli with the cuda12 or cuda13 extra"
+        import cupy  # noqa: F401
+    except ImportError as exc:  # CuPy, or a library it loads, is missing
+        return f"CuPy is not importable ({exc}); install edgecli[cuda12] or edgecli[cuda13]"
+    from . import gpu
+
     return gpu.unusable_reason(device)
 
 

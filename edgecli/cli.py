@@ -7,15 +7,20 @@ click itself reports usage errors (exit 2). Nothing here imports CuPy.
 from __future__ import annotations
 
 import json
+import os
 import platform
+import signal
 import sys
+import threading
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
 from . import __version__
-from .errors import EXIT_SIGINT, EdgecliError
-from .params import BACKENDS, BORDERS, NORMS, Options
+from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError
+from .params import BACKENDS, BORDERS, DEFAULT_MAX_PIXELS, NORMS, ON_ERROR, Options
 
 
 class EdgecliClickError(click.ClickException):
@@ -35,6 +40,30 @@ def _write_json_summary(target: str, text: str) -> None:
     except OSError as exc:
         message = f"{target}: cannot write JSON summary ({exc.strerror})"
         raise click.ClickException(message) from None
+
+
+@contextmanager
+def stop_on_signals():
+    """A first SIGINT/SIGTERM sets the event (the run winds down and reports); a second
+    exits at once. Either way no partial PNG exists: each is renamed into place whole."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum, frame):
+        if stop.is_set():
+            os._exit(128 + signum)
+        received.append(signum)
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():  # e.g. under a test runner
+        yield stop, received
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop, received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -120,6 +149,25 @@ def main() -> None:
     help="CUDA device index.",
 )
 @click.option(
+    "--on-error",
+    type=click.Choice(ON_ERROR),
+    default="fail",
+    show_default=True,
+    help="fail: stop at the first bad frame (exit 1). skip: report it, go on (exit 3).",
+)
+@click.option(
+    "--skip-existing",
+    is_flag=True,
+    help="Resume: leave frames whose output PNG exists (it is always complete) untouched.",
+)
+@click.option(
+    "--max-pixels",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PIXELS,
+    show_default=True,
+    help="Refuse frames whose header declares more pixels than this.",
+)
+@click.option(
     "--json-summary",
     "json_summary",
     metavar="PATH|-",
@@ -136,6 +184,13 @@ def run(input_arg, output, png_bits, json_summary, quiet, verbose, **fields) -> 
     glob such as 'shots/*.jpg'. An image a.jpg becomes a.png; frame 7 of clip.mp4 becomes
     clip_000007.png. The summary goes to stderr.
     """
+    if not verbose:
+        # FFmpeg and OpenCV log straight to stderr (e.g. "moov atom not found" before our
+        # own one-line error); keep them quiet unless asked. Read when the backend loads.
+        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
+        os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+        # Decoders warn about the corrupt files we already report in one line each.
+        warnings.simplefilter("ignore")
     from .pipeline import run as run_pipeline
 
     def notify(message: str) -> None:
@@ -146,22 +201,28 @@ def run(input_arg, output, png_bits, json_summary, quiet, verbose, **fields) -> 
         options = Options(png_bits=int(png_bits), **fields)
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
-        summary = run_pipeline(
-            input_arg,
-            output,
-            options,
-            progress=not quiet and sys.stderr.isatty(),
-            notify=notify,
-        )
+        with stop_on_signals() as (stop, received):
+            summary = run_pipeline(
+                input_arg,
+                output,
+                options,
+                progress=not quiet and sys.stderr.isatty(),
+                notify=notify,
+                stop=stop,
+            )
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
-    except KeyboardInterrupt:
-        click.echo("Error: interrupted", err=True)
-        sys.exit(EXIT_SIGINT)
     if not quiet:
         click.echo(summary.format_text(), err=True)
     if json_summary:
         _write_json_summary(json_summary, summary.dumps())
+    if summary.interrupted:
+        name = "SIGTERM" if received and received[0] == signal.SIGTERM else "SIGINT"
+        click.echo(f"Error: interrupted by {name}; {summary.frames} frame(s) written", err=True)
+        sys.exit(EXIT_SIGTERM if name == "SIGTERM" else EXIT_SIGINT)
+    if summary.failed:
+        click.echo(f"Error: {len(summary.failed)} frame(s) skipped after errors", err=True)
+        sys.exit(EXIT_SKIPPED)
 
 
 @main.command()

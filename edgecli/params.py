@@ -15,6 +15,10 @@ NORMS = ("l1", "l2")
 BORDERS = ("replicate", "reflect101", "constant")
 BACKENDS = ("auto", "cuda", "cpu")
 PNG_BITS = (1, 8)
+ON_ERROR = ("fail", "skip")
+# Frames larger than this are refused from their header, before any pixel is allocated.
+# 16384 x 16384 is twice 8K UHD in each direction.
+DEFAULT_MAX_PIXELS = 16384 * 16384
 
 # The largest magnitude the contract can produce from 8-bit luma: each Sobel gradient is
 # at most 4*255 = 1020 in absolute value, so |Gx| + |Gy| <= 2040 and Gx^2 + Gy^2 <= 2*1020^2.
@@ -50,6 +54,9 @@ class Options:
     batch: int = 16
     streams: int = 2
     device: int = 0
+    on_error: str = "fail"
+    skip_existing: bool = False
+    max_pixels: int = DEFAULT_MAX_PIXELS
 
     def __post_init__(self) -> None:
         _check_int("threshold", self.threshold, 0)
@@ -62,6 +69,8 @@ class Options:
         _check_int("batch", self.batch, 1)
         _check_int("streams", self.streams, 1)
         _check_int("device", self.device, 0)
+        _check_choice("on_error", self.on_error, ON_ERROR)
+        _check_int("max_pixels", self.max_pixels, 1)
 
     @property
     def effective_threshold(self) -> int:

@@ -9,21 +9,31 @@ number of frames.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from .backends import select_backend
-from .errors import OptionError
+from .errors import InputError, OptionError
 from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
 from .sources import Frame, count_frames, discover
 from .timing import StageClock, Summary
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A frame (or a whole source) that could not be decoded, in --on-error skip mode."""
+
+    source: str
+    reason: str
 
 
 def _done(value) -> Future:
@@ -32,33 +42,64 @@ def _done(value) -> Future:
     return future
 
 
-def decode_in_order(sources: list, pool: ThreadPoolExecutor, clock: StageClock, window: int):
-    """Decoded frames in input order. Still images decode on the pool, ``window`` ahead;
-    a video or multi-frame file decodes in order from its one reader, on this thread."""
+class FrameReader:
+    """Decoded frames in input order, read ``window`` ahead.
 
-    def decode(source) -> Frame:
-        with clock.timed("decode"):
-            return source.decode()
+    Still images decode on the pool; a video or multi-frame file decodes in order from its
+    one reader, on the calling thread. Frames whose output ``wanted`` rejects (they exist
+    already, under --skip-existing) are not decoded where that can be avoided.
+    """
 
-    pending: deque[Future] = deque()
-    for source in sources:
-        if source.multi_frame:
-            frames = source.frames()
-            while True:
-                start = time.perf_counter()
+    def __init__(self, pool, clock: StageClock, options: Options, wanted: Callable):
+        self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
+        self.skipped_existing = 0
+
+    def _decode(self, source) -> Frame | Failure:
+        try:
+            with self.clock.timed("decode"):
+                return source.decode(self.options.max_pixels)
+        except InputError as exc:
+            return self._failure(exc)
+
+    def _failure(self, exc: InputError) -> Failure:
+        if self.options.on_error == "fail":
+            raise exc
+        source = getattr(exc, "source", None)
+        return Failure(source or str(exc).split(": ")[0], getattr(exc, "reason", str(exc)))
+
+    def _sequence(self, source) -> Iterator[Frame | Failure]:
+        frames = source.frames(self.options.max_pixels)
+        while True:
+            start = time.perf_counter()
+            try:
                 frame = next(frames, None)
-                if frame is None:
-                    break
-                clock.record("decode", (time.perf_counter() - start) * 1e3)
-                pending.append(_done(frame))
-                while len(pending) >= window:
-                    yield pending.popleft().result()
-        else:
-            pending.append(pool.submit(decode, source))
-        while len(pending) >= window:
+            except InputError as exc:  # the rest of this source is unreadable
+                yield self._failure(exc)
+                return
+            if frame is None:
+                return
+            if not self.wanted(frame.out_name):
+                self.skipped_existing += 1
+                continue
+            self.clock.record("decode", (time.perf_counter() - start) * 1e3)
+            yield frame
+
+    def frames(self, sources: list, window: int) -> Iterator[Frame | Failure]:
+        pending: deque[Future] = deque()
+        for source in sources:
+            if source.multi_frame:
+                for item in self._sequence(source):
+                    pending.append(_done(item))
+                    while len(pending) >= window:
+                        yield pending.popleft().result()
+            elif self.wanted(source.out_name):
+                pending.append(self.pool.submit(self._decode, source))
+            else:
+                self.skipped_existing += 1
+            while len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
             yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
 
 
 def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Frame]]:
@@ -85,7 +126,7 @@ def refuse_overwriting_inputs(sources: list, out_dir: Path) -> None:
             )
 
 
-class _Writer:
+class Writer:
     """Encode-and-write tasks on the pool, at most ``window`` outstanding."""
 
     def __init__(self, pool, out_dir: Path, options: Options, clock, window: int, on_done):
@@ -125,21 +166,34 @@ def run(
     *,
     progress: bool = False,
     notify: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> Summary:
-    """Process every frame INPUT names into PNGs in ``output``; return the summary."""
+    """Process every frame INPUT names into PNGs in ``output``; return the summary.
+
+    ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
+    started, frames in flight are finished (each PNG appears whole or not at all), and the
+    summary says it was interrupted.
+    """
     started = time.perf_counter()
+    notify = notify or (lambda message: None)
+    stop = stop or threading.Event()
     sources = discover(input_arg, recursive=options.recursive)
     choice = select_backend(options)
-    if choice.notice and notify:
+    if choice.notice:
         notify(choice.notice)
     backend = choice.backend
     out_dir = prepare_output_dir(Path(output))
     refuse_overwriting_inputs(sources, out_dir)
     remove_stale_temporaries(out_dir)
 
+    def wanted(name: str) -> bool:
+        return not (options.skip_existing and (out_dir / name).exists())
+
     clock = StageClock()
     workers = options.worker_count
     window = 2 * workers + options.batch
+    failures: list[Failure] = []
+    megapixels = 0.0
     bar = tqdm(
         total=count_frames(sources) if progress else None,
         disable=not progress,
@@ -147,19 +201,30 @@ def run(
         dynamic_ncols=True,
         leave=False,
     )
-    megapixels = 0.0
+
+    def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
+        nonlocal megapixels
+        for item in reader.frames(sources, window):
+            if stop.is_set():
+                return
+            if isinstance(item, Failure):
+                failures.append(item)
+                notify(f"skipped {item.source}: {item.reason}")
+                bar.update(1)
+                continue
+            megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
+            yield item
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli") as pool:
-        writer = _Writer(pool, out_dir, options, clock, window, lambda: bar.update(1))
+        writer = Writer(pool, out_dir, options, clock, window, lambda: bar.update(1))
+        reader = FrameReader(pool, clock, options, wanted)
         try:
-            frames = decode_in_order(sources, pool, clock, window)
             if backend.runs_on_host:  # compute on every worker, frame by frame
-                for frame in frames:
-                    megapixels += frame.pixels.shape[0] * frame.pixels.shape[1] / 1e6
+                for frame in decoded_frames(reader):
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                for batch in same_shape_batches(frames, options.batch):
+                for batch in same_shape_batches(decoded_frames(reader), options.batch):
                     stacked = np.stack([f.pixels for f in batch])
-                    megapixels += stacked.shape[0] * stacked.shape[1] * stacked.shape[2] / 1e6
                     start = time.perf_counter()
                     edges = backend.detect(stacked)
                     per_frame_ms = (time.perf_counter() - start) * 1e3 / len(batch)
@@ -168,12 +233,14 @@ def run(
                         writer.submit(writer.encode_write, frame.out_name, frame_edges)
             writer.drain()
         finally:
+            # On an error, frames not yet started are dropped; those in flight finish
+            # (their PNGs are written whole, by rename) before the pool is gone.
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
     stats = clock.stats()
     return Summary(
         frames=stats.get("write", {}).get("count", 0),
-        failed=[],
+        failed=[{"source": f.source, "reason": f.reason} for f in failures],
         wall_s=time.perf_counter() - started,
         backend=backend.name,
         device=backend.device_name,
@@ -182,4 +249,6 @@ def run(
         output=str(out_dir),
         stages=stats,
         megapixels=megapixels,
+        skipped_existing=reader.skipped_existing,
+        interrupted=stop.is_set(),
     )

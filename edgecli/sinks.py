@@ -55,7 +55,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     atomic), which replaces the final name only once it is fully written and closed.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=path.parent)
+    # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
+    prefix = f"{TEMP_PREFIX}{os.getpid()}-"
+    fd, temp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), FILE_MODE)
@@ -70,10 +72,27 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise OutputError(f"{path}: cannot write ({reason})") from None
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but another user's
+        return True
+    return True
+
+
 def remove_stale_temporaries(out_dir: Path) -> int:
-    """Delete temporaries an interrupted earlier run left behind; return how many."""
+    """Delete temporaries that runs killed mid-write left behind; return how many.
+
+    Only those whose writer process is gone: another edgecli writing into the same folder
+    right now keeps its files.
+    """
     removed = 0
     for temp in out_dir.rglob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+        pid = temp.name[len(TEMP_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and _process_alive(int(pid)):
+            continue
         try:
             temp.unlink()
             removed += 1

@@ -30,6 +30,8 @@ VIDEO_EXTENSIONS = (
     ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
     ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
 )  # fmt: skip
+# Containers whose index gives an exact frame count, so a shorter decode means truncation.
+EXACT_COUNT_CONTAINERS = (".mp4", ".m4v", ".mov", ".avi")
 FRAME_INDEX_DIGITS = 6
 GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -57,7 +59,31 @@ def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
     raise FrameError(source, f"unsupported image shape {pixels.shape}")
 
 
-def read_image(path: Path) -> np.ndarray:
+def declared_pixels(path: Path) -> int | None:
+    """Width x height from the file's header, without decoding; None if unknown."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            return width * height
+    except Image.DecompressionBombError as exc:  # PIL's own, lower limit: it says the size
+        match = re.search(r"\((\d+) pixels\)", str(exc))
+        return int(match.group(1)) if match else None
+    except Exception:  # not a format PIL reads, or corrupt: the decoder will say why
+        return None
+
+
+def check_size(source: str, pixels: int | None, max_pixels: int) -> None:
+    if pixels is not None and pixels > max_pixels:
+        raise FrameError(
+            source,
+            f"header declares {pixels} pixels, over the limit of {max_pixels} "
+            "(raise it with --max-pixels)",
+        )
+
+
+def read_image(path: Path, max_pixels: int) -> np.ndarray:
     """Decode one still image, or raise FrameError naming the file and the reason."""
     source = str(path)
     try:
@@ -68,6 +94,7 @@ def read_image(path: Path) -> np.ndarray:
         raise FrameError(source, "empty file")
     if not os.access(path, os.R_OK):
         raise FrameError(source, "permission denied")
+    check_size(source, declared_pixels(path), max_pixels)
     # imdecode of the bytes, not imread, so an unreadable file is told apart from a
     # file that is not an image, and both get a reason.
     try:
@@ -75,8 +102,11 @@ def read_image(path: Path) -> np.ndarray:
     except OSError as exc:
         raise FrameError(source, exc.strerror or str(exc)) from None
     if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
-        return next(_animation_frames(path))
-    frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+        return next(_animation_frames(path, max_pixels))
+    try:
+        frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs
+        raise FrameError(source, f"cannot decode ({exc.err or exc})") from None
     if frame is None:
         raise FrameError(source, "not a decodable image (corrupt, truncated or wrong type)")
     return frame
@@ -100,8 +130,8 @@ class ImageSource:
 
     multi_frame = False
 
-    def decode(self) -> Frame:
-        return Frame(self.out_name, str(self.path), read_image(self.path))
+    def decode(self, max_pixels: int) -> Frame:
+        return Frame(self.out_name, str(self.path), read_image(self.path, max_pixels))
 
 
 @dataclass(frozen=True)
@@ -117,17 +147,21 @@ class SequenceSource:
     def frame_name(self, index: int) -> str:
         return f"{self.out_stem}_{index:0{FRAME_INDEX_DIGITS}d}.png"
 
-    def frames(self) -> Iterator[Frame]:
+    def frames(self, max_pixels: int) -> Iterator[Frame]:
         readers = {"video": _video_frames, "tiff": _tiff_frames, "animation": _animation_frames}
-        for index, pixels in enumerate(readers[self.kind](self.path)):
+        for index, pixels in enumerate(readers[self.kind](self.path, max_pixels)):
             yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
 
 
-def _video_frames(path: Path) -> Iterator[np.ndarray]:
+def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
     try:
         if not capture.isOpened():
             raise InputError(f"{path}: cannot open as a video (unknown format or corrupt)")
+        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        check_size(str(path), width * height, max_pixels)
+        expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         count = 0
         while True:
             ok, frame = capture.read()
@@ -136,31 +170,46 @@ def _video_frames(path: Path) -> Iterator[np.ndarray]:
             count += 1
             yield frame
         if count == 0:
-            raise InputError(f"{path}: video has no decodable frames")
+            raise FrameError(str(path), "video has no decodable frames")
+        # Only these containers index every frame, so only their count can be trusted.
+        if path.suffix.lower() in EXACT_COUNT_CONTAINERS and 0 < count < expected:
+            raise FrameError(
+                f"{path} [frame {count}]",
+                f"video ended early: {count} of {expected} frames decoded (truncated?)",
+            )
     finally:
         capture.release()
 
 
-def _tiff_frames(path: Path) -> Iterator[np.ndarray]:
+def _tiff_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     # cv2.imreadmulti keeps cv2.imread's conversions (16-bit TIFF is scaled differently
     # from PNG's high-byte strip); read a few pages at a time to bound memory.
+    check_size(str(path), declared_pixels(path), max_pixels)
     pages = cv2.imcount(str(path))
     for start in range(0, pages, 8):
         count = min(8, pages - start)
-        ok, mats = cv2.imreadmulti(str(path), start, count, flags=cv2.IMREAD_COLOR)
+        try:
+            ok, mats = cv2.imreadmulti(str(path), start, count, flags=cv2.IMREAD_COLOR)
+        except cv2.error as exc:
+            ok, mats = False, exc.err
         if not ok:
-            raise FrameError(f"{path} [frame {start}]", "cannot decode TIFF page")
+            raise FrameError(f"{path} [frame {start}]", f"cannot decode TIFF page ({mats})")
         yield from mats
 
 
-def _animation_frames(path: Path) -> Iterator[np.ndarray]:
+def _animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     import imageio.v3 as iio
 
+    check_size(str(path), declared_pixels(path), max_pixels)
+    index = 0
     try:
         for index, pixels in enumerate(iio.imiter(path)):
             yield to_bgr8(np.asarray(pixels), f"{path} [frame {index}]")
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise FrameError(str(path), f"cannot decode animation ({exc})") from None
+    except FrameError:
+        raise
+    except Exception as exc:  # imageio's plugins raise many types on corrupt data
+        reason = f"cannot decode animation ({type(exc).__name__}: {exc})"
+        raise FrameError(f"{path} [frame {index}]", reason) from None
 
 
 def _png_is_animated(head: bytes) -> bool:

@@ -85,6 +85,7 @@ class Summary:
     stages: dict = field(default_factory=dict)
     megapixels: float = 0.0
     skipped_existing: int = 0
+    interrupted: bool = False
 
     @property
     def fps(self) -> float:
@@ -122,6 +123,8 @@ class Summary:
         ]
         if self.failed:
             lines.append(f"  failed: {len(self.failed)} frame(s)")
+        if self.interrupted:
+            lines.append("  interrupted: frames in flight were finished, the rest not started")
         if self.skipped_existing:
             lines.append(f"  skipped (output existed): {self.skipped_existing} frame(s)")
         for name, s in self.stages.items():

@@ -1,0 +1,389 @@
+"""Bad input, atomic outputs, resume and interrupts (CPU backend)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import edgecli
+from edgecli import FrameError, InputError, OutputError
+from edgecli.cli import main
+from edgecli.sources import classify
+
+from .media import photo
+from .oracle import plain_edges
+from .test_smoke import edgecli_command
+
+H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def assert_outputs_whole(out: Path) -> list[str]:
+    """Every PNG in ``out`` decodes completely and no temporary is left; return the names."""
+    leftovers = [p.name for p in out.rglob("*") if p.suffix != ".png"]
+    assert leftovers == [], f"temporaries left: {leftovers}"
+    names = sorted(p.name for p in out.rglob("*.png"))
+    for name in names:
+        assert cv2.imread(str(out / name), cv2.IMREAD_GRAYSCALE) is not None, name
+    return names
+
+
+def make_folder(folder: Path, count: int, shape=(24, 32)) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        cv2.imwrite(str(folder / f"frame_{i:04d}.png"), photo(*shape, seed=i))
+    return folder
+
+
+def png_with_size(width: int, height: int) -> bytes:
+    """A PNG whose header declares width x height but holds one tiny row of data."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
+
+
+BAD_FILES = {
+    "empty.png": (b"", "empty file"),
+    "junk.jpg": (b"plain text, not a JPEG", "not a decodable image"),
+    "cut.png": (None, "not a decodable image"),
+}
+
+
+@pytest.fixture
+def mixed_folder(tmp_path):
+    folder = make_folder(tmp_path / "in", 4)
+    truncated = cv2.imencode(".png", photo(40, 40))[1].tobytes()[:150]
+    for name, (content, _) in BAD_FILES.items():
+        (folder / name).write_bytes(truncated if content is None else content)
+    return folder
+
+
+def test_skip_reports_each_bad_frame_and_exits_3(mixed_folder, tmp_path):
+    """--on-error skip: every bad file named with its reason, the rest written, exit 3."""
+    out = tmp_path / "out"
+    result = invoke("run", mixed_folder, "-o", out, "--backend", "cpu", "--on-error", "skip")
+    assert result.exit_code == 3
+    for name, (_, reason) in BAD_FILES.items():
+        assert f"edgecli: skipped {mixed_folder / name}: {reason}" in result.stderr
+    assert result.stderr.splitlines()[-1] == "Error: 3 frame(s) skipped after errors"
+    assert assert_outputs_whole(out) == [f"frame_{i:04d}.png" for i in range(4)]
+
+
+def test_skip_lists_failures_in_summary(mixed_folder, tmp_path):
+    """The library's summary lists the skipped frames as {source, reason}."""
+    summary = edgecli.process(mixed_folder, tmp_path / "out", backend="cpu", on_error="skip")
+    assert summary.frames == 4
+    failed = {Path(f["source"]).name: f["reason"] for f in summary.failed}
+    assert set(failed) == set(BAD_FILES)
+    assert all(BAD_FILES[name][1] in reason for name, reason in failed.items())
+
+
+def test_fail_stops_without_partial_files(mixed_folder, tmp_path):
+    """--on-error fail (default): exit 1 on the first bad frame; what was written is whole."""
+    out = tmp_path / "out"
+    result = invoke("run", mixed_folder, "-o", out, "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {mixed_folder}/")
+    assert_outputs_whole(out)
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    """A file the user may not read is reported as such (simulated: tests may run as root)."""
+    folder = make_folder(tmp_path / "in", 1)
+    real_access = os.access
+    monkeypatch.setattr(
+        "edgecli.sources.os.access",
+        lambda path, mode: False if str(path).endswith(".png") else real_access(path, mode),
+    )
+    with pytest.raises(FrameError, match="frame_0000.png: permission denied"):
+        edgecli.process(folder, tmp_path / "out", backend="cpu")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_for_real(tmp_path):
+    """chmod 000: the frame is reported as not readable."""
+    folder = make_folder(tmp_path / "in", 1)
+    (folder / "frame_0000.png").chmod(0)
+    with pytest.raises(FrameError, match="permission denied"):
+        edgecli.process(folder, tmp_path / "out", backend="cpu")
+
+
+def test_video_that_cannot_be_opened(tmp_path):
+    """Random bytes named .mp4: one line saying it cannot be opened as a video."""
+    (tmp_path / "clip.mp4").write_bytes(os.urandom(4096))
+    result = invoke("run", tmp_path / "clip.mp4", "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {tmp_path / 'clip.mp4'}: cannot open as a video (unknown format or corrupt)\n"
+    )
+
+
+def test_video_that_ends_early(tmp_path):
+    """A truncated MP4 whose index promises 24 frames: the shortfall is an error, and the
+    frames before it are written whole."""
+    data = H264_CLIP.read_bytes()
+    (tmp_path / "cut.mp4").write_bytes(data[: len(data) * 6 // 10])
+    out = tmp_path / "out"
+    result = invoke("run", tmp_path / "cut.mp4", "-o", out, "--backend", "cpu")
+    assert result.exit_code == 1
+    assert "video ended early: " in result.stderr and "of 24 frames decoded" in result.stderr
+    assert len(assert_outputs_whole(out)) < 24
+
+
+def test_absurd_header_is_refused_before_decoding(tmp_path):
+    """A PNG declaring 100000 x 100000 pixels is refused from its header."""
+    (tmp_path / "huge.png").write_bytes(png_with_size(100_000, 100_000))
+    result = invoke("run", tmp_path / "huge.png", "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {tmp_path / 'huge.png'}: header declares 10000000000 pixels, over the limit "
+        "of 268435456 (raise it with --max-pixels)\n"
+    )
+
+
+def test_max_pixels_option(tmp_path):
+    """--max-pixels lowers the limit; a frame at the limit passes."""
+    cv2.imwrite(str(tmp_path / "a.png"), photo(10, 10))
+    ok = invoke("run", tmp_path / "a.png", "-o", tmp_path / "o1", "--max-pixels", 100, "-q")
+    assert ok.exit_code == 0
+    refused = invoke("run", tmp_path / "a.png", "-o", tmp_path / "o2", "--max-pixels", 99)
+    assert refused.exit_code == 1 and "over the limit of 99" in refused.stderr
+
+
+def test_mixed_frame_sizes_are_processed(tmp_path):
+    """Frames of different sizes in one folder are each processed at their own size."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shapes = [(10, 12), (10, 12), (7, 30), (10, 12), (1, 5)]
+    for i, shape in enumerate(shapes):
+        cv2.imwrite(str(folder / f"f{i}.png"), photo(*shape, seed=i))
+    edgecli.process(folder, tmp_path / "out", backend="cpu", batch=2)
+    for i, shape in enumerate(shapes):
+        frame = cv2.imread(str(folder / f"f{i}.png"))
+        edges = cv2.imread(str(tmp_path / "out" / f"f{i}.png"), cv2.IMREAD_GRAYSCALE)
+        assert edges.shape == shape
+        np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
+
+
+def test_output_folder_not_writable(tmp_path, monkeypatch):
+    """An output folder without write permission is refused before any work."""
+    monkeypatch.setattr("edgecli.sinks.os.access", lambda path, mode: False)
+    with pytest.raises(OutputError, match="output folder is not writable"):
+        edgecli.process(make_folder(tmp_path / "in", 1), tmp_path / "out", backend="cpu")
+
+
+def test_output_below_a_file(tmp_path):
+    """-o naming a folder below a regular file: one line saying it cannot be created."""
+    (tmp_path / "file").write_text("x")
+    folder = make_folder(tmp_path / "in", 1)
+    result = invoke("run", folder, "-o", tmp_path / "file" / "sub", "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {tmp_path / 'file' / 'sub'}: cannot create output folder (Not a directory)\n"
+    )
+
+
+def test_disk_full_names_the_file_and_leaves_nothing_partial(tmp_path, monkeypatch):
+    """ENOSPC while writing: exit 1 naming the file, no temporary or partial PNG left."""
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def fileno(self):
+            return self.handle.fileno()
+
+        def write(self, data):
+            self.handle.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("edgecli.sinks.os.fdopen", lambda fd, mode: FullDisk(real_fdopen(fd, mode)))
+    out = tmp_path / "out"
+    result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {out}/frame_000")
+    assert result.stderr.endswith(".png: cannot write (disk full)\n")
+    assert list(out.iterdir()) == []
+
+
+def test_skip_existing_resumes(tmp_path):
+    """--skip-existing leaves existing outputs untouched, makes the missing ones, and the
+    result equals a clean run."""
+    folder = make_folder(tmp_path / "in", 6)
+    clean, resumed = tmp_path / "clean", tmp_path / "resumed"
+    edgecli.process(folder, clean, backend="cpu")
+    edgecli.process(folder, resumed, backend="cpu")
+    for i in (1, 4):
+        (resumed / f"frame_{i:04d}.png").unlink()
+    kept = resumed / "frame_0000.png"
+    os.utime(kept, (1, 1))
+    summary = edgecli.process(folder, resumed, backend="cpu", skip_existing=True)
+    assert (summary.frames, summary.skipped_existing) == (2, 4)
+    assert kept.stat().st_mtime == 1
+    for png in clean.iterdir():
+        assert (resumed / png.name).read_bytes() == png.read_bytes()
+
+
+def test_skip_existing_on_a_video(tmp_path):
+    """A video resumes too: only frames without an output are encoded."""
+    edgecli.process(H264_CLIP, tmp_path, backend="cpu")
+    for i in (0, 23):
+        (tmp_path / f"pan_h264_{i:06d}.png").unlink()
+    summary = edgecli.process(H264_CLIP, tmp_path, backend="cpu", skip_existing=True)
+    assert (summary.frames, summary.skipped_existing) == (2, 22)
+
+
+def test_stale_temporaries_are_cleaned(tmp_path):
+    """Temporaries of a dead run are removed by the next run; a live process's are kept."""
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    (out / f".edgecli-{dead}-abc.tmp").write_bytes(b"partial")
+    (out / f".edgecli-{os.getpid()}-live.tmp").write_bytes(b"in progress")
+    edgecli.process(make_folder(tmp_path / "in", 1), out, backend="cpu")
+    assert sorted(p.name for p in out.iterdir()) == [
+        f".edgecli-{os.getpid()}-live.tmp",
+        "frame_0000.png",
+    ]
+
+
+def start_run(folder: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*edgecli_command(), "run", str(folder), "-o", str(out), "--backend", "cpu",
+         "--workers", "1", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for_outputs(out: Path, count: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if out.exists() and len(list(out.glob("*.png"))) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the run finished (or hung) before it could be interrupted")
+
+
+@pytest.fixture(scope="module")
+def slow_folder(tmp_path_factory):
+    """Enough frames that one worker takes several seconds."""
+    return make_folder(tmp_path_factory.mktemp("slow"), 400, shape=(240, 320))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"),
+                                             (signal.SIGTERM, 143, "SIGTERM")])  # fmt: skip
+def test_signal_stops_cleanly(slow_folder, tmp_path, sig, code, name):
+    """SIGINT/SIGTERM: the run stops early, prints its summary and exits 130/143, leaving
+    only whole PNGs."""
+    out = tmp_path / "out"
+    process = start_run(slow_folder, out)
+    wait_for_outputs(out, 3, process)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == code, stderr
+    assert f"Error: interrupted by {name}; " in stderr and "interrupted:" in stderr
+    written = assert_outputs_whole(out)
+    assert 3 <= len(written) < 400
+
+
+@pytest.mark.slow
+def test_kill_and_resume_equals_clean_run(slow_folder, tmp_path):
+    """SIGKILL mid-run, then --skip-existing: the output equals a clean run's, byte for byte."""
+    out = tmp_path / "out"
+    process = start_run(slow_folder, out)
+    wait_for_outputs(out, 5, process)
+    process.kill()
+    process.communicate(timeout=60)
+    partial = len(list(out.glob("*.png")))
+    assert 5 <= partial < 400
+    resumed = start_run(slow_folder, out, "--skip-existing", "--workers", "2", "-q",
+                        "--json-summary", "-")  # fmt: skip
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr
+    assert '"skipped_existing": ' + str(partial) in stdout
+    clean = tmp_path / "clean"
+    edgecli.process(slow_folder, clean, backend="cpu")
+    assert assert_outputs_whole(out) == sorted(p.name for p in clean.iterdir())
+    for png in clean.iterdir():
+        assert (out / png.name).read_bytes() == png.read_bytes(), png.name
+
+
+def valid_files() -> dict[str, bytes]:
+    frame = photo(16, 20)
+    files = {
+        ext: cv2.imencode(ext, frame)[1].tobytes()
+        for ext in (".png", ".jpg", ".bmp", ".webp", ".tiff")
+    }
+    import imageio.v3 as iio
+
+    files[".gif"] = iio.imwrite("<bytes>", np.stack([frame, frame[::-1]]), extension=".gif")
+    return files
+
+
+VALID = valid_files()
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ext=st.sampled_from(sorted(VALID)),
+    cut=st.integers(0, 4000),
+    flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(1, 255)), max_size=8),
+    junk=st.binary(max_size=64),
+)
+def test_corrupt_bytes_never_crash(tmp_path, ext, cut, flips, junk):
+    """Truncated, bit-flipped or junk-padded files either decode to 8-bit BGR or raise
+    edgecli's FrameError/InputError: never another exception, never a crash."""
+    data = bytearray(VALID[ext])
+    for position, mask in flips:
+        data[position % len(data)] ^= mask
+    data = bytes(data[: max(cut, 1)] if cut < len(data) else data) + junk
+    path = tmp_path / f"fuzz{ext}"
+    path.write_bytes(data)
+    try:
+        source = classify(path, "fuzz")
+        frames = (
+            [source.decode(10**6).pixels]
+            if not source.multi_frame
+            else [f.pixels for f in source.frames(10**6)]
+        )
+    except (FrameError, InputError):
+        return
+    for pixels in frames:
+        assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
