@@ -174,9 +174,15 @@ def main() -> None:
     default=None,
     help="Also write the summary as JSON to PATH, or to stdout with '-'.",
 )
+@click.option(
+    "--timings-csv",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write one row per frame (milliseconds per stage) to this CSV file.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
 @click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
-def run(input_arg, output, png_bits, json_summary, quiet, verbose, **fields) -> None:
+def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, **fields) -> None:
     """Detect edges in every frame of INPUT and write one PNG per frame.
 
     INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
@@ -209,6 +215,7 @@ def run(input_arg, output, png_bits, json_summary, quiet, verbose, **fields) -> 
                 progress=not quiet and sys.stderr.isatty(),
                 notify=notify,
                 stop=stop,
+                timings_csv=timings_csv,
             )
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None

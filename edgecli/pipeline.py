@@ -56,7 +56,7 @@ class FrameReader:
 
     def _decode(self, source) -> Frame | Failure:
         try:
-            with self.clock.timed("decode"):
+            with self.clock.timed("decode", source.out_name):
                 return source.decode(self.options.max_pixels)
         except InputError as exc:
             return self._failure(exc)
@@ -81,7 +81,7 @@ class FrameReader:
             if not self.wanted(frame.out_name):
                 self.skipped_existing += 1
                 continue
-            self.clock.record("decode", (time.perf_counter() - start) * 1e3)
+            self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
     def frames(self, sources: list, window: int) -> Iterator[Frame | Failure]:
@@ -114,6 +114,35 @@ def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Fram
         yield batch
 
 
+def run_on_gpu(backend, batches, streams: int, clock: StageClock, writer: Writer) -> float:
+    """Stream batches through the GPU, ``streams`` in flight; return the GPU's busy seconds.
+
+    Batches are collected in the order they were submitted, so when the ring is full the
+    oldest batch is the one waited for, and its slab is the next to be reused.
+    """
+    ring = backend.slab_ring(streams)
+    in_flight: deque = deque()
+    busy_ms = 0.0
+
+    def collect() -> None:
+        nonlocal busy_ms
+        batch, pending = in_flight.popleft()
+        edges, gpu_ms = pending.result()
+        busy_ms += sum(gpu_ms.values())
+        for frame, frame_edges in zip(batch, edges, strict=True):
+            for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
+                clock.record(stage, ms / len(batch), frame.out_name)
+            writer.submit(writer.encode_write, frame.out_name, frame_edges)
+
+    for batch in batches:
+        if len(in_flight) == ring.size:
+            collect()
+        in_flight.append((batch, ring.submit([frame.pixels for frame in batch])))
+    while in_flight:
+        collect()
+    return busy_ms / 1e3
+
+
 def refuse_overwriting_inputs(sources: list, out_dir: Path) -> None:
     for source in sources:
         if source.multi_frame:
@@ -135,13 +164,13 @@ class Writer:
         self.pending: deque[Future] = deque()
 
     def encode_write(self, name: str, edges: np.ndarray) -> None:
-        with self.clock.timed("encode"):
+        with self.clock.timed("encode", name):
             data = encode_png(edges, self.options.png_bits)
-        with self.clock.timed("write"):
+        with self.clock.timed("write", name):
             write_atomic(self.out_dir / name, data)
 
     def compute_encode_write(self, backend, frame: Frame) -> None:
-        with self.clock.timed("compute"):
+        with self.clock.timed("compute", frame.out_name):
             edges = backend.detect(frame.pixels[np.newaxis])[0]
         self.encode_write(frame.out_name, edges)
 
@@ -167,12 +196,13 @@ def run(
     progress: bool = False,
     notify: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    timings_csv: str | Path | None = None,
 ) -> Summary:
     """Process every frame INPUT names into PNGs in ``output``; return the summary.
 
     ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
     started, frames in flight are finished (each PNG appears whole or not at all), and the
-    summary says it was interrupted.
+    summary says it was interrupted. ``timings_csv`` names a file for one row per frame.
     """
     started = time.perf_counter()
     notify = notify or (lambda message: None)
@@ -189,11 +219,12 @@ def run(
     def wanted(name: str) -> bool:
         return not (options.skip_existing and (out_dir / name).exists())
 
-    clock = StageClock()
+    clock = StageClock(per_frame=timings_csv is not None)
     workers = options.worker_count
     window = 2 * workers + options.batch
     failures: list[Failure] = []
     megapixels = 0.0
+    gpu_busy_s = None
     bar = tqdm(
         total=count_frames(sources) if progress else None,
         disable=not progress,
@@ -223,20 +254,18 @@ def run(
                 for frame in decoded_frames(reader):
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                for batch in same_shape_batches(decoded_frames(reader), options.batch):
-                    stacked = np.stack([f.pixels for f in batch])
-                    start = time.perf_counter()
-                    edges = backend.detect(stacked)
-                    per_frame_ms = (time.perf_counter() - start) * 1e3 / len(batch)
-                    for frame, frame_edges in zip(batch, edges, strict=True):
-                        clock.record("compute", per_frame_ms)
-                        writer.submit(writer.encode_write, frame.out_name, frame_edges)
+                gpu_busy_s = run_on_gpu(
+                    backend, same_shape_batches(decoded_frames(reader), options.batch),
+                    options.streams, clock, writer,
+                )  # fmt: skip
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
+    if timings_csv is not None:
+        clock.write_csv(timings_csv)
     stats = clock.stats()
     return Summary(
         frames=stats.get("write", {}).get("count", 0),
@@ -251,4 +280,5 @@ def run(
         megapixels=megapixels,
         skipped_existing=reader.skipped_existing,
         interrupted=stop.is_set(),
+        gpu_busy_s=gpu_busy_s,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import threading
 import time
@@ -15,32 +16,50 @@ import numpy as np
 # the GPU, timed with CUDA events.
 HOST_STAGES = ("decode", "compute", "encode", "write")
 DEVICE_STAGES = ("upload", "kernel", "download")
+STAGE_ORDER = ("decode", "compute", "upload", "kernel", "download", "encode", "write")
 SCHEMA_VERSION = 1
 
 
 class StageClock:
-    """Per-frame durations of each stage, safe to record from many threads."""
+    """Per-frame durations of each stage, safe to record from many threads.
 
-    def __init__(self) -> None:
+    With ``per_frame`` it also keeps one row per output frame, for --timings-csv.
+    """
+
+    def __init__(self, per_frame: bool = False) -> None:
         self._lock = threading.Lock()
         self._ms: dict[str, list[float]] = defaultdict(list)
+        self._rows: dict[str, dict[str, float]] | None = {} if per_frame else None
 
-    def record(self, stage: str, elapsed_ms: float) -> None:
+    def record(self, stage: str, elapsed_ms: float, frame: str) -> None:
         with self._lock:
             self._ms[stage].append(elapsed_ms)
+            if self._rows is not None:
+                self._rows.setdefault(frame, {})[stage] = elapsed_ms
 
     @contextmanager
-    def timed(self, stage: str):
+    def timed(self, stage: str, frame: str):
         start = time.perf_counter()
         try:
             yield
         finally:
-            self.record(stage, (time.perf_counter() - start) * 1e3)
+            self.record(stage, (time.perf_counter() - start) * 1e3, frame)
+
+    def write_csv(self, path) -> None:
+        """One row per frame: its output name, then milliseconds per stage."""
+        with self._lock:
+            rows = dict(self._rows or {})
+        stages = [s for s in STAGE_ORDER if s in self._ms]
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
+            for frame, times in rows.items():
+                cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
+                writer.writerow([frame, *cells])
 
     def stats(self) -> dict[str, dict[str, float]]:
         with self._lock:
             items = {k: np.asarray(v) for k, v in self._ms.items() if v}
-        order = HOST_STAGES + DEVICE_STAGES
         return {
             stage: {
                 "count": int(ms.size),
@@ -49,7 +68,7 @@ class StageClock:
                 "p50_ms": round(float(np.percentile(ms, 50)), 3),
                 "p95_ms": round(float(np.percentile(ms, 95)), 3),
             }
-            for stage, ms in sorted(items.items(), key=lambda kv: order.index(kv[0]))
+            for stage, ms in sorted(items.items(), key=lambda kv: STAGE_ORDER.index(kv[0]))
         }
 
 
@@ -86,6 +105,13 @@ class Summary:
     megapixels: float = 0.0
     skipped_existing: int = 0
     interrupted: bool = False
+    gpu_busy_s: float | None = None  # time the GPU spent on copies and kernels (CUDA only)
+
+    @property
+    def gpu_busy_fraction(self) -> float | None:
+        if self.gpu_busy_s is None or self.wall_s <= 0:
+            return None
+        return min(self.gpu_busy_s / self.wall_s, 1.0)
 
     @property
     def fps(self) -> float:
@@ -100,6 +126,7 @@ class Summary:
 
     def as_json(self) -> dict:
         data = asdict(self)
+        data.pop("gpu_busy_s")
         name, detail = self.bottleneck()
         data.update(
             schema=SCHEMA_VERSION,
@@ -107,6 +134,9 @@ class Summary:
             megapixels=round(self.megapixels, 3),
             fps=round(self.fps, 2),
             megapixels_per_s=round(self.megapixels_per_s, 2),
+            gpu_busy_fraction=None
+            if self.gpu_busy_fraction is None
+            else round(self.gpu_busy_fraction, 4),
             bottleneck=name,
             bottleneck_detail=detail,
         )
@@ -132,5 +162,7 @@ class Summary:
                 f"  {name:<9} total {s['total_ms'] / 1e3:8.3f} s  mean {s['mean_ms']:8.3f} ms"
                 f"  p50 {s['p50_ms']:8.3f} ms  p95 {s['p95_ms']:8.3f} ms"
             )
+        if self.gpu_busy_fraction is not None:
+            lines.append(f"  GPU busy {self.gpu_busy_fraction:.1%} of the wall time")
         lines.append(f"  {self.bottleneck()[1]}")
         return "\n".join(lines)

@@ -17,7 +17,7 @@ from .media import photo
 JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
     "backend", "device", "params", "workers", "output", "stages", "bottleneck",
-    "bottleneck_detail", "skipped_existing", "interrupted",
+    "bottleneck_detail", "skipped_existing", "interrupted", "gpu_busy_fraction",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
 

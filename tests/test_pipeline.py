@@ -1,0 +1,158 @@
+"""The pipeline's GPU path (batching, the slab ring, ordering) with a stand-in backend.
+
+The stand-in computes with the CPU reference but behaves like the CUDA backend: frames go
+in batches to a ring of slabs, results come back asynchronously and out of step with
+submission. So ordering, naming, batching and bounded memory are tested on any machine;
+the real CUDA backend runs the same code in tests/test_gpu.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+import edgecli
+from edgecli import pipeline
+from edgecli.backends import BackendChoice
+from edgecli.reference import detect_batch
+from edgecli.sources import ImageSource
+
+from .media import photo, write_video
+from .oracle import plain_edges
+
+
+class FakeInFlight:
+    def __init__(self, ring, frames):
+        self.ring = ring
+        self.frames = np.stack(frames)
+        self.done = threading.Event()
+        # Finish later, on another thread, like a CUDA stream would.
+        threading.Timer(0.002 * ring.rng.random(), self.done.set).start()
+
+    def result(self):
+        self.done.wait()
+        self.ring.in_flight -= 1
+        return detect_batch(self.frames, self.ring.options), {"upload": 1.0, "kernel": 0.5,
+                                                              "download": 0.25}  # fmt: skip
+
+
+class FakeRing:
+    def __init__(self, size, options, log):
+        self.size, self.options, self.log = size, options, log
+        self.rng = np.random.default_rng(0)
+        self.in_flight = 0
+
+    def submit(self, frames):
+        self.in_flight += 1
+        assert self.in_flight <= self.size, "more batches in flight than slabs"
+        assert len({f.shape for f in frames}) == 1, "a batch mixed frame shapes"
+        self.log.append(len(frames))
+        return FakeInFlight(self, frames)
+
+
+class FakeGpuBackend:
+    name = "fake-gpu"
+    device_name = "fake"
+    runs_on_host = False
+
+    def __init__(self, options, log):
+        self.options, self.log = options, log
+
+    def slab_ring(self, streams):
+        return FakeRing(streams, self.options, self.log)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    batches: list[int] = []
+    monkeypatch.setattr(
+        pipeline,
+        "select_backend",
+        lambda options: BackendChoice(FakeGpuBackend(options, batches), None),
+    )
+    return batches
+
+
+def make_frames(folder, shapes):
+    folder.mkdir()
+    for i, shape in enumerate(shapes):
+        cv2.imwrite(str(folder / f"f{i:03d}.png"), photo(*shape, seed=i))
+    return folder
+
+
+@pytest.mark.parametrize("batch, streams", [(1, 1), (4, 1), (4, 2), (7, 3), (64, 2)])
+def test_gpu_path_matches_cpu(fake_gpu, tmp_path, batch, streams):
+    """Any batch size and stream count: every frame lands under its own name with the
+    contract's pixels, for a frame count that is not a multiple of the batch."""
+    shapes = [(20, 30)] * 11 + [(9, 13)] * 3 + [(20, 30)] * 5
+    folder = make_frames(tmp_path / "in", shapes)
+    summary = edgecli.process(folder, tmp_path / "out", batch=batch, streams=streams, workers=2)
+    assert summary.frames == len(shapes) and summary.backend == "fake-gpu"
+    assert summary.gpu_busy_fraction is not None
+    assert {"upload", "kernel", "download"} <= set(summary.stages)
+    for i in range(len(shapes)):
+        frame = cv2.imread(str(folder / f"f{i:03d}.png"))
+        edges = cv2.imread(str(tmp_path / "out" / f"f{i:03d}.png"), cv2.IMREAD_GRAYSCALE)
+        np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
+    # A change of shape ends a batch; otherwise batches are full.
+    expected = []
+    for run in (11, 3, 5):
+        expected += [batch] * (run // batch) + ([run % batch] if run % batch else [])
+    assert fake_gpu == expected
+
+
+def test_gpu_path_video_order(fake_gpu, tmp_path):
+    """Video frames keep their indices through batching."""
+    frames = [photo(16, 24, seed=i) for i in range(9)]
+    decoded = write_video(tmp_path / "clip.avi", frames)
+    edgecli.process(tmp_path / "clip.avi", tmp_path / "out", batch=4, streams=2)
+    for i, frame in enumerate(decoded):
+        edges = cv2.imread(str(tmp_path / "out" / f"clip_{i:06d}.png"), cv2.IMREAD_GRAYSCALE)
+        np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
+
+
+def test_frames_in_flight_are_bounded(tmp_path, monkeypatch):
+    """Frames decoded but not yet written stay under the queue bounds, however many frames
+    there are: memory is set by the window, not by the input's length."""
+    folder = make_frames(tmp_path / "in", [(12, 12)] * 80)
+    counts = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def counting(method, step):
+        def wrapper(*args, **kwargs):
+            result = method(*args, **kwargs)
+            with lock:
+                counts["now"] += step
+                counts["peak"] = max(counts["peak"], counts["now"])
+            return result
+
+        return wrapper
+
+    def slow_write(path, data):
+        time.sleep(0.003)  # a slow disk: decoding runs ahead unless the queues hold it back
+        real_write(path, data)
+
+    real_write = pipeline.write_atomic
+    monkeypatch.setattr(ImageSource, "decode", counting(ImageSource.decode, +1))
+    monkeypatch.setattr(pipeline, "write_atomic", counting(slow_write, -1))
+    edgecli.process(folder, tmp_path / "out", backend="cpu", workers=2, batch=3)
+    window = 2 * 2 + 3  # pipeline.run: 2 x workers + batch
+    assert counts["now"] == 0
+    assert 0 < counts["peak"] <= 2 * window + 2  # read-ahead + unwritten + the two workers'
+
+
+def test_timings_csv(tmp_path):
+    """--timings-csv writes one row per frame with a column per stage."""
+    folder = make_frames(tmp_path / "in", [(10, 10)] * 4)
+    target = tmp_path / "t.csv"
+    edgecli.process(folder, tmp_path / "out", backend="cpu")
+    pipeline.run(folder, tmp_path / "out2", edgecli.Options(backend="cpu"), timings_csv=target)
+    rows = list(csv.DictReader(target.open()))
+    assert sorted(r["frame"] for r in rows) == [f"f{i:03d}.png" for i in range(4)]
+    assert set(rows[0]) == {"frame", "decode_ms", "compute_ms", "encode_ms", "write_ms"}
+    assert all(float(r["decode_ms"]) >= 0 and float(r["write_ms"]) >= 0 for r in rows)
