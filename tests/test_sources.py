@@ -255,3 +255,19 @@ def test_png_bit_depth(tmp_path, bits):
     assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
     assert (header[24], header[25]) == (bits, 0)  # bit depth, colour type 0 (gray)
     assert os.listdir(tmp_path / "out") == ["in.png"]
+
+
+def test_exif_orientation_is_applied_like_imread(tmp_path):
+    """A JPEG tagged 'rotate 90' is decoded upright, as cv2.imread does, before edges."""
+    from PIL import Image
+
+    image = Image.fromarray(photo(20, 30)[:, :, ::-1])
+    exif = image.getexif()
+    exif[0x0112] = 6  # Orientation: rotate 90 CW
+    image.save(tmp_path / "turned.jpg", exif=exif.tobytes())
+    upright = cv2.imread(str(tmp_path / "turned.jpg"), cv2.IMREAD_COLOR)
+    assert upright.shape == (30, 20, 3)
+    outputs = run_cpu(tmp_path / "turned.jpg", tmp_path / "out")
+    np.testing.assert_array_equal(
+        outputs["turned.png"], plain_edges(upright, 100, "l1", "replicate")
+    )
