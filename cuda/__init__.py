@@ -1,1 +1,0 @@
-"""CUDA C kernel sources, installed as ``edgecli.cuda`` so that wheels ship them."""

@@ -1,0 +1,232 @@
+"""The CUDA backend: ``cuda/edges.cu`` compiled by CuPy (NVRTC) and launched on a CuPy stream.
+
+This module imports CuPy; :mod:`edgecli.backends` imports it only when the CUDA backend is
+asked for, so the CLI and the CPU path never need CuPy.
+
+Layers, top-down:
+
+- :class:`CudaBackend` ``.detect(frames)``: host frames in, host edge maps out (synchronous),
+  through pinned staging buffers and a non-default stream.
+- :func:`launch_edges`: the kernel on device arrays, on a given stream, no synchronisation —
+  what the streaming pipeline reuses.
+- :func:`load_kernel`: compiles one variant for one device, memoized on (device, defines).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import cupy
+import numpy as np
+from cupy.cuda import compiler as cupy_compiler
+
+from . import reference
+from .errors import EdgecliError
+from .kernels import KERNEL_FILE, KERNEL_NAME, Variant, kernel_defines, kernel_source
+from .params import MAX_L1_MAGNITUDE, Options
+from .streaming import SlabRing
+
+# The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
+FRAMES_ALIGNMENT = 16
+_INT32_MAX = 2**31 - 1
+
+
+class KernelBuildError(EdgecliError):
+    """The CUDA kernel does not compile or load (NVRTC missing, unsupported device, ...)."""
+
+
+class KernelResourceError(EdgecliError):
+    """The CUDA kernel cannot run with its launch configuration on this device."""
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """One compiled variant on one device, with the persistent grid size that fits it."""
+
+    function: cupy.RawKernel
+    variant: Variant
+    device: int
+    resident_blocks: int  # blocks the whole device runs at once: the largest useful grid
+
+
+_kernels: dict[tuple[int, tuple[str, ...]], LoadedKernel] = {}
+_kernels_lock = threading.Lock()
+
+
+def load_kernel(device: int, variant: Variant) -> LoadedKernel:
+    """The kernel ``variant`` compiled for ``device``; compiled once per process (and cached on
+    disk by CuPy across processes)."""
+    defines = kernel_defines(variant)
+    key = (device, defines)
+    with _kernels_lock:
+        loaded = _kernels.get(key)
+        if loaded is None:
+            loaded = _compile(device, variant, defines)
+            _kernels[key] = loaded
+    return loaded
+
+
+def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedKernel:
+    with cupy.cuda.Device(device):
+        # CuPy adds the device's own --gpu-architecture; the file's #line keeps messages
+        # pointing at cuda/edges.cu.
+        module = cupy.RawModule(code=kernel_source(), options=("--std=c++17", *defines))
+        try:
+            function = module.get_function(KERNEL_NAME)
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                function.kernel.ptr, variant.threads, 0
+            )
+        except cupy_compiler.CompileException as exc:
+            raise KernelBuildError(
+                f"{KERNEL_FILE} ({variant.name}) does not compile: {exc}"
+            ) from exc
+        except Exception as exc:  # NVRTC missing, driver too old, ...
+            raise KernelBuildError(
+                f"cannot build {KERNEL_FILE} ({variant.name}) on CUDA device {device}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if per_sm < 1:
+            raise KernelResourceError(
+                f"{KERNEL_FILE} ({variant.name}) needs more registers or shared memory per "
+                f"block than CUDA device {device} has"
+            )
+        sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+    return LoadedKernel(function, variant, device, per_sm * sms)
+
+
+def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """(blocks, tiles_x, tiles_per_frame) for a launch over n_frames frames of height x width."""
+    variant = kernel.variant
+    tiles_x = -(-width // variant.tile_w)
+    tiles_per_frame = tiles_x * -(-height // variant.tile_h)
+    n_items = n_frames * tiles_per_frame
+    if n_items > _INT32_MAX:
+        raise ValueError(
+            f"{n_frames} frames of {height}x{width} make {n_items} tiles, more than one launch "
+            f"indexes ({_INT32_MAX}); launch fewer frames at a time"
+        )
+    return min(n_items, kernel.resident_blocks), tiles_x, tiles_per_frame
+
+
+def launch_edges(
+    kernel: LoadedKernel,
+    frames_dev: cupy.ndarray,
+    edges_dev: cupy.ndarray,
+    threshold: int,
+    stream: cupy.cuda.Stream,
+) -> None:
+    """Enqueue edge detection of ``frames_dev`` (N, H, W, 3) uint8 BGR into ``edges_dev``
+    (N, H, W) uint8 on ``stream``. Asynchronous: nothing here waits for the device.
+
+    ``threshold`` is the effective one (``Options.effective_threshold``, at most 2040).
+    """
+    if frames_dev.dtype != np.uint8 or frames_dev.ndim != 4 or frames_dev.shape[3] != 3:
+        raise ValueError(
+            "frames_dev must be uint8 shaped (N, H, W, 3), "
+            f"got {frames_dev.dtype} {frames_dev.shape}"
+        )
+    n_frames, height, width = frames_dev.shape[:3]
+    if edges_dev.dtype != np.uint8 or edges_dev.shape != (n_frames, height, width):
+        raise ValueError(
+            f"edges_dev must be uint8 shaped {(n_frames, height, width)}, "
+            f"got {edges_dev.dtype} {edges_dev.shape}"
+        )
+    if not (frames_dev.flags.c_contiguous and edges_dev.flags.c_contiguous):
+        raise ValueError("frames_dev and edges_dev must be C-contiguous")
+    if frames_dev.data.ptr % FRAMES_ALIGNMENT:
+        raise ValueError(
+            f"frames_dev must start {FRAMES_ALIGNMENT}-byte aligned (a fresh allocation or a "
+            f"[:n] slice of one), got address {frames_dev.data.ptr:#x}"
+        )
+    if not 0 <= threshold <= MAX_L1_MAGNITUDE:
+        raise ValueError(f"threshold must be in 0..{MAX_L1_MAGNITUDE}, got {threshold}")
+    if frames_dev.device.id != kernel.device or edges_dev.device.id != kernel.device:
+        raise ValueError(
+            f"arrays are on devices {frames_dev.device.id}/{edges_dev.device.id}, "
+            f"the kernel on {kernel.device}"
+        )
+    if min(n_frames, height, width) == 0:
+        return
+    blocks, tiles_x, tiles_per_frame = grid_for(kernel, n_frames, height, width)
+    args = (
+        frames_dev,
+        edges_dev,
+        np.int32(n_frames),
+        np.int32(height),
+        np.int32(width),
+        np.int32(tiles_x),
+        np.int32(tiles_per_frame),
+        np.int32(threshold),
+    )
+    try:
+        with cupy.cuda.Device(kernel.device):
+            kernel.function((blocks,), (kernel.variant.threads,), args, stream=stream)
+    except cupy.cuda.driver.CUDADriverError as exc:
+        raise KernelResourceError(
+            f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {blocks} blocks of "
+            f"{kernel.variant.threads} threads on CUDA device {kernel.device}: {exc}"
+        ) from exc
+
+
+def unusable_reason(device: int = 0) -> str | None:
+    """None when CUDA device ``device`` can run the kernel, else a one-line reason. Never raises."""
+    try:
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as exc:
+            return f"no usable CUDA driver or device ({exc})"
+        if count == 0:
+            return "no CUDA device found"
+        if not 0 <= device < count:
+            return f"CUDA device {device} does not exist ({count} present: 0..{count - 1})"
+        load_kernel(device, Variant())
+    except (KernelBuildError, KernelResourceError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"{first} (NVRTC comes with edgecli's cuda12/cuda13 extra)"
+    except Exception as exc:  # anything CUDA can throw at start-up: report, never raise
+        return f"CUDA unusable: {type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def device_description(device: int) -> str:
+    props = cupy.cuda.runtime.getDeviceProperties(device)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return f"{name} (device {device}, sm_{props['major']}{props['minor']})"
+
+
+class CudaBackend:
+    """The edge contract on a CUDA device; same interface as ``backends.CpuBackend``, plus
+    :meth:`slab_ring` for the streaming pipeline.
+
+    Not thread-safe: one ``detect`` at a time per instance (it reuses its buffers).
+    """
+
+    name = "cuda"
+    runs_on_host = False  # the pipeline batches frames and streams them through slab_ring()
+
+    def __init__(self, options: Options):
+        self.options = options
+        self.device = options.device
+        self.kernel = load_kernel(self.device, Variant(options.norm, options.border))
+        self.device_name = device_description(self.device)
+        self._detect_ring: SlabRing | None = None
+
+    def launch(
+        self, frames_dev: cupy.ndarray, edges_dev: cupy.ndarray, stream: cupy.cuda.Stream
+    ) -> None:
+        """:func:`launch_edges` with this backend's kernel and threshold."""
+        launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
+
+    def slab_ring(self, slabs: int) -> SlabRing:
+        """``slabs`` pinned buffer sets, each with its own stream, for the pipeline."""
+        return SlabRing(slabs, self.device, self.launch)
+
+    def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
+        """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
+        frames = reference.check_frames(frames_bgr)
+        if self._detect_ring is None:
+            self._detect_ring = self.slab_ring(1)
+        edges, _ = self._detect_ring.submit(frames).result()
+        return edges

@@ -1,0 +1,285 @@
+"""The CUDA kernel source and its compile-time variants; no CuPy here.
+
+``cuda/edges.cu`` is compiled once per variant: the norm, the border mode and the tile shape are
+``-D`` definitions (validated and emitted by :func:`kernel_defines`), the threshold and the
+frame sizes are runtime arguments. :mod:`edgecli.gpu` compiles through CuPy/NVRTC at run time;
+``python -m edgecli.kernels --check`` compiles every variant for sm_90 ahead of time, with
+``nvcc`` (or NVRTC through CuPy where there is no nvcc), on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import OptionError
+from .params import BORDERS, NORMS
+
+KERNEL_FILE = "edges.cu"
+KERNEL_NAME = "edges_bgr"
+
+# The tile one block computes per work item, and how its threads share it. 128 x 30: a tile row
+# is 8 threads of 16 pixels (one 16-byte store each), 30 + 2 halo rows fill whole warps in
+# step 2, and 1080 and 2160 are multiples of 30. 128 threads, two output rows each in step 3
+# (four luma rows loaded for two output rows): see benchmarks/RESULTS.md for the alternatives
+# measured.
+TILE_W = 128
+TILE_H = 30
+THREADS = 128
+ROWS = 2
+TILE_WIDTHS = (16, 32, 64, 128, 256, 512)
+MAX_TILE_H = 256
+# What a block may declare statically (the kernel uses no dynamic shared memory).
+MAX_STATIC_SHARED = 48 * 1024
+
+CHECK_ARCH = "sm_90"
+
+_NORM_DEFINES = {"l1": "EDGES_NORM_L1", "l2": "EDGES_NORM_L2"}
+_BORDER_DEFINES = {
+    "replicate": "EDGES_BORDER_REPLICATE",
+    "reflect101": "EDGES_BORDER_REFLECT101",
+    "constant": "EDGES_BORDER_CONSTANT",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled form of the kernel: everything that is a ``-D`` definition."""
+
+    norm: str = "l1"
+    border: str = "replicate"
+    tile_w: int = TILE_W
+    tile_h: int = TILE_H
+    threads: int = THREADS
+    rows: int = ROWS  # output rows per thread in step 3
+
+    def __post_init__(self) -> None:
+        kernel_defines(self)  # validates
+
+    @property
+    def name(self) -> str:
+        return f"{self.norm}-{self.border}-{self.tile_w}x{self.tile_h}-t{self.threads}-r{self.rows}"
+
+
+def kernel_defines(variant: Variant) -> tuple[str, ...]:
+    """The ``-D`` options that select ``variant`` in ``cuda/edges.cu``; raise naming a bad value."""
+    if variant.norm not in _NORM_DEFINES:
+        raise OptionError(f"kernel norm must be one of {', '.join(NORMS)}, got {variant.norm!r}")
+    if variant.border not in _BORDER_DEFINES:
+        raise OptionError(
+            f"kernel border must be one of {', '.join(BORDERS)}, got {variant.border!r}"
+        )
+    if variant.tile_w not in TILE_WIDTHS:
+        listed = ", ".join(str(w) for w in TILE_WIDTHS)
+        raise OptionError(f"kernel tile width must be one of {listed}, got {variant.tile_w!r}")
+    if not isinstance(variant.tile_h, int) or not 1 <= variant.tile_h <= MAX_TILE_H:
+        raise OptionError(
+            f"kernel tile height must be an integer in 1..{MAX_TILE_H}, got {variant.tile_h!r}"
+        )
+    if shared_bytes(variant.tile_w, variant.tile_h) > MAX_STATIC_SHARED:
+        raise OptionError(
+            f"kernel tile {variant.tile_w}x{variant.tile_h} needs "
+            f"{shared_bytes(variant.tile_w, variant.tile_h)} bytes of shared memory, "
+            f"more than {MAX_STATIC_SHARED}"
+        )
+    threads = variant.threads
+    if not isinstance(threads, int) or threads % 32 or not 32 <= threads <= 1024:
+        raise OptionError(
+            f"kernel threads per block must be a multiple of 32 in 32..1024, got {threads!r}"
+        )
+    if threads < variant.tile_h + 2:
+        raise OptionError(
+            f"kernel threads per block ({threads}) must be at least tile height + 2 "
+            f"({variant.tile_h + 2}): one thread stages each input row"
+        )
+    if variant.rows not in (1, 2):
+        raise OptionError(f"kernel rows per thread must be 1 or 2, got {variant.rows!r}")
+    return (
+        f"-DEDGES_NORM={_NORM_DEFINES[variant.norm]}",
+        f"-DEDGES_BORDER={_BORDER_DEFINES[variant.border]}",
+        f"-DEDGES_TILE_W={variant.tile_w}",
+        f"-DEDGES_TILE_H={variant.tile_h}",
+        f"-DEDGES_THREADS={variant.threads}",
+        f"-DEDGES_ROWS={variant.rows}",
+    )
+
+
+def shared_bytes(tile_w: int, tile_h: int) -> int:
+    """Static shared memory of one block, as cuda/edges.cu declares it."""
+    halo_rows = tile_h + 2
+    stage_stride = (15 + 3 * (tile_w + 2) + 3 + 15) // 16 * 16  # STAGE_STRIDE
+    luma_row = 4 * 2 * (tile_w // 4 + 8)  # LUMA_ROW_WORDS words
+    return 2 * halo_rows * stage_stride + halo_rows * luma_row + 2 * 4 * halo_rows + 2 * 12 + 16
+
+
+def all_variants() -> list[Variant]:
+    """Every norm x border at the default tile: what ``--check`` compiles."""
+    return [Variant(norm, border) for norm, border in itertools.product(NORMS, BORDERS)]
+
+
+def cuda_dir() -> Path:
+    """Where the ``.cu`` files are: ``edgecli/cuda`` when installed, ``cuda/`` in a checkout."""
+    installed = Path(__file__).parent / "cuda"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent / "cuda"
+
+
+def kernel_path() -> Path:
+    path = cuda_dir() / KERNEL_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"CUDA kernel source not found at {path}; reinstall edgecli (the wheel ships it)"
+        )
+    return path
+
+
+@lru_cache(maxsize=1)
+def kernel_source() -> str:
+    """The kernel source, with a #line directive so compiler messages name the real file."""
+    path = kernel_path()
+    return f'#line 1 "{path.as_posix()}"\n' + path.read_text(encoding="utf-8")
+
+
+# ---- ahead-of-time checks (python -m edgecli.kernels --check) --------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    variant: Variant
+    ok: bool
+    report: str  # compiler messages: errors, or the -Xptxas -v resource report
+
+
+def find_nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for candidate in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if candidate and Path(candidate, "bin", "nvcc").is_file():
+            return str(Path(candidate, "bin", "nvcc"))
+    return None
+
+
+def compile_with_nvcc(nvcc: str, variant: Variant, arch: str = CHECK_ARCH) -> CheckResult:
+    """Compile ``variant`` to a cubin for ``arch`` and keep ptxas's resource report."""
+    with tempfile.TemporaryDirectory(prefix="edgecli-kernel-") as tmp:
+        source = Path(tmp, "edges.cu")
+        source.write_text(kernel_source(), encoding="utf-8")
+        command = [
+            nvcc,
+            f"-arch={arch}",
+            "-cubin",
+            "-Xptxas",
+            "-v",
+            "-Werror",
+            "all-warnings",
+            *kernel_defines(variant),
+            "-o",
+            str(Path(tmp, "edges.cubin")),
+            str(source),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    report = (done.stdout + done.stderr).strip()
+    return CheckResult(variant, done.returncode == 0, report)
+
+
+def compile_with_nvrtc(variant: Variant, arch: str = CHECK_ARCH) -> CheckResult:
+    """Compile ``variant`` through NVRTC (CuPy's bindings); needs no GPU."""
+    from cupy.cuda import compiler  # optional dependency: only where nvcc is absent
+
+    try:
+        compiler.compile_using_nvrtc(
+            kernel_source(),
+            options=("--std=c++17", *kernel_defines(variant)),
+            arch=arch.removeprefix("sm_"),
+            filename=KERNEL_FILE,
+        )
+    except Exception as exc:  # CompileException carries the compiler log
+        return CheckResult(variant, False, str(exc).strip())
+    return CheckResult(variant, True, "compiled with NVRTC (no ptxas report)")
+
+
+def _resource_summary(report: str) -> str:
+    """The ptxas lines that matter: registers, shared memory, stack and spills."""
+    keep = [
+        line.split("info    :", 1)[-1].strip()
+        for line in report.splitlines()
+        if "registers" in line or "spill" in line
+    ]
+    return "; ".join(keep)
+
+
+def check(variants: list[Variant], *, resources: bool = False, out=sys.stdout) -> int:
+    """Compile every variant, print one line each; the exit status (0 only if all compiled)."""
+    nvcc = find_nvcc()
+    nvrtc = False
+    if nvcc is None:
+        try:
+            import cupy.cuda.compiler  # noqa: F401
+
+            nvrtc = True
+        except ImportError:
+            pass
+    if nvcc is None and not nvrtc:
+        print(
+            "error: no CUDA compiler: neither nvcc (PATH, CUDA_HOME, /usr/local/cuda) nor "
+            "CuPy's NVRTC is available",
+            file=out,
+        )
+        return 1
+    tool = f"nvcc ({nvcc})" if nvcc else "NVRTC (CuPy)"
+    print(
+        f"compiling {len(variants)} variants of {kernel_path()} for {CHECK_ARCH} with {tool}",
+        file=out,
+    )
+    failures = 0
+    for variant in variants:
+        result = compile_with_nvcc(nvcc, variant) if nvcc else compile_with_nvrtc(variant)
+        status = "ok  " if result.ok else "FAIL"
+        line = f"{status} {variant.name}"
+        if result.ok and resources and nvcc:
+            line += f"  [{_resource_summary(result.report)}]"
+        print(line, file=out)
+        if not result.ok:
+            failures += 1
+            print(result.report, file=out)
+    print(f"{len(variants) - failures}/{len(variants)} variants compiled", file=out)
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m edgecli.kernels", description="Check the CUDA kernel's variants."
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"compile every variant for {CHECK_ARCH} (nvcc, else NVRTC)",
+    )
+    parser.add_argument(
+        "--resources",
+        action="store_true",
+        help="with --check: print ptxas's register/shared-memory/spill report",
+    )
+    parser.add_argument("--source", action="store_true", help="print where the .cu file is")
+    args = parser.parse_args(argv)
+    if args.source:
+        print(kernel_path())
+        return 0
+    if not args.check:
+        parser.print_help()
+        return 2
+    return check(all_variants(), resources=args.resources)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

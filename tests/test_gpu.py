@@ -1,0 +1,272 @@
+"""The CUDA backend against the CPU reference, bit for bit (needs a usable CUDA device).
+
+Every test here carries the ``gpu`` marker and is skipped, with the reason, where
+``edgecli.backends.cuda_unusable_reason()`` says the CUDA backend cannot run. CuPy is only
+imported once a device is known to be usable, so collection works without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+import cv2
+import numpy as np
+import pytest
+
+from edgecli import reference
+from edgecli.params import BORDERS, NORMS, Options
+
+pytestmark = pytest.mark.gpu
+
+POISON = 0x5A  # neither 0 nor 255: a pixel the kernel never wrote cannot pass
+THRESHOLDS = (0, 1, 100, 2040, 5000)
+SHAPES = [
+    (1, 1),
+    (1, 37),
+    (1, 300),
+    (45, 1),
+    (2, 2),
+    (17, 31),
+    (33, 65),
+    (481, 641),
+    (1080, 1920),
+    (2160, 3840),
+]
+
+
+@pytest.fixture(scope="module")
+def stream(cp):
+    return cp.cuda.Stream(non_blocking=True)
+
+
+# ---- frames ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _photos() -> tuple[np.ndarray, ...]:
+    try:
+        from skimage import data
+    except ImportError:
+        return ()
+    # scikit-image gives RGB; frames are BGR.
+    return tuple(
+        np.ascontiguousarray(img[..., ::-1])
+        for img in (data.astronaut(), data.coffee(), data.chelsea())
+    )
+
+
+def make_batch(height: int, width: int, seed: int) -> np.ndarray:
+    """A batch of same-size frames with mixed content: noise, flat, steps, photographs."""
+    rng = np.random.default_rng(seed)
+    frames = [
+        rng.integers(0, 256, (height, width, 3), dtype=np.uint8),
+        np.full((height, width, 3), 77, dtype=np.uint8),
+    ]
+    step = np.zeros((height, width, 3), dtype=np.uint8)
+    step[:, width // 2 :] = (30, 200, 90)  # vertical edge
+    step[height // 3 :, :, 0] = 255  # horizontal edge in B only
+    frames.append(step)
+    sparse = (rng.random((height, width, 1)) < 0.1) * np.uint8(255)
+    frames.append(np.repeat(sparse, 3, axis=2))
+    for photo in _photos()[:2]:
+        frames.append(cv2.resize(photo, (width, height), interpolation=cv2.INTER_AREA))
+    if height * width >= 2160 * 3840:
+        frames = frames[:1] + frames[-1:]  # keep the 4K batch cheap on the CPU
+    return np.ascontiguousarray(np.stack(frames))
+
+
+@lru_cache(maxsize=2)
+def _batch_and_gradients(height: int, width: int, border: str):
+    """A batch and its reference gradients, shared by every norm and threshold."""
+    frames = make_batch(height, width, seed=height * 10007 + width)
+    gradients = [reference.sobel(reference.luma(frame), border) for frame in frames]
+    return frames, gradients
+
+
+def expected_edges(gradients, options: Options) -> np.ndarray:
+    return np.stack([reference.threshold_magnitude(gx, gy, options) for gx, gy in gradients])
+
+
+def run_kernel(gpu, cp, stream, kernel, frames: np.ndarray, threshold: int) -> np.ndarray:
+    """Launch on device copies of ``frames`` into a poisoned output; return it on the host."""
+    # Everything on one stream: the copy and the poisoning are ordered before the launch
+    # (a non-blocking stream does not wait for the default one).
+    with stream:
+        frames_dev = cp.asarray(frames)
+        edges_dev = cp.full(frames.shape[:3], POISON, dtype=cp.uint8)
+        gpu.launch_edges(kernel, frames_dev, edges_dev, threshold, stream)
+        edges = edges_dev.get(stream=stream)
+    stream.synchronize()
+    return edges
+
+
+def assert_same(actual: np.ndarray, expected: np.ndarray, context: str) -> None:
+    if not np.array_equal(actual, expected):
+        bad = np.argwhere(actual != expected)
+        first = tuple(int(i) for i in bad[0])
+        raise AssertionError(
+            f"{context}: {len(bad)} of {expected.size} pixels differ; first at {first}: "
+            f"got {actual[first]}, want {expected[first]}"
+        )
+
+
+# ---- the contract, bit for bit -----------------------------------------------------------------
+
+
+# Shape outermost, so the cached batch and gradients serve all norms of a border in a row.
+CASES = [(h, w, border, norm) for h, w in SHAPES for border in BORDERS for norm in NORMS]
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "border", "norm"), CASES, ids=[f"{h}x{w}-{b}-{n}" for h, w, b, n in CASES]
+)
+def test_kernel_matches_reference(gpu, cp, stream, height, width, border, norm):
+    """Every pixel of every frame equals the CPU reference, for every threshold."""
+    frames, gradients = _batch_and_gradients(height, width, border)
+    kernel = gpu.load_kernel(0, gpu.Variant(norm, border))
+    for threshold in THRESHOLDS:
+        options = Options(threshold=threshold, norm=norm, border=border)
+        actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
+        assert_same(
+            actual,
+            expected_edges(gradients, options),
+            f"{height}x{width} {border} {norm} T={threshold}",
+        )
+
+
+@pytest.mark.parametrize("resident_blocks", [1, 2, 7])
+@pytest.mark.parametrize(("height", "width"), [(33, 65), (61, 257), (481, 641)])
+def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, resident_blocks):
+    """A grid smaller than the work (each block takes many tiles, double-buffered) is exact."""
+    frames, gradients = _batch_and_gradients(height, width, "reflect101")
+    kernel = gpu.load_kernel(0, gpu.Variant("l1", "reflect101"))
+    kernel = dataclasses.replace(kernel, resident_blocks=resident_blocks)
+    options = Options(threshold=60, border="reflect101")
+    actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
+    assert_same(actual, expected_edges(gradients, options), f"{resident_blocks} blocks")
+
+
+# Other tile shapes and thread layouts the benchmark measures, so that any of them can become the
+# default on the strength of these tests.
+OTHER_VARIANTS = [
+    {"threads": 128, "rows": 1},
+    {"threads": 256, "rows": 1},
+    {"threads": 256, "rows": 2},
+    {"tile_w": 64, "threads": 64, "rows": 2},
+    {"tile_w": 256, "tile_h": 14, "threads": 256, "rows": 1},
+]
+VARIANT_CASES = [
+    (layout, h, w, border, norm)
+    for layout in OTHER_VARIANTS
+    for h, w in [(17, 31), (33, 65), (481, 641), (1080, 1920)]
+    for border in BORDERS
+    for norm in NORMS
+]
+
+
+@pytest.mark.parametrize(
+    ("layout", "height", "width", "border", "norm"),
+    VARIANT_CASES,
+    ids=[
+        "{}-{}x{}-{}-{}".format("-".join(f"{k}{v}" for k, v in layout.items()), *rest)
+        for layout, *rest in VARIANT_CASES
+    ],
+)
+def test_other_layouts_match_reference(gpu, cp, stream, layout, height, width, border, norm):
+    """Non-default tiles and thread layouts compute the same bytes."""
+    frames, gradients = _batch_and_gradients(height, width, border)
+    kernel = gpu.load_kernel(0, gpu.Variant(norm, border, **layout))
+    for threshold in (0, 100, 2040):
+        options = Options(threshold=threshold, norm=norm, border=border)
+        actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
+        assert_same(actual, expected_edges(gradients, options), f"{layout} T={threshold}")
+
+
+def test_more_frames_than_a_grid_dimension_holds(gpu, cp, stream):
+    """65,537 frames in one launch (more than gridDim.y's 65,535) are all computed."""
+    frames = np.random.default_rng(7).integers(0, 256, (65_537, 3, 5, 3), dtype=np.uint8)
+    options = Options(threshold=100)
+    kernel = gpu.load_kernel(0, gpu.Variant())
+    actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
+    assert_same(actual, reference.detect_batch(frames, options), "65537 frames of 3x5")
+
+
+def test_8k_frame(gpu, cp, stream):
+    """A 4320x7680 photograph (8K) matches the reference."""
+    photos = _photos()
+    if not photos:
+        pytest.skip("scikit-image is not installed (photographs for the 8K frame)")
+    frame = cv2.resize(photos[0], (7680, 4320), interpolation=cv2.INTER_CUBIC)[np.newaxis]
+    options = Options(threshold=40, norm="l2", border="reflect101")
+    kernel = gpu.load_kernel(0, gpu.Variant("l2", "reflect101"))
+    actual = run_kernel(gpu, cp, stream, kernel, frame, options.effective_threshold)
+    assert_same(actual, reference.detect_batch(frame, options), "8K")
+
+
+def test_photographs_are_not_trivial(gpu):
+    """The photo frames of the batches exist here and produce some edges and some non-edges."""
+    if not _photos():
+        pytest.skip("scikit-image is not installed")
+    frames, gradients = _batch_and_gradients(481, 641, "replicate")
+    edges = expected_edges(gradients, Options())
+    assert 0 < np.count_nonzero(edges[-1]) < edges[-1].size
+
+
+# ---- the backend -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("height", "width"), [(17, 31), (481, 641), (1080, 1920)])
+def test_detect_batch_equals_per_frame(gpu, height, width):
+    """detect() on a batch equals detect() frame by frame, and the reference."""
+    options = Options(threshold=70, norm="l2", border="constant")
+    backend = gpu.CudaBackend(options)
+    frames, _ = _batch_and_gradients(height, width, "constant")
+    batch = backend.detect(frames)
+    one_by_one = np.concatenate([backend.detect(frame[np.newaxis]) for frame in frames])
+    assert batch.dtype == np.uint8 and batch.shape == frames.shape[:3]
+    assert_same(batch, one_by_one, "batch vs per frame")
+    assert_same(batch, reference.detect_batch(frames, options), "batch vs reference")
+
+
+def test_detect_accepts_a_single_frame_and_reuses_buffers(gpu):
+    """A (H, W, 3) frame gives (1, H, W); a smaller call after a larger one is still exact."""
+    backend = gpu.CudaBackend(Options())
+    big, _ = _batch_and_gradients(481, 641, "replicate")
+    small = big[0, :17, :31]
+    backend.detect(big)
+    actual = backend.detect(small)
+    assert actual.shape == (1, 17, 31)
+    assert_same(actual, reference.detect_batch(small, Options()), "small after big")
+
+
+def test_backend_identity(gpu):
+    """The backend names itself and its device."""
+    backend = gpu.CudaBackend(Options())
+    assert backend.name == "cuda"
+    assert "device 0" in backend.device_name and "sm_" in backend.device_name
+
+
+def test_misaligned_frames_are_rejected(gpu, cp, stream):
+    """The kernel needs 16-byte aligned frames; an offset view is refused with the reason."""
+    flat = cp.zeros(1 + 2 * 5 * 7 * 3, dtype=cp.uint8)
+    frames_dev = flat[1:].reshape(2, 5, 7, 3)
+    edges_dev = cp.zeros((2, 5, 7), dtype=cp.uint8)
+    with pytest.raises(ValueError, match="aligned"):
+        gpu.launch_edges(gpu.load_kernel(0, gpu.Variant()), frames_dev, edges_dev, 100, stream)
+
+
+def test_wrong_output_shape_is_rejected(gpu, cp, stream):
+    """An output array of the wrong shape is refused, naming both shapes."""
+    frames_dev = cp.zeros((2, 5, 7, 3), dtype=cp.uint8)
+    edges_dev = cp.zeros((2, 7, 5), dtype=cp.uint8)
+    with pytest.raises(ValueError, match=r"\(2, 5, 7\)"):
+        gpu.launch_edges(gpu.load_kernel(0, gpu.Variant()), frames_dev, edges_dev, 100, stream)
+
+
+def test_device_out_of_range_is_reported(gpu, cp):
+    """unusable_reason names a device index that does not exist, and never raises."""
+    count = cp.cuda.runtime.getDeviceCount()
+    reason = gpu.unusable_reason(count)
+    assert reason is not None and str(count) in reason
+    assert gpu.unusable_reason(0) is None
