@@ -11,7 +11,8 @@ CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 	| head -n 1 | awk '$$1 >= 13 { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
 
-.PHONY: install demo test test-gpu lint kernel-check bench-kernel sample-frames clean
+.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e \
+	sample-frames clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +46,14 @@ kernel-check: $(STAMP)
 
 bench-kernel: $(STAMP)
 	$(PY) benchmarks/kernel.py
+
+# Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
+bench-media: $(STAMP)
+	$(PY) -m pip install --quiet imageio-ffmpeg scikit-image
+	$(PY) scripts/make_bench_media.py
+
+bench-e2e: $(STAMP)
+	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
 sample-frames: $(STAMP)

@@ -1,0 +1,101 @@
+"""The streaming GPU pipeline end to end: byte-identical to the CPU backend (needs CUDA).
+
+Output buffers are poisoned before every launch, so a pixel the kernel never wrote fails.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import edgecli
+from edgecli.cli import main
+from edgecli.params import BORDERS, NORMS
+
+from .media import photo
+
+pytestmark = pytest.mark.gpu
+
+H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
+POISON = 0x5A
+
+
+@pytest.fixture(autouse=True)
+def poisoned_launches(gpu, cp, monkeypatch):
+    """Fill each batch's device output with POISON right before the kernel is queued."""
+    launch = gpu.CudaBackend.launch
+
+    def poisoned(self, frames_dev, edges_dev, stream):
+        edges_dev.data.memset_async(POISON, edges_dev.nbytes, stream)
+        launch(self, frames_dev, edges_dev, stream)
+
+    monkeypatch.setattr(gpu.CudaBackend, "launch", poisoned)
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(tmp_path_factory):
+    """19 frames: three runs of two sizes (not tile or batch multiples) and odd tiny ones."""
+    folder = tmp_path_factory.mktemp("mixed")
+    shapes = [(237, 321)] * 7 + [(1, 1), (1, 50), (50, 1)] + [(481, 641)] * 5 + [(237, 321)] * 4
+    for i, shape in enumerate(shapes):
+        cv2.imwrite(str(folder / f"f{i:03d}.png"), photo(*shape, seed=i))
+    return folder
+
+
+def same_bytes(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir()) and names
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("batch, streams", [(1, 1), (3, 1), (4, 2), (16, 2), (64, 4)])
+def test_gpu_pipeline_equals_cpu(mixed_folder, tmp_path, batch, streams):
+    """Any batch size and stream count gives the CPU backend's bytes, frame for frame."""
+    edgecli.process(mixed_folder, tmp_path / "cpu", backend="cpu")
+    summary = edgecli.process(
+        mixed_folder, tmp_path / "gpu", backend="cuda", batch=batch, streams=streams
+    )
+    assert summary.backend == "cuda" and summary.frames == 19
+    assert {"upload", "kernel", "download"} <= set(summary.stages)
+    assert 0 < summary.gpu_busy_fraction <= 1
+    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("threshold, bits", [(0, 1), (60, 8), (2040, 1)])
+def test_every_option_on_video(tmp_path, norm, border, threshold, bits):
+    """The H.264 clip, every border x norm: GPU and CPU write identical PNGs."""
+    options = dict(norm=norm, border=border, threshold=threshold, png_bits=bits)
+    edgecli.process(H264_CLIP, tmp_path / "cpu", backend="cpu", **options)
+    edgecli.process(H264_CLIP, tmp_path / "gpu", backend="cuda", batch=5, **options)
+    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def test_detect_edges_api_on_gpu(gpu):
+    """The library call with backend='cuda' equals the CPU reference for a frame and a batch."""
+    frames = np.stack([photo(33, 65, seed=i) for i in range(3)])
+    np.testing.assert_array_equal(
+        edgecli.detect_edges(frames, backend="cuda"), edgecli.detect_edges(frames, backend="cpu")
+    )
+    np.testing.assert_array_equal(
+        edgecli.detect_edges(frames[0], backend="cuda", norm="l2", border="constant"),
+        edgecli.detect_edges(frames[0], backend="cpu", norm="l2", border="constant"),
+    )
+
+
+def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
+    """`edgecli run` with the default backend picks CUDA here and says so in its summary."""
+    result = CliRunner().invoke(
+        main, ["run", str(mixed_folder), "-o", str(tmp_path), "-q", "--json-summary", "-"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["backend"] == "cuda" and summary["device"].startswith("NVIDIA")
+    assert summary["gpu_busy_fraction"] is not None
