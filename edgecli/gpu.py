@@ -219,14 +219,24 @@ class CudaBackend:
         """:func:`launch_edges` with this backend's kernel and threshold."""
         launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
 
-    def slab_ring(self, slabs: int) -> SlabRing:
-        """``slabs`` pinned buffer sets, each with its own stream, for the pipeline."""
-        return SlabRing(slabs, self.device, self.launch)
+    def slab_ring(self, slabs: int, keep_frames: int) -> SlabRing:
+        """``slabs`` buffer sets, each with its own stream, and a pool of pinned frame
+        buffers keeping up to ``keep_frames`` idle ones, for the pipeline."""
+        return SlabRing(slabs, self.device, self.launch, keep_frames)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
         frames = reference.check_frames(frames_bgr)
         if self._detect_ring is None:
-            self._detect_ring = self.slab_ring(1)
-        edges, _ = self._detect_ring.submit(frames).result()
-        return edges
+            self._detect_ring = self.slab_ring(1, keep_frames=0)
+        ring = self._detect_ring
+        ring.frames.keep = len(frames)  # a caller repeating this batch size reuses them
+        staged = [ring.frames.stage(frame) for frame in frames]
+        pending = ring.submit(staged)
+        try:
+            edges, _ = pending.result()
+            return edges.copy()
+        finally:
+            pending.release()
+            for frame in staged:
+                ring.frames.release(frame)

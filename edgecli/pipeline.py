@@ -9,6 +9,7 @@ number of frames.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -42,22 +43,41 @@ def _done(value) -> Future:
     return future
 
 
+class _End:
+    """Marks the end of a sequence reader's queue."""
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """An exception on a sequence reader's thread, handed to the consumer to re-raise."""
+
+    error: BaseException
+
+
 class FrameReader:
     """Decoded frames in input order, read ``window`` ahead.
 
-    Still images decode on the pool; a video or multi-frame file decodes in order from its
-    one reader, on the calling thread. Frames whose output ``wanted`` rejects (they exist
-    already, under --skip-existing) are not decoded where that can be avoided.
+    Still images decode on the pool. A video or multi-frame file decodes in order from its
+    one reader, on a thread of its own, so that reader never waits for the consumer. Frames
+    whose output ``wanted`` rejects (they exist already, under --skip-existing) are not
+    decoded where that can be avoided. ``stage``, if given, runs on the decoding thread on
+    each frame's pixels (the CUDA backend copies them into pinned memory there).
     """
 
-    def __init__(self, pool, clock: StageClock, options: Options, wanted: Callable):
+    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, stage):
         self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
+        self.window, self.stage = window, stage
         self.skipped_existing = 0
+
+    def _ready(self, frame: Frame) -> Frame:
+        if self.stage is None:
+            return frame
+        return Frame(frame.out_name, frame.source, self.stage(frame.pixels))
 
     def _decode(self, source) -> Frame | Failure:
         try:
             with self.clock.timed("decode", source.out_name):
-                return source.decode(self.options.max_pixels)
+                return self._ready(source.decode(self.options.max_pixels))
         except InputError as exc:
             return self._failure(exc)
 
@@ -67,7 +87,7 @@ class FrameReader:
         source = getattr(exc, "source", None)
         return Failure(source or str(exc).split(": ")[0], getattr(exc, "reason", str(exc)))
 
-    def _sequence(self, source) -> Iterator[Frame | Failure]:
+    def _sequence_items(self, source) -> Iterator[Frame | Failure]:
         frames = source.frames(self.options.max_pixels)
         while True:
             start = time.perf_counter()
@@ -81,22 +101,57 @@ class FrameReader:
             if not self.wanted(frame.out_name):
                 self.skipped_existing += 1
                 continue
+            frame = self._ready(frame)
             self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
-    def frames(self, sources: list, window: int) -> Iterator[Frame | Failure]:
+    def _sequence(self, source) -> Iterator[Frame | Failure]:
+        """The items of one sequence, decoded ahead on a reader thread (bounded queue)."""
+        items: queue.Queue = queue.Queue(maxsize=self.window)
+        stop = threading.Event()
+
+        def put(item) -> bool:
+            while not stop.is_set():  # time out now and then, so a stop is seen
+                try:
+                    items.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def read() -> None:
+            try:
+                for item in self._sequence_items(source):
+                    if not put(item):
+                        return
+                put(_End)
+            except BaseException as exc:  # re-raised on the consumer's thread
+                put(_Raised(exc))
+
+        reader = threading.Thread(target=read, name="edgecli-reader", daemon=True)
+        reader.start()
+        try:
+            while (item := items.get()) is not _End:
+                if isinstance(item, _Raised):
+                    raise item.error
+                yield item
+        finally:
+            stop.set()
+            reader.join()
+
+    def frames(self, sources: list) -> Iterator[Frame | Failure]:
         pending: deque[Future] = deque()
         for source in sources:
             if source.multi_frame:
                 for item in self._sequence(source):
                     pending.append(_done(item))
-                    while len(pending) >= window:
+                    while len(pending) >= self.window:
                         yield pending.popleft().result()
             elif self.wanted(source.out_name):
                 pending.append(self.pool.submit(self._decode, source))
             else:
                 self.skipped_existing += 1
-            while len(pending) >= window:
+            while len(pending) >= self.window:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
@@ -114,13 +169,28 @@ def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Fram
         yield batch
 
 
-def run_on_gpu(backend, batches, streams: int, clock: StageClock, writer: Writer) -> float:
-    """Stream batches through the GPU, ``streams`` in flight; return the GPU's busy seconds.
+class CountDown:
+    """Calls ``then`` once ``count`` calls of :meth:`done` have come, from any threads."""
+
+    def __init__(self, count: int, then: Callable[[], None]):
+        self.count, self.then = count, then
+        self.lock = threading.Lock()
+
+    def done(self) -> None:
+        with self.lock:
+            self.count -= 1
+            last = self.count == 0
+        if last:
+            self.then()
+
+
+def run_on_gpu(ring, batches, clock: StageClock, writer: Writer) -> float:
+    """Stream batches through the GPU, ``ring.size`` in flight; return the GPU's busy seconds.
 
     Batches are collected in the order they were submitted, so when the ring is full the
-    oldest batch is the one waited for, and its slab is the next to be reused.
+    oldest batch is the one waited for, and its slab is the next to be reused: once its
+    frames' PNGs are all encoded (the encoders read the slab's pinned output directly).
     """
-    ring = backend.slab_ring(streams)
     in_flight: deque = deque()
     busy_ms = 0.0
 
@@ -128,11 +198,14 @@ def run_on_gpu(backend, batches, streams: int, clock: StageClock, writer: Writer
         nonlocal busy_ms
         batch, pending = in_flight.popleft()
         edges, gpu_ms = pending.result()
+        for frame in batch:  # the batch's uploads are done: its input buffers are free
+            ring.frames.release(frame.pixels)
         busy_ms += sum(gpu_ms.values())
+        encoded = CountDown(len(batch), pending.release)
         for frame, frame_edges in zip(batch, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
                 clock.record(stage, ms / len(batch), frame.out_name)
-            writer.submit(writer.encode_write, frame.out_name, frame_edges)
+            writer.submit(writer.encode_write, frame.out_name, frame_edges, encoded.done)
 
     for batch in batches:
         if len(in_flight) == ring.size:
@@ -163,9 +236,14 @@ class Writer:
         self.window, self.on_done = window, on_done
         self.pending: deque[Future] = deque()
 
-    def encode_write(self, name: str, edges: np.ndarray) -> None:
-        with self.clock.timed("encode", name):
-            data = encode_png(edges, self.options.png_bits)
+    def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
+        """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
+        try:
+            with self.clock.timed("encode", name):
+                data = encode_png(edges, self.options.png_bits)
+        finally:
+            if done is not None:
+                done()
         with self.clock.timed("write", name):
             write_atomic(self.out_dir / name, data)
 
@@ -235,7 +313,7 @@ def run(
 
     def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
         nonlocal megapixels
-        for item in reader.frames(sources, window):
+        for item in reader.frames(sources):
             if stop.is_set():
                 return
             if isinstance(item, Failure):
@@ -246,18 +324,23 @@ def run(
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
+    ring = None
+    if not backend.runs_on_host:
+        # Keep as many idle pinned frame buffers as can be in use at once: the read-ahead
+        # window, the batch being filled, and the batches in flight.
+        in_use = window + options.batch * (options.streams + 1)
+        ring = backend.slab_ring(options.streams, keep_frames=in_use)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli") as pool:
         writer = Writer(pool, out_dir, options, clock, window, lambda: bar.update(1))
-        reader = FrameReader(pool, clock, options, wanted)
+        stage = None if ring is None else ring.frames.stage
+        reader = FrameReader(pool, clock, options, wanted, window, stage)
         try:
-            if backend.runs_on_host:  # compute on every worker, frame by frame
+            if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                gpu_busy_s = run_on_gpu(
-                    backend, same_shape_batches(decoded_frames(reader), options.batch),
-                    options.streams, clock, writer,
-                )  # fmt: skip
+                batches = same_shape_batches(decoded_frames(reader), options.batch)
+                gpu_busy_s = run_on_gpu(ring, batches, clock, writer)
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish

@@ -26,9 +26,24 @@ from .media import photo, write_video
 from .oracle import plain_edges
 
 
+class FakeFrames:
+    """Stands in for PinnedFrames: staged copies, and which are still held."""
+
+    def __init__(self):
+        self.held: dict[int, np.ndarray] = {}
+
+    def stage(self, pixels):
+        copy = pixels.copy()
+        self.held[id(copy)] = copy
+        return copy
+
+    def release(self, view):
+        del self.held[id(view)]
+
+
 class FakeInFlight:
-    def __init__(self, ring, frames):
-        self.ring = ring
+    def __init__(self, ring, slab, frames):
+        self.ring, self.slab = ring, slab
         self.frames = np.stack(frames)
         self.done = threading.Event()
         # Finish later, on another thread, like a CUDA stream would.
@@ -36,23 +51,34 @@ class FakeInFlight:
 
     def result(self):
         self.done.wait()
-        self.ring.in_flight -= 1
-        return detect_batch(self.frames, self.ring.options), {"upload": 1.0, "kernel": 0.5,
-                                                              "download": 0.25}  # fmt: skip
+        self.ring.collected += 1
+        gpu_ms = {"upload": 1.0, "kernel": 0.5, "download": 0.25}
+        return detect_batch(self.frames, self.ring.options), gpu_ms
+
+    def release(self):
+        self.ring.free[self.slab].set()
 
 
 class FakeRing:
     def __init__(self, size, options, log):
         self.size, self.options, self.log = size, options, log
         self.rng = np.random.default_rng(0)
-        self.in_flight = 0
+        self.frames = FakeFrames()
+        self.free = [threading.Event() for _ in range(size)]
+        for event in self.free:
+            event.set()
+        self.turn = self.submitted = self.collected = 0
 
     def submit(self, frames):
-        self.in_flight += 1
-        assert self.in_flight <= self.size, "more batches in flight than slabs"
+        assert self.submitted - self.collected < self.size, "more batches in flight than slabs"
         assert len({f.shape for f in frames}) == 1, "a batch mixed frame shapes"
+        assert all(id(f) in self.frames.held for f in frames), "frames were not staged"
+        slab, self.turn = self.turn, (self.turn + 1) % self.size
+        assert self.free[slab].wait(10), "a slab was never released by its encoders"
+        self.free[slab].clear()
+        self.submitted += 1
         self.log.append(len(frames))
-        return FakeInFlight(self, frames)
+        return FakeInFlight(self, slab, frames)
 
 
 class FakeGpuBackend:
@@ -62,20 +88,28 @@ class FakeGpuBackend:
 
     def __init__(self, options, log):
         self.options, self.log = options, log
+        self.rings = []
 
-    def slab_ring(self, streams):
-        return FakeRing(streams, self.options, self.log)
+    def slab_ring(self, streams, keep_frames):
+        self.rings.append(FakeRing(streams, self.options, self.log))
+        return self.rings[-1]
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
+    """Batch sizes as submitted; afterwards, every staged frame and every slab was released."""
     batches: list[int] = []
-    monkeypatch.setattr(
-        pipeline,
-        "select_backend",
-        lambda options: BackendChoice(FakeGpuBackend(options, batches), None),
-    )
-    return batches
+    backends = []
+
+    def select(options):
+        backends.append(FakeGpuBackend(options, batches))
+        return BackendChoice(backends[-1], None)
+
+    monkeypatch.setattr(pipeline, "select_backend", select)
+    yield batches
+    for ring in (ring for backend in backends for ring in backend.rings):
+        assert ring.frames.held == {}, "staged frames were never released"
+        assert all(event.is_set() for event in ring.free), "a slab was never released"
 
 
 def make_frames(folder, shapes):
