@@ -44,8 +44,8 @@ class PinnedFrames:
     many are in use; ``keep`` bounds how many idle ones are kept.
     """
 
-    def __init__(self, keep: int):
-        self.keep = keep
+    def __init__(self, keep: int, device: int):
+        self.keep, self.device = keep, device
         self._lock = threading.Lock()
         self._free: dict[int, list[np.ndarray]] = defaultdict(list)
         self._idle = 0
@@ -60,7 +60,8 @@ class PinnedFrames:
             self._idle -= buffer is not None
         if buffer is None:
             try:
-                buffer = cupyx.empty_pinned(nbytes, dtype=np.uint8)
+                with cp.cuda.Device(self.device):  # worker threads have no current device
+                    buffer = cupyx.empty_pinned(nbytes, dtype=np.uint8)
             except Exception as exc:  # cudaHostAlloc failing: out of page-locked memory
                 raise _allocation_error("pinned host memory for a frame", nbytes, exc) from None
         view = buffer.reshape(pixels.shape)
@@ -163,7 +164,7 @@ class SlabRing:
             self.slabs = [Slab() for _ in range(size)]
         self.device = device
         self.launch = launch
-        self.frames = PinnedFrames(keep_frames)
+        self.frames = PinnedFrames(keep_frames, device)
         self.turn = 0
 
     @property
