@@ -57,4 +57,4 @@ def select_backend(options: Options) -> BackendChoice:
         return BackendChoice(CudaBackend(options), None)
     if options.backend == "cuda":
         raise CudaUnavailableError(f"CUDA backend unusable: {reason}")
-    return BackendChoice(CpuBackend(options), f"CUDA unusable ({reason}); using the CPU backend")
+    return BackendChoice(CpuBackend(options), f"using the CPU backend; CUDA unusable: {reason}")

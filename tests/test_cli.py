@@ -180,7 +180,7 @@ def test_auto_falls_back_with_a_notice(frames_dir, tmp_path):
     result = invoke("run", frames_dir, "-o", tmp_path / "out")
     assert result.exit_code == 0
     notices = [line for line in result.stderr.splitlines() if "using the CPU backend" in line]
-    assert len(notices) == 1 and notices[0].startswith("edgecli: CUDA unusable (")
+    assert notices == [f"edgecli: using the CPU backend; CUDA unusable: {cuda_unusable_reason()}"]
 
 
 def test_info_reports_cuda_state():
