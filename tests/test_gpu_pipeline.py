@@ -99,3 +99,21 @@ def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
     summary = json.loads(result.stdout)
     assert summary["backend"] == "cuda" and summary["device"].startswith("NVIDIA")
     assert summary["gpu_busy_fraction"] is not None
+
+
+def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkeypatch):
+    """A batch the GPU cannot hold ends the run with one line saying what to change."""
+    from edgecli import streaming
+
+    def no_memory(*args, **kwargs):
+        raise cp.cuda.memory.OutOfMemoryError(10**12, 0)
+
+    monkeypatch.setattr(streaming.cp, "empty", no_memory)
+    result = CliRunner().invoke(main, ["run", str(mixed_folder), "-o", str(tmp_path / "out"),
+                                       "--backend", "cuda"])  # fmt: skip
+    assert result.exit_code == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("Error: cannot allocate ") and last.endswith(
+        "use a smaller --batch or fewer --streams"
+    )
+    assert not list((tmp_path / "out").glob("*.png"))

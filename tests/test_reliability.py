@@ -68,19 +68,24 @@ def png_with_size(width: int, height: int) -> bytes:
     )
 
 
+def truncated(ext: str) -> bytes:
+    encoded = cv2.imencode(ext, photo(40, 40))[1].tobytes()
+    return encoded[: len(encoded) // 2]
+
+
 BAD_FILES = {
     "empty.png": (b"", "empty file"),
     "junk.jpg": (b"plain text, not a JPEG", "not a decodable image"),
-    "cut.png": (None, "not a decodable image"),
+    "cut.png": (truncated(".png"), "not a decodable image"),
+    "cut_jpeg.jpg": (truncated(".jpg"), "not a decodable image"),
 }
 
 
 @pytest.fixture
 def mixed_folder(tmp_path):
     folder = make_folder(tmp_path / "in", 4)
-    truncated = cv2.imencode(".png", photo(40, 40))[1].tobytes()[:150]
     for name, (content, _) in BAD_FILES.items():
-        (folder / name).write_bytes(truncated if content is None else content)
+        (folder / name).write_bytes(content)
     return folder
 
 
@@ -91,7 +96,9 @@ def test_skip_reports_each_bad_frame_and_exits_3(mixed_folder, tmp_path):
     assert result.exit_code == 3
     for name, (_, reason) in BAD_FILES.items():
         assert f"edgecli: skipped {mixed_folder / name}: {reason}" in result.stderr
-    assert result.stderr.splitlines()[-1] == "Error: 3 frame(s) skipped after errors"
+    assert (
+        result.stderr.splitlines()[-1] == f"Error: {len(BAD_FILES)} frame(s) skipped after errors"
+    )
     assert assert_outputs_whole(out) == [f"frame_{i:04d}.png" for i in range(4)]
 
 
@@ -387,3 +394,18 @@ def test_corrupt_bytes_never_crash(tmp_path, ext, cut, flips, junk):
         return
     for pixels in frames:
         assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[2] == 3
+
+
+def test_second_signal_exits_at_once(monkeypatch):
+    """The first SIGINT asks the run to wind down; a second one exits at once with 130."""
+    from edgecli import cli
+
+    exits = []
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    with cli.stop_on_signals() as (stop, received):
+        handler = signal.getsignal(signal.SIGINT)
+        handler(signal.SIGINT, None)
+        assert stop.is_set() and received == [signal.SIGINT] and exits == []
+        handler(signal.SIGINT, None)
+        assert exits == [130]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
