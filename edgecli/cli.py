@@ -199,9 +199,12 @@ def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, 
         warnings.simplefilter("ignore")
     from .pipeline import run as run_pipeline
 
+    def warn(message: str) -> None:
+        click.echo(f"edgecli: {message}", err=True)
+
     def notify(message: str) -> None:
         if not quiet:
-            click.echo(f"edgecli: {message}", err=True)
+            warn(message)
 
     try:
         options = Options(png_bits=int(png_bits), **fields)
@@ -214,6 +217,7 @@ def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, 
                 options,
                 progress=not quiet and sys.stderr.isatty(),
                 notify=notify,
+                warn=warn,
                 stop=stop,
                 timings_csv=timings_csv,
             )

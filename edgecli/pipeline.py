@@ -273,6 +273,7 @@ def run(
     *,
     progress: bool = False,
     notify: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     timings_csv: str | Path | None = None,
 ) -> Summary:
@@ -283,7 +284,8 @@ def run(
     summary says it was interrupted. ``timings_csv`` names a file for one row per frame.
     """
     started = time.perf_counter()
-    notify = notify or (lambda message: None)
+    notify = notify or (lambda message: None)  # information: which backend, and why
+    warn = warn or notify  # a frame skipped under --on-error skip
     stop = stop or threading.Event()
     sources = discover(input_arg, recursive=options.recursive)
     choice = select_backend(options)
@@ -318,7 +320,7 @@ def run(
                 return
             if isinstance(item, Failure):
                 failures.append(item)
-                notify(f"skipped {item.source}: {item.reason}")
+                warn(f"skipped {item.source}: {item.reason}")
                 bar.update(1)
                 continue
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6

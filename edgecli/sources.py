@@ -102,7 +102,10 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
     except OSError as exc:
         raise FrameError(source, exc.strerror or str(exc)) from None
     if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
-        return next(_animation_frames(path, max_pixels))
+        frame = next(_animation_frames(path, max_pixels), None)
+        if frame is None:
+            raise FrameError(source, "not a decodable image (no frames)")
+        return frame
     try:
         frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs

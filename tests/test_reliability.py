@@ -90,9 +90,10 @@ def mixed_folder(tmp_path):
 
 
 def test_skip_reports_each_bad_frame_and_exits_3(mixed_folder, tmp_path):
-    """--on-error skip: every bad file named with its reason, the rest written, exit 3."""
+    """--on-error skip: every bad file named with its reason (even with -q), the rest
+    written, exit 3."""
     out = tmp_path / "out"
-    result = invoke("run", mixed_folder, "-o", out, "--backend", "cpu", "--on-error", "skip")
+    result = invoke("run", mixed_folder, "-o", out, "--backend", "cpu", "--on-error", "skip", "-q")
     assert result.exit_code == 3
     for name, (_, reason) in BAD_FILES.items():
         assert f"edgecli: skipped {mixed_folder / name}: {reason}" in result.stderr
