@@ -125,7 +125,7 @@ def main() -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Decode/encode threads.  [default: one per CPU core]",
+    help="Threads for decoding, and as many for encoding.  [default: one per CPU core]",
 )
 @click.option(
     "--batch",
