@@ -155,7 +155,7 @@ class InFlight:
 class SlabRing:
     """``size`` slabs used in turn, and the pinned buffers frames are staged in.
 
-    The caller keeps at most ``size`` batches in flight and collects them in order, so the
+    The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
     slab it reuses is always the one whose batch it collected longest ago.
     """
 

@@ -53,7 +53,16 @@ class FakeInFlight:
         self.done.wait()
         self.ring.collected += 1
         gpu_ms = {"upload": 1.0, "kernel": 0.5, "download": 0.25}
-        return detect_batch(self.frames, self.ring.options), gpu_ms
+        # Like the real slab, the result lives in the slab's one output buffer, which the
+        # slab's next batch overwrites: a slab released before its encoders finished would
+        # show up as wrong pixels in the PNGs.
+        edges = detect_batch(self.frames, self.ring.options)
+        out = self.ring.outputs[self.slab]
+        if out is None or out.size < edges.size:
+            out = self.ring.outputs[self.slab] = np.empty(edges.size, np.uint8)
+        view = out[: edges.size].reshape(edges.shape)
+        view[...] = edges
+        return view, gpu_ms
 
     def release(self):
         self.ring.free[self.slab].set()
@@ -65,12 +74,14 @@ class FakeRing:
         self.rng = np.random.default_rng(0)
         self.frames = FakeFrames()
         self.free = [threading.Event() for _ in range(size)]
+        self.outputs = [None] * size
         for event in self.free:
             event.set()
         self.turn = self.submitted = self.collected = 0
 
     def submit(self, frames):
-        assert self.submitted - self.collected < self.size, "more batches in flight than slabs"
+        in_flight = self.submitted - self.collected
+        assert in_flight < self.streams, "more batches on the GPU than --streams"
         assert len({f.shape for f in frames}) == 1, "a batch mixed frame shapes"
         assert all(id(f) in self.frames.held for f in frames), "frames were not staged"
         slab, self.turn = self.turn, (self.turn + 1) % self.size
@@ -90,8 +101,9 @@ class FakeGpuBackend:
         self.options, self.log = options, log
         self.rings = []
 
-    def slab_ring(self, streams, keep_frames):
-        self.rings.append(FakeRing(streams, self.options, self.log))
+    def slab_ring(self, slabs, keep_frames):
+        self.rings.append(FakeRing(slabs, self.options, self.log))
+        self.rings[-1].streams = self.options.streams
         return self.rings[-1]
 
 
@@ -190,3 +202,22 @@ def test_timings_csv(tmp_path):
     assert sorted(r["frame"] for r in rows) == [f"f{i:03d}.png" for i in range(4)]
     assert set(rows[0]) == {"frame", "decode_ms", "compute_ms", "encode_ms", "write_ms"}
     assert all(float(r["decode_ms"]) >= 0 and float(r["write_ms"]) >= 0 for r in rows)
+
+
+def test_slow_encoders_never_read_a_reused_slab(fake_gpu, tmp_path, monkeypatch):
+    """Encoders slower than the GPU: a slab is reused only after its PNGs are all encoded,
+    so every frame still gets its own pixels."""
+    real_encode = pipeline.encode_png
+
+    def slow_encode(edges, bits):
+        time.sleep(0.004)  # the main thread runs ahead meanwhile
+        return real_encode(edges, bits)
+
+    monkeypatch.setattr(pipeline, "encode_png", slow_encode)
+    shapes = [(20, 30)] * 40
+    folder = make_frames(tmp_path / "in", shapes)
+    edgecli.process(folder, tmp_path / "out", batch=2, streams=1, workers=2)
+    for i in range(len(shapes)):
+        frame = cv2.imread(str(folder / f"f{i:03d}.png"))
+        edges = cv2.imread(str(tmp_path / "out" / f"f{i:03d}.png"), cv2.IMREAD_GRAYSCALE)
+        np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
