@@ -185,10 +185,11 @@ class CountDown:
             self.then()
 
 
-# Slabs beyond the batches on the GPU: a collected batch's slab is reused only after this
-# many more batches, which gives its PNG encoders that long to finish reading it. With none
-# spare, the slab just collected was the next one to fill, so the main thread waited for all
-# of its encodes at every batch (measured on the H200: JPEG input at 0.53 of the codec floor).
+# Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
+# batches later, which gives its PNG encoders that long to finish reading it. With none spare,
+# the slab just collected was the next one to fill, so the main thread waited for all of its
+# encodes before every submit. (On 240-frame runs on the H200 this made no difference that
+# the noise let us see: benchmarks/RESULTS.md, version 4.)
 SPARE_SLABS = 2
 
 
