@@ -94,6 +94,11 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
         raise FrameError(source, "empty file")
     if not os.access(path, os.R_OK):
         raise FrameError(source, "permission denied")
+    if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
+        frame = next(_animation_frames(path, max_pixels), None)
+        if frame is None:
+            raise FrameError(source, "not a decodable image (no frames)")
+        return frame
     check_size(source, declared_pixels(path), max_pixels)
     # imdecode of the bytes, not imread, so an unreadable file is told apart from a
     # file that is not an image, and both get a reason.
@@ -101,11 +106,6 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:
         raise FrameError(source, exc.strerror or str(exc)) from None
-    if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
-        frame = next(_animation_frames(path, max_pixels), None)
-        if frame is None:
-            raise FrameError(source, "not a decodable image (no frames)")
-        return frame
     try:
         frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs
