@@ -12,9 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-# Stages in pipeline order. 'host' stages run on the worker threads; 'device' stages on
-# the GPU, timed with CUDA events.
-HOST_STAGES = ("decode", "compute", "encode", "write")
+# Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; the others
+# on the worker threads, timed with perf_counter.
 DEVICE_STAGES = ("upload", "kernel", "download")
 STAGE_ORDER = ("decode", "compute", "upload", "kernel", "download", "encode", "write")
 SCHEMA_VERSION = 1
