@@ -27,7 +27,7 @@ from .errors import InputError, OptionError
 from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
 from .sources import Frame, count_frames, discover
-from .timing import StageClock, Summary
+from .timing import StageClock, Summary, WaitClock
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class FrameReader:
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, stage):
         self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
         self.window, self.stage = window, stage
+        self.waits = WaitClock()
         self.skipped_existing = 0
 
     def _ready(self, frame: Frame) -> Frame:
@@ -106,6 +107,10 @@ class FrameReader:
             self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
+    def _next(self, items: queue.Queue):
+        with self.waits.timed("decode"):
+            return items.get()
+
     def _sequence(self, source) -> Iterator[Frame | Failure]:
         """The items of one sequence, decoded ahead on a reader thread (bounded queue)."""
         items: queue.Queue = queue.Queue(maxsize=self.window)
@@ -132,7 +137,7 @@ class FrameReader:
         reader = threading.Thread(target=read, name="edgecli-reader", daemon=True)
         reader.start()
         try:
-            while (item := items.get()) is not _End:
+            while (item := self._next(items)) is not _End:
                 if isinstance(item, _Raised):
                     raise item.error
                 yield item
@@ -142,20 +147,25 @@ class FrameReader:
 
     def frames(self, sources: list) -> Iterator[Frame | Failure]:
         pending: deque[Future] = deque()
+
+        def oldest() -> Frame | Failure:
+            with self.waits.timed("decode"):
+                return pending.popleft().result()
+
         for source in sources:
             if source.multi_frame:
                 for item in self._sequence(source):
                     pending.append(_done(item))
                     while len(pending) >= self.window:
-                        yield pending.popleft().result()
+                        yield oldest()
             elif self.wanted(source.out_name):
                 pending.append(self.pool.submit(self._decode, source))
             else:
                 self.skipped_existing += 1
             while len(pending) >= self.window:
-                yield pending.popleft().result()
+                yield oldest()
         while pending:
-            yield pending.popleft().result()
+            yield oldest()
 
 
 def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Frame]]:
@@ -193,7 +203,9 @@ class CountDown:
 SPARE_SLABS = 2
 
 
-def run_on_gpu(ring, batches, streams: int, clock: StageClock, writer: Writer) -> float:
+def run_on_gpu(
+    ring, batches, streams: int, clock: StageClock, writer: Writer, waits: WaitClock
+) -> float:
     """Stream batches through the GPU, ``streams`` in flight; return the GPU's busy seconds.
 
     Batches are collected in the order they were submitted; the ring has SPARE_SLABS more
@@ -206,7 +218,8 @@ def run_on_gpu(ring, batches, streams: int, clock: StageClock, writer: Writer) -
     def collect() -> None:
         nonlocal busy_ms
         batch, pending = in_flight.popleft()
-        edges, gpu_ms = pending.result()
+        with waits.timed("gpu"):
+            edges, gpu_ms = pending.result()
         for frame in batch:  # the batch's uploads are done: its input buffers are free
             ring.frames.release(frame.pixels)
         busy_ms += sum(gpu_ms.values())
@@ -219,7 +232,8 @@ def run_on_gpu(ring, batches, streams: int, clock: StageClock, writer: Writer) -
     for batch in batches:
         if len(in_flight) == streams:
             collect()
-        in_flight.append((batch, ring.submit([frame.pixels for frame in batch])))
+        with waits.timed("submit"):  # includes waiting for the slab's last encoders
+            in_flight.append((batch, ring.submit([frame.pixels for frame in batch])))
     while in_flight:
         collect()
     return busy_ms / 1e3
@@ -244,6 +258,7 @@ class Writer:
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
         self.pending: deque[Future] = deque()
+        self.waits = WaitClock()
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
@@ -267,7 +282,8 @@ class Writer:
             self._finish_oldest()
 
     def _finish_oldest(self) -> None:
-        self.pending.popleft().result()  # re-raises a worker's error here
+        with self.waits.timed("encode"):
+            self.pending.popleft().result()  # re-raises a worker's error here
         self.on_done()
 
     def drain(self) -> None:
@@ -357,7 +373,7 @@ def run(
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
                 batches = same_shape_batches(decoded_frames(reader), options.batch)
-                gpu_busy_s = run_on_gpu(ring, batches, options.streams, clock, writer)
+                gpu_busy_s = run_on_gpu(ring, batches, options.streams, clock, writer, reader.waits)
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
@@ -382,4 +398,5 @@ def run(
         skipped_existing=reader.skipped_existing,
         interrupted=stop.is_set(),
         gpu_busy_s=gpu_busy_s,
+        main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
     )

@@ -71,6 +71,29 @@ class StageClock:
         }
 
 
+class WaitClock:
+    """Seconds the main thread spent blocked, by what it waited for.
+
+    The main thread orders the pipeline: when it waits, nothing new is handed to the
+    workers or the GPU, so these totals say which hand-off holds the run back. Only the
+    main thread records, so no lock.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def timed(self, what: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[what] += time.perf_counter() - start
+
+    def totals(self) -> dict[str, float]:
+        return {what: round(s, 4) for what, s in sorted(self.seconds.items())}
+
+
 def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
     """The stage that kept its resource busiest, and a sentence saying so.
 
@@ -105,6 +128,7 @@ class Summary:
     skipped_existing: int = 0
     interrupted: bool = False
     gpu_busy_s: float | None = None  # time the GPU spent on copies and kernels (CUDA only)
+    main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
 
     @property
     def gpu_busy_fraction(self) -> float | None:
@@ -163,5 +187,8 @@ class Summary:
             )
         if self.gpu_busy_fraction is not None:
             lines.append(f"  GPU busy {self.gpu_busy_fraction:.1%} of the wall time")
+        if self.main_thread_waits_s:
+            waits = ", ".join(f"{k} {v:.2f} s" for k, v in self.main_thread_waits_s.items())
+            lines.append(f"  main thread waited on: {waits}")
         lines.append(f"  {self.bottleneck()[1]}")
         return "\n".join(lines)

@@ -18,6 +18,7 @@ JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
     "backend", "device", "params", "workers", "output", "stages", "bottleneck",
     "bottleneck_detail", "skipped_existing", "interrupted", "gpu_busy_fraction",
+    "main_thread_waits_s",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
 
@@ -75,6 +76,8 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
     assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
     assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())
     assert summary["bottleneck"] in summary["stages"]
+    assert set(summary["main_thread_waits_s"]) == {"decode", "encode"}
+    assert all(s >= 0 for s in summary["main_thread_waits_s"].values())
 
 
 def test_json_summary_to_file(frames_dir, tmp_path):

@@ -141,6 +141,7 @@ def test_gpu_path_matches_cpu(fake_gpu, tmp_path, batch, streams):
     assert summary.frames == len(shapes) and summary.backend == "fake-gpu"
     assert summary.gpu_busy_fraction is not None
     assert {"upload", "kernel", "download"} <= set(summary.stages)
+    assert set(summary.main_thread_waits_s) == {"decode", "submit", "gpu", "encode"}
     for i in range(len(shapes)):
         frame = cv2.imread(str(folder / f"f{i:03d}.png"))
         edges = cv2.imread(str(tmp_path / "out" / f"f{i:03d}.png"), cv2.IMREAD_GRAYSCALE)
