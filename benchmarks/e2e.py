@@ -370,7 +370,7 @@ def run_summary(run: Run) -> dict:
     summary = run.json_out() if run.ok else None
     if summary:
         keep = ("frames", "fps", "wall_s", "workers", "device", "bottleneck_detail", "startup_s")
-        keep += ("bottleneck",)
+        keep += ("bottleneck", "gpu_busy_fraction", "main_thread_waits_s")
         data["reported"] = {k: summary[k] for k in keep if k in summary}
     return data
 
@@ -605,9 +605,12 @@ def describe(run: Run) -> str:
         return f"FAILED (exit {run.rc}): {last[0]}"
     reported = run.json_out() or {}
     frames = reported.get("frames", 0)
+    waits = reported.get("main_thread_waits_s") or {}
+    waited = ", ".join(f"{k} {v:.2f}" for k, v in waits.items())
     return (
         f"{frames} frames, wall {run.wall_s:.2f} s ({frames / run.wall_s:.1f} fps), "
         f"JSON {reported.get('fps', '-')} fps, peak RSS {run.peak_rss_mb:.0f} MB"
+        + (f", main thread waited (s): {waited}" if waited else "")
     )
 
 
