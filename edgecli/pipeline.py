@@ -312,7 +312,7 @@ def run(
     notify = notify or (lambda message: None)  # information: which backend, and why
     warn = warn or notify  # a frame skipped under --on-error skip
     stop = stop or threading.Event()
-    sources = discover(input_arg, recursive=options.recursive)
+    sources = discover(input_arg, recursive=options.recursive, exclude=Path(output))
     choice = select_backend(options)
     if choice.notice:
         notify(choice.notice)

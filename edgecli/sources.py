@@ -270,22 +270,30 @@ def classify(path: Path, out_stem: str):
     )
 
 
-def _folder_files(folder: Path, recursive: bool) -> list[Path]:
+def _folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
     pattern = "**/*" if recursive else "*"
     files = [
         p
         for p in folder.glob(pattern)
         if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not p.name.startswith(".")
     ]
+    if exclude is not None:  # an output folder inside the input: its PNGs are not frames
+        exclude = exclude.resolve()
+        files = [p for p in files if not p.resolve().is_relative_to(exclude)]
     return sorted(files, key=lambda p: natural_key(p.relative_to(folder).as_posix()))
 
 
-def discover(input_arg: str | os.PathLike, *, recursive: bool = False) -> list:
-    """Every source INPUT names, in order, with output names fixed and collisions refused."""
+def discover(
+    input_arg: str | os.PathLike, *, recursive: bool = False, exclude: Path | None = None
+) -> list:
+    """Every source INPUT names, in order, with output names fixed and collisions refused.
+
+    Files under ``exclude`` (the output folder) are left out of a recursive folder scan.
+    """
     text = os.fspath(input_arg)
     path = Path(text)
     if path.is_dir():
-        files = _folder_files(path, recursive)
+        files = _folder_files(path, recursive, exclude if recursive else None)
         if not files:
             where = "or its subfolders " if recursive else ""
             raise InputError(

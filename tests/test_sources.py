@@ -163,6 +163,17 @@ def test_recursive_keeps_subfolders(tmp_path):
     assert sorted(nested) == ["sub/deep.png", "top.png"]
 
 
+def test_recursive_scan_skips_the_output_folder(tmp_path):
+    """An output folder inside a recursive input is not read back as frames on a rerun."""
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    cv2.imwrite(str(folder / "a.jpg"), photo(8, 9))
+    cv2.imwrite(str(folder / "sub" / "b.jpg"), photo(8, 9, seed=1))
+    first = run_cpu(folder, folder / "edges", recursive=True)
+    again = run_cpu(folder, folder / "edges", recursive=True)
+    assert sorted(first) == sorted(again) == ["a.png", "sub/b.png"]
+
+
 def test_glob_input(tmp_path):
     """A quoted glob takes only the files it matches."""
     for name in ("a.jpg", "b.jpg", "c.png"):
