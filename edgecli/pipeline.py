@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .backends import select_backend
-from .errors import InputError, OptionError
+from .errors import FrameError, OptionError
 from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
 from .sources import Frame, count_frames, discover
@@ -80,14 +80,13 @@ class FrameReader:
         try:
             with self.clock.timed("decode", source.out_name):
                 return self._ready(source.decode(self.options.max_pixels))
-        except InputError as exc:
+        except FrameError as exc:
             return self._failure(exc)
 
-    def _failure(self, exc: InputError) -> Failure:
+    def _failure(self, exc: FrameError) -> Failure:
         if self.options.on_error == "fail":
             raise exc
-        source = getattr(exc, "source", None)
-        return Failure(source or str(exc).split(": ")[0], getattr(exc, "reason", str(exc)))
+        return Failure(exc.source, exc.reason)
 
     def _sequence_items(self, source) -> Iterator[Frame | Failure]:
         frames = source.frames(self.options.max_pixels)
@@ -95,7 +94,7 @@ class FrameReader:
             start = time.perf_counter()
             try:
                 frame = next(frames, None)
-            except InputError as exc:  # the rest of this source is unreadable
+            except FrameError as exc:  # the rest of this source is unreadable
                 yield self._failure(exc)
                 return
             if frame is None:

@@ -160,7 +160,7 @@ def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
     try:
         if not capture.isOpened():
-            raise InputError(f"{path}: cannot open as a video (unknown format or corrupt)")
+            raise FrameError(str(path), "cannot open as a video (unknown format or corrupt)")
         width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
         height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
         check_size(str(path), width * height, max_pixels)
