@@ -50,13 +50,15 @@ def detect_edges(
     OpenCV's BGR order. Returns uint8 0/255 shaped (H, W) or (N, H, W). ``backend`` is
     'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
     """
+    import numpy as np
+
     from .backends import select_backend
     from .reference import check_frames
 
     options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
     frames = check_frames(frame_bgr)
     edges = select_backend(options).backend.detect(frames)
-    return edges if len(frames.shape) == len(getattr(frame_bgr, "shape", ())) else edges[0]
+    return edges[0] if np.ndim(frame_bgr) == 3 else edges
 
 
 def process(input, output, **options):

@@ -171,6 +171,8 @@ def test_detect_edges_api_shapes(rng):
     assert single.shape == (40, 50) and single.dtype == np.uint8
     assert set(np.unique(single)) <= {0, 255} and single.any()
     np.testing.assert_array_equal(batch[1], single)
+    as_list = edgecli.detect_edges([frame, frame], backend="cpu", threshold=60)
+    assert as_list.shape == (2, 40, 50)
     np.testing.assert_array_equal(single, plain_edges(frame, 60, "l1", "replicate"))
 
 
