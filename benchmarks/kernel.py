@@ -8,8 +8,9 @@ For 1080p and 4K batches of random frames (never zeros) it times, with CUDA even
 non-default stream and inputs rotated over buffers that together exceed the L2 cache:
 
 - a device-to-device copy of a large buffer (cudaMemcpyAsync; read + write bytes): the ceiling;
-- edgecli's fused kernel, one launch per batch (the default variant, and a few other tile
-  shapes and the l2 norm for comparison);
+- edgecli's fused kernel, one launch per batch (the default variant, and a few other item
+  heights and warps per block, and the l2 norm, for comparison);
+- the previous version of that kernel (benchmarks/previous_edges.cu), in the same run;
 - a one-pixel-per-thread fused kernel (benchmarks/naive_edges.cu), one launch per frame;
 - an unfused CuPy pipeline per frame: luma (elementwise), cupyx.scipy.ndimage.sobel x 2,
   |Gx| + |Gy|, threshold.
@@ -39,16 +40,26 @@ from edgecli.params import Options
 
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 DEFAULT = Variant()
-OTHER_VARIANTS = [  # tiles and thread layouts tested in tests/test_gpu.py, and the l2 norm
-    Variant(threads=128, rows=1),
-    Variant(threads=256, rows=1),
-    Variant(threads=256, rows=2),
-    Variant(tile_w=64, threads=64, rows=2),
-    Variant(tile_w=256, tile_h=14, threads=256, rows=1),
+OTHER_VARIANTS = [  # item heights and warps per block tested in tests/test_gpu.py, and l2
+    Variant(warps=1),
+    Variant(warps=8),
+    Variant(tile_h=15, warps=8),
+    Variant(tile_h=12, warps=2),
     Variant(norm="l2"),
 ]
 COPY_BYTES = 1 << 30
 NAIVE_SOURCE = Path(__file__).with_name("naive_edges.cu")
+# The kernel as it was before the warp-per-item rewrite, with the defines of its default.
+PREVIOUS_SOURCE = Path(__file__).with_name("previous_edges.cu")
+PREVIOUS_DEFINES = (
+    "--std=c++17",
+    "-DEDGES_NORM=EDGES_NORM_L1",
+    "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
+    "-DEDGES_TILE_W=128",
+    "-DEDGES_TILE_H=30",
+    "-DEDGES_THREADS=128",
+    "-DEDGES_ROWS=2",
+)
 OPTIONS = Options()  # l1, replicate, T=100: what the baselines compute
 
 LUMA = cp.ElementwiseKernel(
@@ -127,6 +138,25 @@ def naive_launcher(height: int, width: int):
     return launch
 
 
+def previous_launcher(height: int, width: int):
+    """The previous kernel (one block per 128 x 30 tile, persistent grid), same arguments."""
+    module = cp.RawModule(code=PREVIOUS_SOURCE.read_text(), options=PREVIOUS_DEFINES)
+    kernel = module.get_function("edges_bgr")
+    per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, 128, 0)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    tiles_x = -(-width // 128)
+    tiles_per_frame = tiles_x * -(-height // 30)
+
+    def launch(frames_dev, edges_dev, stream):
+        n_frames = frames_dev.shape[0]
+        blocks = min(n_frames * tiles_per_frame, per_sm * sms)
+        args = (frames_dev, edges_dev, *(np.int32(v) for v in (n_frames, height, width)))
+        args += (np.int32(tiles_x), np.int32(tiles_per_frame), np.int32(OPTIONS.threshold))
+        kernel((blocks,), (128,), args, stream=stream)
+
+    return launch
+
+
 def unfused_pipeline(frames_dev, edges_dev, stream):
     with stream:
         for n in range(frames_dev.shape[0]):
@@ -184,6 +214,15 @@ def bench_resolution(
                 runs,
                 warmup=5,
                 norm=variant.norm,
+            )
+        )
+    if PREVIOUS_SOURCE.is_file():
+        results.append(
+            measure(
+                "previous edgecli kernel (benchmarks/previous_edges.cu)",
+                previous_launcher(height, width),
+                runs,
+                warmup=5,
             )
         )
     results.append(
@@ -272,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, (height, width) in RESOLUTIONS.items():
         results += bench_resolution(name, height, width, args.frames, args.runs, stream, l2_bytes)
-        for r in results[-len(OTHER_VARIANTS) - 3 :]:
+        for r in (r for r in results if r.resolution == name):
             spread = (max(r.batch_ms) - min(r.batch_ms)) / statistics.median(r.batch_ms)
             print(
                 f"{name:6} {r.implementation:60} {r.us_per_frame:9.2f} us/frame  "

@@ -8,28 +8,35 @@
 // Compile-time definitions come from edgecli.kernels.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
-//   EDGES_TILE_W   output pixels per tile along x (16, 32, 64, 128, 256 or 512)
-//   EDGES_TILE_H   output rows per tile
-//   EDGES_THREADS  threads per block (a multiple of 32)
-//   EDGES_ROWS     output rows per thread in step 3 (1 or 2)
+//   EDGES_TILE_H   output rows per work item (a multiple of 3, at most 30)
+//   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
-// clamped to 2040 (so T^2 fits).
+// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.shared_bytes() per
+// block, which gpu.py allows past the 48 KB default.
 //
-// Work: the frames are cut into TILE_W x TILE_H tiles; tile i of frame n is work item
-// n * tiles_per_frame + i. The grid is persistent (about as many blocks as fit on the device at
-// once, any number of frames, no gridDim.y limit); block b takes items b, b + gridDim.x, ...
-// Per item, three steps:
-//   1. stage: the BGR rows y0-1 .. y0+TILE_H, each clipped to the tile's columns x0-1 ..
-//      x0+TILE_W, are copied into shared memory by the bulk-copy engine (one cp.async.bulk per
-//      row, 16-byte aligned, so a staged row starts up to 15 bytes early: its 'skew'). Rows
-//      outside the frame are replaced by their border row here. The copies of the next item are
-//      issued before this item is computed (two stage buffers), so loads overlap computation.
-//   2. luma: each thread turns 16 staged pixels (three 16-byte shared loads where the row is
-//      aligned) into luma, two dp2a per pixel, stored as 16-bit lanes in an even and an odd
-//      plane; a few threads fill the left and right halo columns per the border mode.
-//   3. sobel: each thread computes 16 consecutive output pixels of EDGES_ROWS rows from
-//      EDGES_ROWS + 2 luma rows, two pixels per 32-bit register, and writes each row's 16 with
-//      one 16-byte store where the output row is 16-byte aligned.
+// Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
+// item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
+// g + (warps in the grid), ... Each warp owns two staging buffers in shared memory and one
+// mbarrier per buffer, and never waits for another warp. Per item:
+//   1. stage (lane r, one row each): the BGR input row y0 - 1 + r, clipped to the columns
+//      x0 - 1 .. x0 + 128, is copied into shared memory by the bulk-copy engine (one
+//      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
+//      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for
+//      the constant border and for rows past the bottom halo. The next item's rows are
+//      staged into the other buffer before this item is computed.
+//   2. halo (lane r): the luma of the two columns beside the item, x0 - 1 and x0 + 128, of
+//      staged row r, per the border mode.
+//   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
+//      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
+//      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
+//      horizontal smooth and difference of the row, and, three rows in hand, Gx, Gy, the
+//      threshold and one 4-byte store. Two pixels per 32-bit register throughout.
+//
+// Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
+// common video width) take a fast path: one staged-row skew for the whole item, word-aligned
+// loads, no bounds checks. Other items (the right-hand column of tiles of other widths, the
+// bottom row of tiles of heights that are not a multiple of TILE_H, widths not a multiple of
+// 16) take a general path with the same arithmetic.
 //
 // No #include: NVRTC compiles this file as it is.
 
@@ -45,17 +52,11 @@
 #ifndef EDGES_BORDER
 #error "EDGES_BORDER is not defined: compile through edgecli.kernels.kernel_defines()"
 #endif
-#ifndef EDGES_TILE_W
-#define EDGES_TILE_W 128
-#endif
 #ifndef EDGES_TILE_H
 #define EDGES_TILE_H 30
 #endif
-#ifndef EDGES_THREADS
-#define EDGES_THREADS 256
-#endif
-#ifndef EDGES_ROWS
-#define EDGES_ROWS 1
+#ifndef EDGES_WARPS
+#define EDGES_WARPS 4
 #endif
 
 #if EDGES_NORM != EDGES_NORM_L1 && EDGES_NORM != EDGES_NORM_L2
@@ -69,41 +70,29 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// ---- tile geometry ----------------------------------------------------------------------------
-#define TILE_W EDGES_TILE_W
+// ---- geometry ---------------------------------------------------------------------------------
+#define FULL_MASK 0xFFFFFFFFu
+#define TILE_W 128                                  // 32 lanes x 4 pixels
 #define TILE_H EDGES_TILE_H
-#define THREADS EDGES_THREADS
-#define WARPS (THREADS / 32)
-#define ROWS EDGES_ROWS                             // step 3: output rows per thread
-#define PIXELS_PER_THREAD 16                        // steps 2 and 3: 16 consecutive pixels
-#define THREADS_PER_ROW (TILE_W / PIXELS_PER_THREAD)
-#define HALO_ROWS (TILE_H + 2)                      // one row of halo above and below
-#define WORDS_PER_ROW (TILE_W / 4)                  // luma words (4 pixels) per interior row
+#define WARPS EDGES_WARPS
+#define THREADS (32 * WARPS)
+#define STAGED_ROWS (TILE_H + 2)                    // one row of halo above and below
+// A staged row: a 16-byte aligned window over the input row that covers the pixels
+// x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
+// byte 405 (see row_luma), so 416 bytes.
+#define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
+#define STAGE_BYTES (STAGED_ROWS * STAGE_STRIDE)
+#define WARP_SHARED_BYTES (2 * STAGE_BYTES)         // two staging buffers per warp
 
-static_assert(TILE_W % 16 == 0 && TILE_W >= 16 && TILE_W <= 512, "EDGES_TILE_W");
-static_assert((32 % THREADS_PER_ROW) == 0, "a tile row's threads must share one warp");
-static_assert(TILE_H >= 1 && TILE_H <= 256, "EDGES_TILE_H");
-static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024, "EDGES_THREADS");
-static_assert(HALO_ROWS <= THREADS, "one thread issues each staged row's copy");
-static_assert(ROWS == 1 || ROWS == 2, "EDGES_ROWS");
-
-// Staged BGR row: a 16-byte aligned window of the input row covering TILE_W + 2 pixels, so it
-// starts up to 15 bytes before the first pixel; step 2 reads up to 3 bytes past the last one
-// (where it realigns from 4-byte words).
-#define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 3 + 15) / 16 * 16)
-// Luma row, in 32-bit words: two planes of 16-bit lanes, even then odd (see "Sobel on 16-bit
-// lanes"). Word g of the even plane holds pixels (4g, 4g+2) of the tile, word g of the odd plane
-// (4g+1, 4g+3), for g = -1 .. TILE_W/4 (g = -1: only the left halo pixel -1, in the odd plane;
-// g = TILE_W/4: only the right halo pixel TILE_W, in the even plane). Interior words start
-// 16-byte aligned, so step 3 reads its 16 pixels with one 16-byte load per plane.
-#define LUMA_PAD_WORDS 4                            // word 3 is g = -1
-#define LUMA_PLANE_WORDS (WORDS_PER_ROW + 8)
-#define LUMA_ROW_WORDS (2 * LUMA_PLANE_WORDS)
+static_assert(TILE_H % 3 == 0 && TILE_H >= 3 && STAGED_ROWS <= 32,
+              "EDGES_TILE_H: a multiple of 3 in 3..30 (one lane stages each row)");
+static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
+static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 416");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
 // prmt.b32: byte permute; a selector nibble with bit 3 set replicates the sign bit of the byte
-// it selects (CUDA's __byte_perm drops that bit, and step 3 needs it).
+// it selects (CUDA's __byte_perm drops that bit, and the threshold step needs it).
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 selector) {
     u32 d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
@@ -126,8 +115,8 @@ __device__ __forceinline__ u32 shared_address(const void* p) {
     return (u32)__cvta_generic_to_shared(p);
 }
 
-// An mbarrier counts HALO_ROWS arrivals (one per staged row) plus the bytes of the bulk copies
-// it is told to expect; its phase completes when both reach zero.
+// An mbarrier counts 32 arrivals (every lane of the warp, one per staged row or none) plus the
+// bytes of the bulk copies it is told to expect; its phase completes when both reach zero.
 __device__ __forceinline__ void barrier_init(u64* bar, u32 arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
                  :: "r"(shared_address(bar)), "r"(arrivals) : "memory");
@@ -208,18 +197,24 @@ __device__ __forceinline__ u32 staged_luma(const unsigned char* stage_row, int o
     return luma_of(stage_row[offset], stage_row[offset + 1], stage_row[offset + 2]);
 }
 
-// ---- Sobel on 16-bit lanes --------------------------------------------------------------------
+// ---- two pixels per register ------------------------------------------------------------------
 //
 // A word holds two pixels in 16-bit lanes. Every lane value stays in [0, 65535] (biases keep
 // differences non-negative), so 32-bit adds never carry from one lane into the other.
-// For 4 consecutive pixels p0..p3, "even" lanes are (p0, p2) and "odd" lanes (p1, p3): a
-// neighbour one pixel to the left or right of an even lane is then an odd lane of the same or
-// the adjacent word, and the other way round.
+// A lane's four pixels p0..p3 are kept as "even" lanes (p0, p2) and "odd" lanes (p1, p3): the
+// neighbours one pixel left or right of an even lane are then odd lanes, and the other way
+// round, so neighbours are whole words or one byte permute away.
 
 #define LANES(v) ((u32)(v) * 0x00010001u)
 
 // (a.hi, b.lo): the lanes one pair to the right of a.
 __device__ __forceinline__ u32 shift_lanes(u32 a, u32 b) { return prmt(a, b, 0x5432u); }
+
+// One staged row after the horizontal pass, for the lane's 4 pixels: smooth l + 2c + r in
+// [0, 1020] and difference r - l + 255 in [0, 510], even and odd lanes.
+struct Horizontal {
+    u32 smooth_even, smooth_odd, diff_even, diff_odd;
+};
 
 struct Thresholds {
     u32 k_min, k_neg;   // l1: lane constants, see edge_flags
@@ -228,75 +223,44 @@ struct Thresholds {
 
 __device__ __forceinline__ Thresholds make_thresholds(int t) {
     Thresholds k;
-    k.k_min = LANES(32767 - 2044 - t);
-    k.k_neg = LANES(2040 + 32767 - 2044 - t);
+    k.k_min = LANES(32767 - 2040 - t);
+    k.k_neg = LANES(2040 + 32767 - 2040 - t);
     k.t_squared = t * t;
     return k;
 }
 
-// gx: two lanes of Gx + 1024, in [4, 2044]; gy: two lanes of Gy + 1020, in [0, 2040]. Returns a
-// word whose bit 15 (bit 31) is set when the low (high) lane's pixel is an edge.
+// gx, gy: two lanes of Gx + 1020 and Gy + 1020, each in [0, 2040]. Returns a word whose bit 15
+// (bit 31) is set when the low (high) lane's pixel is an edge.
 __device__ __forceinline__ u32 edge_flags(u32 gx, u32 gy, const Thresholds& k) {
 #if EDGES_NORM == EDGES_NORM_L1
     // Hopper's 16-bit-lane max-of-sum (DPX) gives |v| + c as max(v' + c, 2b - v' + c) for a
     // lane v' = v + b: two instructions per absolute value. Every lane stays in [0, 34807].
     const u32 ay = __viaddmax_u16x2(gy, k.k_min, k.k_neg - gy);       // 1020 + |Gy| + k_min
-    const u32 f = __viaddmax_u16x2(gx, ay, LANES(2048) - gx + ay);     // 2044 + |Gx| + ...
-    return f;  // lanes 32767 + |Gx| + |Gy| - T: bit 15 set iff |Gx| + |Gy| > T
+    return __viaddmax_u16x2(gx, ay, LANES(2040) - gx + ay);           // 1020 + |Gx| + ...
+    // lanes 32767 + |Gx| + |Gy| - T: bit 15 set iff |Gx| + |Gy| > T
 #else
-    const int ax = (int)(gx & 0xFFFFu) - 1024, ay = (int)(gy & 0xFFFFu) - 1020;
-    const int bx = (int)(gx >> 16) - 1024, by = (int)(gy >> 16) - 1020;
+    const int ax = (int)(gx & 0xFFFFu) - 1020, ay = (int)(gy & 0xFFFFu) - 1020;
+    const int bx = (int)(gx >> 16) - 1020, by = (int)(gy >> 16) - 1020;
     return (ax * ax + ay * ay > k.t_squared ? 0x00008000u : 0u)
          | (bx * bx + by * by > k.t_squared ? 0x80000000u : 0u);
 #endif
 }
 
-// One row of the 18 luma pixels a thread needs (x - 1 .. x + 16) in lanes:
-// e[k] = (p[4k], p[4k+2]) for k = 0..4 (e[4] only needs p16), o[k] = (p[4k-3], p[4k-1]) for
-// k = 0..4 (o[0] only needs p-1), so o[k + 1] holds (p[4k+1], p[4k+3]). Every lane, used or
-// not, is a luma value (<= 255).
-struct RowLanes {
-    u32 e[5], o[5];
-};
-
-__device__ __forceinline__ RowLanes row_lanes(u32 left, const uint4& even, const uint4& odd,
-                                              u32 right) {
-    RowLanes r;
-    r.e[0] = even.x; r.e[1] = even.y; r.e[2] = even.z; r.e[3] = even.w; r.e[4] = right;
-    r.o[0] = left; r.o[1] = odd.x; r.o[2] = odd.y; r.o[3] = odd.z; r.o[4] = odd.w;
-    return r;
+// The lane's four output bytes (0 or 255) from the horizontal passes of the rows above (a), at
+// (b) and below (c).
+__device__ __forceinline__ u32 sobel4(const Horizontal& a, const Horizontal& b,
+                                      const Horizontal& c, const Thresholds& k) {
+    const u32 gx_even = a.diff_even + 2u * b.diff_even + c.diff_even;
+    const u32 gx_odd = a.diff_odd + 2u * b.diff_odd + c.diff_odd;
+    const u32 gy_even = c.smooth_even - a.smooth_even + LANES(1020);
+    const u32 gy_odd = c.smooth_odd - a.smooth_odd + LANES(1020);
+    const u32 f_even = edge_flags(gx_even, gy_even, k);
+    const u32 f_odd = edge_flags(gx_odd, gy_odd, k);
+    // Bytes p0, p1, p2, p3 <- sign of f_even.b1, f_odd.b1, f_even.b3, f_odd.b3.
+    return prmt(f_even, f_odd, 0xFBD9u);
 }
 
-// Sixteen output pixels (four words, pixel order) from the rows above, at and below.
-__device__ __forceinline__ uint4 sobel16(const RowLanes& a, const RowLanes& b, const RowLanes& c,
-                                        const Thresholds& k) {
-    // Vertical passes: smooth s = a + 2b + c in [0, 1020]; difference v = c - a + 255 in [0, 510].
-    u32 se[5], so[5], ve[5], vo[5];
-#pragma unroll
-    for (int i = 0; i < 5; ++i) {
-        se[i] = a.e[i] + 2u * b.e[i] + c.e[i];
-        so[i] = a.o[i] + 2u * b.o[i] + c.o[i];
-        ve[i] = c.e[i] - a.e[i] + LANES(255);
-        vo[i] = c.o[i] - a.o[i] + LANES(255);
-    }
-    u32 out[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        // Even pixels 4i, 4i+2: left neighbours are odd lanes shifted by one pair.
-        const u32 gx_even = so[i + 1] - shift_lanes(so[i], so[i + 1]) + LANES(1024);
-        const u32 gy_even = shift_lanes(vo[i], vo[i + 1]) + 2u * ve[i] + vo[i + 1];  // +4*255
-        // Odd pixels 4i+1, 4i+3: right neighbours are even lanes shifted by one pair.
-        const u32 gx_odd = shift_lanes(se[i], se[i + 1]) - se[i] + LANES(1024);
-        const u32 gy_odd = ve[i] + 2u * vo[i + 1] + shift_lanes(ve[i], ve[i + 1]);
-        const u32 f_even = edge_flags(gx_even, gy_even, k);
-        const u32 f_odd = edge_flags(gx_odd, gy_odd, k);
-        // Bytes p4i, p4i+1, p4i+2, p4i+3 <- sign of f_even.b1, f_odd.b1, f_even.b3, f_odd.b3.
-        out[i] = prmt(f_even, f_odd, 0xFBD9u);
-    }
-    return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
-// ---- step 1: staging --------------------------------------------------------------------------
+// ---- work items -------------------------------------------------------------------------------
 
 struct Frames {
     u64 base, end;      // addresses of the first byte and one past the last
@@ -306,7 +270,8 @@ struct Frames {
 };
 
 struct Item {
-    int n, x0, y0;      // frame, first column, first row
+    int n, x0, y0;      // frame, first column, first output row
+    int xs;             // first staged column: x0 - 1, or 0
 };
 
 __device__ __forceinline__ Item item_at(int item, const Frames& f) {
@@ -316,26 +281,25 @@ __device__ __forceinline__ Item item_at(int item, const Frames& f) {
     const int tile_y = tile / f.tiles_x;
     it.x0 = (tile - tile_y * f.tiles_x) * TILE_W;
     it.y0 = tile_y * TILE_H;
+    it.xs = max(it.x0 - 1, 0);
     return it;
 }
 
-// Run by thread r (< HALO_ROWS): stage input row y0 - 1 + r of `item`, and record its skew
-// (-1 for a row with no data: a constant border, or past the bottom halo).
-__device__ __forceinline__ void stage_row(int r, int item, const Frames& f,
-                                          unsigned char* stage, int* skews, Item* item_info,
-                                          u64* bar) {
+// Step 1, run by every lane r of the warp: stage input row y0 - 1 + r of `item` (r <
+// STAGED_ROWS) into `stage`, and arrive on `bar`. Returns the row's skew (0 for a row of zeros).
+__device__ __forceinline__ int stage_row(int r, int item, const Frames& f, unsigned char* stage,
+                                         u64* bar) {
     const Item it = item_at(item, f);
-    if (r == 0) *item_info = it;
-    const int ys = border_source(it.y0 - 1 + r, f.height);
-    u32 bulk_bytes = 0;
-    int skew = -1;
-    u64 base = 0;
+    const int ys = r < STAGED_ROWS ? border_source(it.y0 - 1 + r, f.height) : -1;
     unsigned char* dst = stage + r * STAGE_STRIDE;
+    u32 bulk_bytes = 0;
+    int skew = 0;
+    u64 base = 0;
     if (ys >= 0) {
-        const int xs = max(it.x0 - 1, 0);
         const int xe = min(it.x0 + TILE_W + 1, f.width);
-        const u64 first = f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)xs;
-        const u64 end = first + 3ull * (u64)(xe - xs);
+        const u64 first =
+            f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.xs;
+        const u64 end = first + 3ull * (u64)(xe - it.xs);
         base = first & ~15ull;
         skew = (int)(first - base);
         u64 span = (end - base + 15ull) & ~15ull;
@@ -346,33 +310,148 @@ __device__ __forceinline__ void stage_row(int r, int item, const Frames& f,
             for (u64 p = base + span; p < end; ++p) dst[p - base] = *(const unsigned char*)p;
         }
         bulk_bytes = (u32)span;
+    } else if (r < STAGED_ROWS) {
+        // A constant-border row, or one past the bottom halo (never used): luma 0 everywhere.
+        uint4* d = reinterpret_cast<uint4*>(dst);
+#pragma unroll
+        for (int i = 0; i < STAGE_STRIDE / 16; ++i) d[i] = make_uint4(0u, 0u, 0u, 0u);
     }
-    skews[r] = skew;
     barrier_arrive(bar, bulk_bytes);
     if (bulk_bytes) bulk_copy(dst, base, bulk_bytes, bar);
+    return skew;
+}
+
+// ---- step 3 ------------------------------------------------------------------------------------
+
+// What a lane needs to process one item's rows.
+struct Lane {
+    int lane;
+    int x;              // its first pixel's column
+    int offset;         // fast path: byte offset of that pixel in every staged row
+    u32 halo;           // lane r < STAGED_ROWS: luma of columns x0 - 1 (bits 16..23) and
+                        // x0 + 128 (bits 0..7) of staged row r
+    int skew;           // lane r < STAGED_ROWS: staged row r's skew (general path)
+};
+
+// The lane's 4 pixels of one staged row as luma, (p0, p2) and (p1, p3).
+template <bool FAST>
+__device__ __forceinline__ void row_luma(const unsigned char* srow, int s, const Item& it,
+                                         const Frames& f, const Lane& ln, u32& even, u32& odd) {
+    if (FAST) {
+        // Every staged row has the same skew and the lane's pixels start word-aligned; the
+        // last lane reads bytes up to offset + 12 * 31 + 11 <= 18 + 383 = 401.
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
+        luma4(w[0], w[1], w[2], even, odd);
+        return;
+    }
+    const int skew = __shfl_sync(FULL_MASK, ln.skew, s);
+    const int offset = skew + 3 * (ln.x - it.xs);
+    if (ln.x + 3 < f.width) {
+        // Realign from 4-byte words (the same shift for every lane: lanes are 12 bytes apart).
+        // Reads end before byte (offset & ~3) + 16 <= 405.
+        const u32* w = reinterpret_cast<const u32*>(srow) + (offset >> 2);
+        const u32 sel = 0x3210u + 0x1111u * (u32)(offset & 3);
+        const u32 a = w[0], b = w[1], c = w[2], d = w[3];
+        luma4(prmt(a, b, sel), prmt(b, c, sel), prmt(c, d, sel), even, odd);
+    } else {
+        // The frame's right edge falls in these pixels: x = width takes its border source,
+        // pixels further right are never used (luma 0).
+        u32 y[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int xj = border_source(ln.x + j, f.width);
+            y[j] = xj >= 0 ? staged_luma(srow, skew + 3 * (xj - it.xs)) : 0u;
+        }
+        even = y[0] | (y[2] << 16);
+        odd = y[1] | (y[3] << 16);
+    }
+}
+
+// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels.
+template <bool FAST>
+__device__ __forceinline__ Horizontal horizontal(const unsigned char* stage, int s,
+                                                 const Item& it, const Frames& f,
+                                                 const Lane& ln) {
+    u32 e, o;
+    row_luma<FAST>(stage + s * STAGE_STRIDE, s, it, f, ln, e, o);
+    // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
+    // right neighbour's even word. The shuffles rotate: lane 0 reads lane 31, which sends the
+    // left halo instead of its odd word, and lane 31 reads lane 0, which sends the right halo.
+    const u32 halo = __shfl_sync(FULL_MASK, ln.halo, s);
+    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? halo : o, (ln.lane + 31) & 31);
+    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? halo : e, (ln.lane + 1) & 31);
+    const u32 l_even = shift_lanes(left, o);        // (p-1, p1): left of (p0, p2)
+    const u32 r_odd = shift_lanes(e, right);        // (p2, p4): right of (p1, p3)
+    Horizontal h;
+    h.smooth_even = l_even + 2u * e + o;
+    h.diff_even = o - l_even + LANES(255);
+    h.smooth_odd = e + 2u * o + r_odd;
+    h.diff_odd = r_odd - e + LANES(255);
+    return h;
+}
+
+// Output row t of the item (image row y0 + t), whose lane's 4 pixels start at `dst`.
+template <bool FAST>
+__device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item& it,
+                                          const Frames& f, const Lane& ln, u32 out) {
+    if (FAST) {
+        *reinterpret_cast<u32*>(dst) = out;   // width % 16 == 0 and edges 4-byte aligned
+        return;
+    }
+    if (it.y0 + t >= f.height || ln.x >= f.width) return;
+    if (ln.x + 3 < f.width && ((u64)dst & 3ull) == 0) {
+        *reinterpret_cast<u32*>(dst) = out;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (ln.x + j < f.width) dst[j] = (unsigned char)(out >> (8 * j));
+    }
+}
+
+// Step 3 for one item: rows three at a time, so that the three rows in hand rotate through
+// three sets of registers without copies. Output row t uses staged rows t, t + 1 and t + 2.
+template <bool FAST>
+__device__ __forceinline__ void item_rows(const unsigned char* stage, unsigned char* edges,
+                                          const Item& it, const Frames& f, const Lane& ln,
+                                          const Thresholds& k) {
+    const u64 row = (u64)f.width;
+    unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
+    Horizontal h0 = horizontal<FAST>(stage, 0, it, f, ln);
+    Horizontal h1 = horizontal<FAST>(stage, 1, it, f, ln);
+#pragma unroll 1
+    for (int t = 0; t < TILE_H; t += 3, dst += 3 * row) {
+        const Horizontal h2 = horizontal<FAST>(stage, t + 2, it, f, ln);
+        store_row<FAST>(dst, t, it, f, ln, sobel4(h0, h1, h2, k));
+        h0 = horizontal<FAST>(stage, t + 3, it, f, ln);
+        store_row<FAST>(dst + row, t + 1, it, f, ln, sobel4(h1, h2, h0, k));
+        h1 = horizontal<FAST>(stage, t + 4, it, f, ln);
+        store_row<FAST>(dst + 2 * row, t + 2, it, f, ln, sobel4(h2, h0, h1, k));
+    }
 }
 
 // ---- the kernel -------------------------------------------------------------------------------
 
 // frames: n_frames x height x width x 3 bytes (BGR), 16-byte aligned, C-contiguous.
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
-// grid:   (at most n_items blocks), THREADS threads per block; n_items = n_frames *
-//         tiles_x * ceil(height / TILE_H).
-extern "C" __global__ void __launch_bounds__(THREADS)
+// grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
+//         edgecli.kernels.shared_bytes() of dynamic shared memory; n_items = n_frames *
+//         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
+// (The 1: at most one block per SM is assumed, which leaves ptxas the registers it wants; shared
+// memory, not registers, sets how many blocks share an SM.)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
           int threshold) {
-    __shared__ __align__(16) unsigned char stage[2][HALO_ROWS * STAGE_STRIDE];
-    __shared__ __align__(16) u32 luma[HALO_ROWS * LUMA_ROW_WORDS];
-    __shared__ int skews[2][HALO_ROWS];
-    __shared__ Item item_info[2];
-    __shared__ u64 staged[2];                      // one mbarrier per stage buffer
+    extern __shared__ __align__(128) unsigned char shared[];
+    __shared__ u64 staged[WARPS][2];                // one mbarrier per staging buffer
 
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
     const int n_items = n_frames * tiles_per_frame;
-    if ((int)blockIdx.x >= n_items) return;
+    const int first_item = blockIdx.x * WARPS + warp;
+    const int item_step = gridDim.x * WARPS;
+    if (first_item >= n_items) return;              // whole warps leave: no __syncthreads below
 
-    const int tid = threadIdx.x;
-    const int warp = tid >> 5;
     Frames f;
     f.base = (u64)frames;
     f.row_bytes = 3ull * (u64)width;
@@ -383,150 +462,56 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
     f.tiles_x = tiles_x;
     f.tiles_per_frame = tiles_per_frame;
     const Thresholds k = make_thresholds(threshold);
+    // Fast items need rows whose byte length is a multiple of 16 (one skew per item) and
+    // 4-byte aligned output rows.
+    const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
-    if (tid == 0) {
-        barrier_init(&staged[0], HALO_ROWS);
-        barrier_init(&staged[1], HALO_ROWS);
+    unsigned char* buffers = shared + warp * WARP_SHARED_BYTES;
+    u64* bars = staged[warp];
+    if (lane == 0) {
+        barrier_init(&bars[0], 32);
+        barrier_init(&bars[1], 32);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    __syncthreads();  // barriers initialised before anyone arrives or waits
-    if (tid < HALO_ROWS)
-        stage_row(tid, blockIdx.x, f, stage[0], skews[0], &item_info[0], &staged[0]);
+    __syncwarp();  // barriers initialised before any lane arrives or waits
+    int next_skew = stage_row(lane, first_item, f, buffers, &bars[0]);
 
-    for (int item = blockIdx.x, round = 0; item < n_items; item += gridDim.x, ++round) {
+    for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
         const int buf = round & 1;
-        // Prefetch the next item into the other buffer. Its last reader was step 2 of the
-        // previous round, which every thread finished before that round's second barrier.
-        const int next = item + gridDim.x;
-        if (tid < HALO_ROWS && next < n_items) {
+        unsigned char* stage = buffers + buf * STAGE_BYTES;
+        Lane ln;
+        ln.lane = lane;
+        ln.skew = next_skew;
+        // Prefetch the next item into the other buffer. Its last reader was the previous
+        // round's step 3, which every lane finished before that round's __syncwarp.
+        const int next = item + item_step;
+        if (next < n_items) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            stage_row(tid, next, f, stage[buf ^ 1], skews[buf ^ 1], &item_info[buf ^ 1],
-                      &staged[buf ^ 1]);
+            next_skew = stage_row(lane, next, f, buffers + (buf ^ 1) * STAGE_BYTES, &bars[buf ^ 1]);
         }
-        barrier_wait(&staged[buf], (round >> 1) & 1);   // this buffer's (round/2)-th fill
-        __syncthreads();  // also: the previous round's step 3 is done with `luma`
+        barrier_wait(&bars[buf], (round >> 1) & 1);   // this buffer's (round/2)-th fill
 
-        const Item it = item_info[buf];
-        const int xs = max(it.x0 - 1, 0);  // first staged column
+        const Item it = item_at(item, f);
+        ln.x = it.x0 + 4 * lane;
+        // In a fast item every staged row starts at byte 3 * xs of a 16-byte aligned row.
+        ln.offset = ((3 * it.xs) & 15) + 3 * (ln.x - it.xs);
 
-        // 2. Luma of rows y0-1 .. y0+TILE_H: 16 pixels per thread (four words of each plane),
-        // in the same columns for every row; a tile row's threads take consecutive pixels.
-        const int part = tid % THREADS_PER_ROW;
-        const int x = it.x0 + PIXELS_PER_THREAD * part;
-        const bool inside = x + PIXELS_PER_THREAD - 1 < width;
-        for (int r = tid / THREADS_PER_ROW; r < HALO_ROWS; r += THREADS / THREADS_PER_ROW) {
-            const int skew = skews[buf][r];
-            const unsigned char* srow = stage[buf] + r * STAGE_STRIDE;
-            uint4 even = make_uint4(0u, 0u, 0u, 0u), odd = even;
-            if (skew >= 0 && inside) {
-                const int offset = skew + 3 * (x - xs);
-                u32 v[12];
-                if ((offset & 15) == 0) {
-                    // Widths that are multiples of 16: three 16-byte loads, no realignment.
-                    // A quarter warp reads 8 x 16 bytes at a 48-byte stride: no bank conflict.
-                    const uint4* w = reinterpret_cast<const uint4*>(srow + offset);
-                    const uint4 a = w[0], b = w[1], c = w[2];
-                    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-                    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-                    v[8] = c.x; v[9] = c.y; v[10] = c.z; v[11] = c.w;
-                } else {
-                    // Any other row alignment: realign from 4-byte words (the same shift for
-                    // the whole row, so no divergence).
-                    const u32* w = reinterpret_cast<const u32*>(srow) + (offset >> 2);
-                    const u32 sel = 0x3210u + 0x1111u * (u32)(offset & 3);
-                    u32 next = w[0];
-#pragma unroll
-                    for (int i = 0; i < 12; ++i) {
-                        const u32 word = next;
-                        next = w[i + 1];
-                        v[i] = prmt(word, next, sel);
-                    }
-                }
-                luma4(v[0], v[1], v[2], even.x, odd.x);
-                luma4(v[3], v[4], v[5], even.y, odd.y);
-                luma4(v[6], v[7], v[8], even.z, odd.z);
-                luma4(v[9], v[10], v[11], even.w, odd.w);
-            } else if (skew >= 0) {
-                // The frame's right edge falls in these pixels: x = width takes its border
-                // source, pixels further right are never used (luma 0).
-                u32 y[PIXELS_PER_THREAD];
-#pragma unroll
-                for (int j = 0; j < PIXELS_PER_THREAD; ++j) {
-                    const int xj = border_source(x + j, width);
-                    y[j] = xj >= 0 ? staged_luma(srow, skew + 3 * (xj - xs)) : 0u;
-                }
-                even = make_uint4(y[0] | (y[2] << 16), y[4] | (y[6] << 16),
-                                  y[8] | (y[10] << 16), y[12] | (y[14] << 16));
-                odd = make_uint4(y[1] | (y[3] << 16), y[5] | (y[7] << 16),
-                                 y[9] | (y[11] << 16), y[13] | (y[15] << 16));
-            }
-            u32* even_row = luma + r * LUMA_ROW_WORDS + LUMA_PAD_WORDS;
-            *reinterpret_cast<uint4*>(even_row + 4 * part) = even;
-            *reinterpret_cast<uint4*>(even_row + LUMA_PLANE_WORDS + 4 * part) = odd;
+        // 2. The halo columns of staged row `lane`.
+        ln.halo = 0u;
+        if (lane < STAGED_ROWS) {
+            const unsigned char* srow = stage + lane * STAGE_STRIDE;
+            const int xl = border_source(it.x0 - 1, width);
+            const int xr = border_source(it.x0 + TILE_W, width);
+            const u32 yl = xl < 0 ? 0u : staged_luma(srow, ln.skew + 3 * (xl - it.xs));
+            const u32 yr = xr < 0 ? 0u : staged_luma(srow, ln.skew + 3 * (xr - it.xs));
+            ln.halo = (yl << 16) | yr;
         }
-        // The halo columns x0-1 (high lane of odd word -1) and x0+TILE_W (low lane of even word
-        // TILE_W/4), on the last warps, which have the fewest rows. The other lane is 0.
-        for (int task = THREADS - 1 - tid; task < 2 * HALO_ROWS; task += THREADS) {
-            const int r = task >> 1;
-            const bool right = task & 1;
-            const int skew = skews[buf][r];
-            const int xh = border_source(right ? it.x0 + TILE_W : it.x0 - 1, width);
-            const u32 y = (skew < 0 || xh < 0)
-                              ? 0u : staged_luma(stage[buf] + r * STAGE_STRIDE, skew + 3 * (xh - xs));
-            u32* even_row = luma + r * LUMA_ROW_WORDS + LUMA_PAD_WORDS;
-            if (right) even_row[WORDS_PER_ROW] = y;
-            else even_row[LUMA_PLANE_WORDS - 1] = y << 16;
-        }
-        __syncthreads();  // luma tile complete
 
-        // 3. Sobel + threshold: 16 output pixels of ROWS consecutive rows per thread. Whole
-        // warps take part in the shuffles; rows past the tile reuse its last rows and store
-        // nothing.
-        const int rows_per_pass = THREADS / THREADS_PER_ROW * ROWS;
-        for (int pass = 0; pass < TILE_H; pass += rows_per_pass) {
-            if (pass + warp * (32 / THREADS_PER_ROW) * ROWS >= TILE_H) break;   // warp-uniform
-            const int row0 = pass + tid / THREADS_PER_ROW * ROWS;
-            const int col = tid % THREADS_PER_ROW;
-            RowLanes lanes[ROWS + 2];
-#pragma unroll
-            for (int i = 0; i < ROWS + 2; ++i) {
-                const int r = min(row0 + i, HALO_ROWS - 1);
-                const u32* even_row = luma + r * LUMA_ROW_WORDS + LUMA_PAD_WORDS;
-                const u32* odd_row = even_row + LUMA_PLANE_WORDS;
-                const uint4 even = *reinterpret_cast<const uint4*>(even_row + 4 * col);
-                const uint4 odd = *reinterpret_cast<const uint4*>(odd_row + 4 * col);
-                // Pixel x-1 is in the left neighbour's last odd word, x+16 in the right
-                // neighbour's first even word; a row's first and last threads read the halo.
-                u32 left = __shfl_up_sync(0xFFFFFFFFu, odd.w, 1, THREADS_PER_ROW);
-                u32 right = __shfl_down_sync(0xFFFFFFFFu, even.x, 1, THREADS_PER_ROW);
-                if (col == 0) left = odd_row[-1];
-                if (col == THREADS_PER_ROW - 1) right = even_row[WORDS_PER_ROW];
-                lanes[i] = row_lanes(left, even, odd, right);
-            }
-            const int x = it.x0 + 16 * col;
-#pragma unroll
-            for (int j = 0; j < ROWS; ++j) {
-                const uint4 out = sobel16(lanes[j], lanes[j + 1], lanes[j + 2], k);
-                const int row = row0 + j;
-                const int y = it.y0 + row;
-                if (row >= TILE_H || y >= height || x >= width) continue;
-                unsigned char* dst =
-                    edges + ((u64)it.n * (u64)height + (u64)y) * (u64)width + (u64)x;
-                const int valid = min(width - x, 16);
-                if (valid == 16 && ((u64)dst & 15ull) == 0) {
-                    *reinterpret_cast<uint4*>(dst) = out;
-                } else if (valid == 16 && ((u64)dst & 3ull) == 0) {
-                    u32* d = reinterpret_cast<u32*>(dst);
-                    d[0] = out.x; d[1] = out.y; d[2] = out.z; d[3] = out.w;
-                } else {
-                    // Rows of widths that are not multiples of 4, and the last tile column.
-#pragma unroll
-                    for (int b = 0; b < 16; ++b) {
-                        const u32 w = b < 4 ? out.x : b < 8 ? out.y : b < 12 ? out.z : out.w;
-                        if (b < valid) dst[b] = (unsigned char)(w >> (8 * (b & 3)));
-                    }
-                }
-            }
-        }
+        // 3. The rows.
+        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
+            item_rows<true>(stage, edges, it, f, ln, k);
+        else
+            item_rows<false>(stage, edges, it, f, ln, k);
+        __syncwarp();  // every lane is done with this buffer before it is staged again
     }
 }

@@ -23,7 +23,7 @@ from cupy.cuda import compiler as cupy_compiler
 
 from . import reference
 from .errors import EdgecliError
-from .kernels import KERNEL_FILE, KERNEL_NAME, Variant, kernel_defines, kernel_source
+from .kernels import KERNEL_FILE, KERNEL_NAME, TILE_W, Variant, kernel_defines, kernel_source
 from .params import MAX_L1_MAGNITUDE, Options
 from .streaming import SlabRing
 
@@ -74,9 +74,14 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
         module = cupy.RawModule(code=kernel_source(), options=("--std=c++17", *defines))
         try:
             function = module.get_function(KERNEL_NAME)
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                function.kernel.ptr, variant.threads, 0
-            )
+            attributes = cupy.cuda.Device(device).attributes
+            limit = attributes["MaxSharedMemoryPerBlockOptin"]
+            if variant.shared_bytes <= limit:
+                # Past 48 KB a kernel must opt in to its dynamic shared memory.
+                function.max_dynamic_shared_size_bytes = variant.shared_bytes
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    function.kernel.ptr, variant.threads, variant.shared_bytes
+                )
         except cupy_compiler.CompileException as exc:
             raise KernelBuildError(
                 f"{KERNEL_FILE} ({variant.name}) does not compile: {exc}"
@@ -86,19 +91,19 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
                 f"cannot build {KERNEL_FILE} ({variant.name}) on CUDA device {device}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        if per_sm < 1:
+        if variant.shared_bytes > limit or per_sm < 1:
             raise KernelResourceError(
                 f"{KERNEL_FILE} ({variant.name}) needs more registers or shared memory per "
-                f"block than CUDA device {device} has"
+                f"block ({variant.shared_bytes} bytes) than CUDA device {device} has"
             )
-        sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+        sms = attributes["MultiProcessorCount"]
     return LoadedKernel(function, variant, device, per_sm * sms)
 
 
 def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
     """(blocks, tiles_x, tiles_per_frame) for a launch over n_frames frames of height x width."""
     variant = kernel.variant
-    tiles_x = -(-width // variant.tile_w)
+    tiles_x = -(-width // TILE_W)
     tiles_per_frame = tiles_x * -(-height // variant.tile_h)
     n_items = n_frames * tiles_per_frame
     if n_items > _INT32_MAX:
@@ -106,7 +111,8 @@ def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tu
             f"{n_frames} frames of {height}x{width} make {n_items} tiles, more than one launch "
             f"indexes ({_INT32_MAX}); launch fewer frames at a time"
         )
-    return min(n_items, kernel.resident_blocks), tiles_x, tiles_per_frame
+    blocks = -(-n_items // variant.warps)  # one warp per work item at most
+    return min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame
 
 
 def launch_edges(
@@ -161,7 +167,13 @@ def launch_edges(
     )
     try:
         with cupy.cuda.Device(kernel.device):
-            kernel.function((blocks,), (kernel.variant.threads,), args, stream=stream)
+            kernel.function(
+                (blocks,),
+                (kernel.variant.threads,),
+                args,
+                stream=stream,
+                shared_mem=kernel.variant.shared_bytes,
+            )
     except cupy.cuda.driver.CUDADriverError as exc:
         raise KernelResourceError(
             f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {blocks} blocks of "

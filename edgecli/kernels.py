@@ -1,6 +1,6 @@
 """The CUDA kernel source and its compile-time variants; no CuPy here.
 
-``cuda/edges.cu`` is compiled once per variant: the norm, the border mode and the tile shape are
+``cuda/edges.cu`` is compiled once per variant: the norm, the border mode and the work layout are
 ``-D`` definitions (validated and emitted by :func:`kernel_defines`), the threshold and the
 frame sizes are runtime arguments. :mod:`edgecli.gpu` compiles through CuPy/NVRTC at run time;
 ``python -m edgecli.kernels --check`` compiles every variant for sm_90 ahead of time, with
@@ -26,19 +26,21 @@ from .params import BORDERS, NORMS
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
 
-# The tile one block computes per work item, and how its threads share it. 128 x 30: a tile row
-# is 8 threads of 16 pixels (one 16-byte store each), 30 + 2 halo rows fill whole warps in
-# step 2, and 1080 and 2160 are multiples of 30. 128 threads, two output rows each in step 3
-# (four luma rows loaded for two output rows): see benchmarks/RESULTS.md for the alternatives
-# measured.
+# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
+# TILE_H + 2 rows (one lane stages each), so TILE_H + 2 <= 32; a multiple of 3, because a lane
+# walks the rows three at a time. 30 divides 480, 720, 1080 and 2160. WARPS warps per block,
+# each on its own items with its own two staging buffers: the block only groups them. See
+# benchmarks/RESULTS.md for the alternatives measured.
 TILE_W = 128
 TILE_H = 30
-THREADS = 128
-ROWS = 2
-TILE_WIDTHS = (16, 32, 64, 128, 256, 512)
-MAX_TILE_H = 256
-# What a block may declare statically (the kernel uses no dynamic shared memory).
-MAX_STATIC_SHARED = 48 * 1024
+WARPS = 4
+MAX_TILE_H = 30
+MAX_WARPS = 8
+# Shared memory: two staging buffers of TILE_H + 2 rows of STAGE_STRIDE bytes per warp
+# (dynamic), and two 8-byte mbarriers per warp (static).
+STAGE_STRIDE = 416
+# (At most 8 x 2 x 32 x 416 = 212,992 bytes a block: within the 227 KB an sm_90 block may opt
+# in to. gpu.py checks the device's own limit.)
 
 CHECK_ARCH = "sm_90"
 
@@ -56,17 +58,24 @@ class Variant:
 
     norm: str = "l1"
     border: str = "replicate"
-    tile_w: int = TILE_W
-    tile_h: int = TILE_H
-    threads: int = THREADS
-    rows: int = ROWS  # output rows per thread in step 3
+    tile_h: int = TILE_H  # output rows per work item
+    warps: int = WARPS  # warps per block
 
     def __post_init__(self) -> None:
         kernel_defines(self)  # validates
 
     @property
     def name(self) -> str:
-        return f"{self.norm}-{self.border}-{self.tile_w}x{self.tile_h}-t{self.threads}-r{self.rows}"
+        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}"
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory of one block: two staging buffers per warp."""
+        return self.warps * 2 * (self.tile_h + 2) * STAGE_STRIDE
 
 
 def kernel_defines(variant: Variant) -> tuple[str, ...]:
@@ -77,47 +86,20 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
         raise OptionError(
             f"kernel border must be one of {', '.join(BORDERS)}, got {variant.border!r}"
         )
-    if variant.tile_w not in TILE_WIDTHS:
-        listed = ", ".join(str(w) for w in TILE_WIDTHS)
-        raise OptionError(f"kernel tile width must be one of {listed}, got {variant.tile_w!r}")
-    if not isinstance(variant.tile_h, int) or not 1 <= variant.tile_h <= MAX_TILE_H:
+    tile_h = variant.tile_h
+    if not isinstance(tile_h, int) or tile_h % 3 or not 3 <= tile_h <= MAX_TILE_H:
         raise OptionError(
-            f"kernel tile height must be an integer in 1..{MAX_TILE_H}, got {variant.tile_h!r}"
+            f"kernel tile height must be a multiple of 3 in 3..{MAX_TILE_H}, got {tile_h!r}"
         )
-    if shared_bytes(variant.tile_w, variant.tile_h) > MAX_STATIC_SHARED:
-        raise OptionError(
-            f"kernel tile {variant.tile_w}x{variant.tile_h} needs "
-            f"{shared_bytes(variant.tile_w, variant.tile_h)} bytes of shared memory, "
-            f"more than {MAX_STATIC_SHARED}"
-        )
-    threads = variant.threads
-    if not isinstance(threads, int) or threads % 32 or not 32 <= threads <= 1024:
-        raise OptionError(
-            f"kernel threads per block must be a multiple of 32 in 32..1024, got {threads!r}"
-        )
-    if threads < variant.tile_h + 2:
-        raise OptionError(
-            f"kernel threads per block ({threads}) must be at least tile height + 2 "
-            f"({variant.tile_h + 2}): one thread stages each input row"
-        )
-    if variant.rows not in (1, 2):
-        raise OptionError(f"kernel rows per thread must be 1 or 2, got {variant.rows!r}")
+    warps = variant.warps
+    if not isinstance(warps, int) or not 1 <= warps <= MAX_WARPS:
+        raise OptionError(f"kernel warps per block must be in 1..{MAX_WARPS}, got {warps!r}")
     return (
         f"-DEDGES_NORM={_NORM_DEFINES[variant.norm]}",
         f"-DEDGES_BORDER={_BORDER_DEFINES[variant.border]}",
-        f"-DEDGES_TILE_W={variant.tile_w}",
-        f"-DEDGES_TILE_H={variant.tile_h}",
-        f"-DEDGES_THREADS={variant.threads}",
-        f"-DEDGES_ROWS={variant.rows}",
+        f"-DEDGES_TILE_H={tile_h}",
+        f"-DEDGES_WARPS={warps}",
     )
-
-
-def shared_bytes(tile_w: int, tile_h: int) -> int:
-    """Static shared memory of one block, as cuda/edges.cu declares it."""
-    halo_rows = tile_h + 2
-    stage_stride = (15 + 3 * (tile_w + 2) + 3 + 15) // 16 * 16  # STAGE_STRIDE
-    luma_row = 4 * 2 * (tile_w // 4 + 8)  # LUMA_ROW_WORDS words
-    return 2 * halo_rows * stage_stride + halo_rows * luma_row + 2 * 4 * halo_rows + 2 * 12 + 16
 
 
 def all_variants() -> list[Variant]:

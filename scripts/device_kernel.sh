@@ -4,7 +4,7 @@
 #   bash scripts/device_kernel.sh            # from the repository root
 #
 # 1. nvidia-smi; 2. every kernel variant compiled with nvcc for sm_90 and ptxas's resource
-# report; 3. the GPU tests (bit-exact against the CPU reference); 4. compute-sanitizer memcheck
+# report; 3. every GPU test (bit-exact against the CPU reference); 4. compute-sanitizer memcheck
 # on a few small GPU tests, where compute-sanitizer exists; 5. with EDGECLI_NCU=1, Nsight
 # Compute (ncu) on two launches of the default variant; 6. the kernel benchmark.
 # Logs go to $OUT (default: a temporary folder); a short summary and the benchmark table come
@@ -30,7 +30,7 @@ python3 -m edgecli.kernels --check --resources 2>&1 | tee "$OUT/kernel-check.txt
 check_rc=$?
 
 step "GPU tests"
-timeout 240 "${PYTEST[@]}" -m gpu tests/test_gpu.py -q -rs --maxfail=15 \
+timeout 300 "${PYTEST[@]}" -m gpu tests -q -rs --maxfail=15 \
     -o timeout=120 2>&1 \
     | tee "$OUT/test-gpu.txt"
 tests_rc=$?
@@ -52,6 +52,7 @@ if [ "${EDGECLI_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     timeout 120 ncu --clock-control none -k edges_bgr --launch-count 2 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
         --section WarpStateStats --section SchedulerStats --section LaunchStats \
+        --section ComputeWorkloadAnalysis --section InstructionStats \
         python3 benchmarks/kernel.py --single 2>&1 | tee "$OUT/ncu.txt"
     ncu_rc=$?
 fi

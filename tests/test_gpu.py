@@ -21,6 +21,8 @@ pytestmark = pytest.mark.gpu
 
 POISON = 0x5A  # neither 0 nor 255: a pixel the kernel never wrote cannot pass
 THRESHOLDS = (0, 1, 100, 2040, 5000)
+# Work items are 128 columns x 30 rows. Whole items of widths that are multiples of 16 take the
+# kernel's fast path; the rest (and the right and bottom edges) the general one.
 SHAPES = [
     (1, 1),
     (1, 37),
@@ -29,6 +31,9 @@ SHAPES = [
     (2, 2),
     (17, 31),
     (33, 65),
+    (30, 128),  # one whole item
+    (61, 144),  # fast items beside a 16-column edge item; a 1-row bottom item
+    (37, 100),  # width % 16 == 4: each row starts at its own skew
     (481, 641),
     (1080, 1920),
     (2160, 3840),
@@ -135,31 +140,33 @@ def test_kernel_matches_reference(gpu, cp, stream, height, width, border, norm):
         )
 
 
-@pytest.mark.parametrize("resident_blocks", [1, 2, 7])
-@pytest.mark.parametrize(("height", "width"), [(33, 65), (61, 257), (481, 641)])
-def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, resident_blocks):
-    """A grid smaller than the work (each block takes many tiles, double-buffered) is exact."""
+@pytest.mark.parametrize(("warps", "resident_blocks"), [(1, 1), (4, 1), (4, 2), (4, 7)])
+@pytest.mark.parametrize(("height", "width"), [(33, 65), (61, 257), (481, 641), (120, 512)])
+def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, warps, resident_blocks):
+    """A grid smaller than the work (each warp takes many items, double-buffered) is exact."""
     frames, gradients = _batch_and_gradients(height, width, "reflect101")
-    kernel = gpu.load_kernel(0, gpu.Variant("l1", "reflect101"))
+    kernel = gpu.load_kernel(0, gpu.Variant("l1", "reflect101", warps=warps))
     kernel = dataclasses.replace(kernel, resident_blocks=resident_blocks)
     options = Options(threshold=60, border="reflect101")
     actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
-    assert_same(actual, expected_edges(gradients, options), f"{resident_blocks} blocks")
+    assert_same(
+        actual, expected_edges(gradients, options), f"{resident_blocks} blocks of {warps} warps"
+    )
 
 
-# Other tile shapes and thread layouts the benchmark measures, so that any of them can become the
-# default on the strength of these tests.
+# Other item heights and warps per block, as the benchmark measures them, so that any of them can
+# become the default on the strength of these tests.
 OTHER_VARIANTS = [
-    {"threads": 128, "rows": 1},
-    {"threads": 256, "rows": 1},
-    {"threads": 256, "rows": 2},
-    {"tile_w": 64, "threads": 64, "rows": 2},
-    {"tile_w": 256, "tile_h": 14, "threads": 256, "rows": 1},
+    {"tile_h": 3},
+    {"tile_h": 12, "warps": 2},
+    {"tile_h": 15, "warps": 8},
+    {"warps": 1},
+    {"warps": 8},
 ]
 VARIANT_CASES = [
     (layout, h, w, border, norm)
     for layout in OTHER_VARIANTS
-    for h, w in [(17, 31), (33, 65), (481, 641), (1080, 1920)]
+    for h, w in [(17, 31), (33, 65), (61, 144), (481, 641), (1080, 1920)]
     for border in BORDERS
     for norm in NORMS
 ]
@@ -181,6 +188,27 @@ def test_other_layouts_match_reference(gpu, cp, stream, layout, height, width, b
         options = Options(threshold=threshold, norm=norm, border=border)
         actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
         assert_same(actual, expected_edges(gradients, options), f"{layout} T={threshold}")
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3, 4])
+@pytest.mark.parametrize(("height", "width"), [(60, 256), (37, 100)])
+def test_output_at_any_alignment(gpu, cp, stream, offset, height, width):
+    """An output array that does not start 4-byte aligned (a view into a larger buffer) is
+    written exactly, and nothing outside it is touched."""
+    frames, gradients = _batch_and_gradients(height, width, "replicate")
+    options = Options(threshold=90)
+    kernel = gpu.load_kernel(0, gpu.Variant())
+    size = frames.shape[0] * height * width
+    with stream:
+        frames_dev = cp.asarray(frames)
+        flat = cp.full(offset + size + 16, POISON, dtype=cp.uint8)
+        edges_dev = flat[offset : offset + size].reshape(frames.shape[:3])
+        gpu.launch_edges(kernel, frames_dev, edges_dev, options.effective_threshold, stream)
+        everything = flat.get(stream=stream)
+    stream.synchronize()
+    actual = everything[offset : offset + size].reshape(frames.shape[:3])
+    assert_same(actual, expected_edges(gradients, options), f"output offset {offset}")
+    assert (everything[:offset] == POISON).all() and (everything[offset + size :] == POISON).all()
 
 
 def test_more_frames_than_a_grid_dimension_holds(gpu, cp, stream):

@@ -24,10 +24,8 @@ def test_default_defines():
     assert kernel_defines(Variant()) == (
         "-DEDGES_NORM=EDGES_NORM_L1",
         "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
-        f"-DEDGES_TILE_W={kernels.TILE_W}",
         f"-DEDGES_TILE_H={kernels.TILE_H}",
-        f"-DEDGES_THREADS={kernels.THREADS}",
-        f"-DEDGES_ROWS={kernels.ROWS}",
+        f"-DEDGES_WARPS={kernels.WARPS}",
     )
 
 
@@ -36,15 +34,13 @@ def test_default_defines():
     [
         ("norm", "l3"),
         ("border", "wrap"),
-        ("tile_w", 100),
         ("tile_h", 0),
-        ("tile_h", kernels.MAX_TILE_H + 1),
-        ("tile_h", 64),  # two staging buffers of 66 rows exceed 48 KB of shared memory
-        ("tile_h", 2.5),
-        ("threads", 48),
-        ("threads", 2048),
-        ("threads", 0),
-        ("rows", 3),
+        ("tile_h", kernels.MAX_TILE_H + 3),  # 35 staged rows: more than a warp's 32 lanes
+        ("tile_h", 29),  # rows are walked three at a time
+        ("tile_h", 3.0),
+        ("warps", 0),
+        ("warps", kernels.MAX_WARPS + 1),
+        ("warps", 1.5),
     ],
 )
 def test_defines_reject_bad_values(field, value):
@@ -96,9 +92,12 @@ def test_every_variant_compiles_for_sm90(variant):
     assert "0 bytes spill stores" in result.report
 
 
-def test_shared_memory_estimate_matches_ptxas():
-    """kernels.shared_bytes() mirrors the declarations in edges.cu (37160 bytes, per ptxas)."""
-    assert kernels.shared_bytes(128, 30) == 37160
+def test_shared_memory_size_matches_the_source():
+    """Variant.shared_bytes (what a launch allocates) uses the staged-row stride edges.cu
+    asserts, for two buffers of tile_h + 2 rows per warp."""
+    assert f"STAGE_STRIDE == {kernels.STAGE_STRIDE}" in kernel_source()
+    assert Variant().shared_bytes == 4 * 2 * 32 * 416
+    assert Variant(tile_h=15, warps=8).shared_bytes == 8 * 2 * 17 * 416
 
 
 @needs_nvcc
