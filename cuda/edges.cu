@@ -8,7 +8,8 @@
 // Compile-time definitions come from edgecli.kernels.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
-//   EDGES_TILE_H   output rows per work item (a multiple of 3, at most 30)
+//   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
+//                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
 // clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.shared_bytes() per
@@ -16,21 +17,24 @@
 //
 // Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
 // item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
-// g + (warps in the grid), ... Each warp owns two staging buffers in shared memory and one
-// mbarrier per buffer, and never waits for another warp. Per item:
-//   1. stage (lane r, one row each): the BGR input row y0 - 1 + r, clipped to the columns
-//      x0 - 1 .. x0 + 128, is copied into shared memory by the bulk-copy engine (one
+// g + (warps in the grid), ... Each warp owns one item's worth of staged rows in shared memory,
+// as a ring of SLOTS slots of SLOT_ROWS rows with one mbarrier each, and never waits for
+// another warp. Per item:
+//   1. stage (lane s, one row each): the BGR input row y0 - 1 + s, clipped to the columns
+//      x0 - 1 .. x0 + 128, is copied into staged row s by the bulk-copy engine (one
 //      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
-//      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for
-//      the constant border and for rows past the bottom halo. The next item's rows are
-//      staged into the other buffer before this item is computed.
-//   2. halo (lane r): the luma of the two columns beside the item, x0 - 1 and x0 + 128, of
-//      staged row r, per the border mode.
+//      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for the
+//      constant border and for rows past the bottom halo. Each lane plans its row's copy for
+//      the next item when the warp starts an item, and issues it as soon as the warp has read
+//      the slot that row goes to: the next item's rows stream in one slot behind this item's.
+//   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
+//      x0 - 1 and x0 + 128, of staged row s, per the border mode.
 //   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
 //      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
 //      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
 //      horizontal smooth and difference of the row, and, three rows in hand, Gx, Gy, the
-//      threshold and one 4-byte store. Two pixels per 32-bit register throughout.
+//      threshold and one 4-byte store. Two pixels per 32-bit register throughout; the rows are
+//      unrolled, so the three rows in hand rotate through registers without copies.
 //
 // Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
 // common video width) take a fast path: one staged-row skew for the whole item, word-aligned
@@ -81,11 +85,12 @@ typedef unsigned long long u64;
 // x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
 // byte 405 (see row_luma), so 416 bytes.
 #define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
-#define STAGE_BYTES (STAGED_ROWS * STAGE_STRIDE)
-#define WARP_SHARED_BYTES (2 * STAGE_BYTES)         // two staging buffers per warp
+#define SLOTS 4                                     // the ring of staged rows: one item's worth
+#define SLOT_ROWS (STAGED_ROWS / SLOTS)
+#define WARP_SHARED_BYTES (STAGED_ROWS * STAGE_STRIDE)
 
-static_assert(TILE_H % 3 == 0 && TILE_H >= 3 && STAGED_ROWS <= 32,
-              "EDGES_TILE_H: a multiple of 3 in 3..30 (one lane stages each row)");
+static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
+              "EDGES_TILE_H: 6, 18 or 30");
 static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
 static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 416");
 
@@ -115,8 +120,8 @@ __device__ __forceinline__ u32 shared_address(const void* p) {
     return (u32)__cvta_generic_to_shared(p);
 }
 
-// An mbarrier counts 32 arrivals (every lane of the warp, one per staged row or none) plus the
-// bytes of the bulk copies it is told to expect; its phase completes when both reach zero.
+// An mbarrier counts SLOT_ROWS arrivals (one per staged row of its slot) plus the bytes of the
+// bulk copies it is told to expect; its phase completes when both reach zero.
 __device__ __forceinline__ void barrier_init(u64* bar, u32 arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
                  :: "r"(shared_address(bar)), "r"(arrivals) : "memory");
@@ -250,6 +255,9 @@ __device__ __forceinline__ u32 edge_flags(u32 gx, u32 gy, const Thresholds& k) {
 // (b) and below (c).
 __device__ __forceinline__ u32 sobel4(const Horizontal& a, const Horizontal& b,
                                       const Horizontal& c, const Thresholds& k) {
+#ifdef EDGES_PROBE_STAGING
+    return a.smooth_even ^ b.smooth_odd ^ c.diff_even;
+#endif
     const u32 gx_even = a.diff_even + 2u * b.diff_even + c.diff_even;
     const u32 gx_odd = a.diff_odd + 2u * b.diff_odd + c.diff_odd;
     const u32 gy_even = c.smooth_even - a.smooth_even + LANES(1020);
@@ -285,40 +293,55 @@ __device__ __forceinline__ Item item_at(int item, const Frames& f) {
     return it;
 }
 
-// Step 1, run by every lane r of the warp: stage input row y0 - 1 + r of `item` (r <
-// STAGED_ROWS) into `stage`, and arrive on `bar`. Returns the row's skew (0 for a row of zeros).
-__device__ __forceinline__ int stage_row(int r, int item, const Frames& f, unsigned char* stage,
-                                         u64* bar) {
-    const Item it = item_at(item, f);
-    const int ys = r < STAGED_ROWS ? border_source(it.y0 - 1 + r, f.height) : -1;
-    unsigned char* dst = stage + r * STAGE_STRIDE;
-    u32 bulk_bytes = 0;
-    int skew = 0;
-    u64 base = 0;
+// Step 1 is planned for a whole item at once, a lane per staged row (lane s: staged row s, input
+// row y0 - 1 + s), and each slot's lanes issue their copies once the slot is free.
+struct RowCopy {
+    u64 base;           // 16-byte aligned start of the bulk copy
+    u32 bytes;          // bytes the copy engine brings (0: none)
+    int tail;           // bytes after those, copied by hand (the buffer's last row only)
+    int skew;           // where the row's first staged pixel starts in the staged row
+    bool zero;          // a constant-border row, or one past the bottom halo: all zeros
+};
+
+__device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames& f) {
+    RowCopy c;
+    c.base = 0;
+    c.bytes = 0;
+    c.tail = 0;
+    c.skew = 0;
+    const int ys = border_source(it.y0 - 1 + s, f.height);
+    c.zero = ys < 0;
     if (ys >= 0) {
         const int xe = min(it.x0 + TILE_W + 1, f.width);
         const u64 first =
             f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.xs;
         const u64 end = first + 3ull * (u64)(xe - it.xs);
-        base = first & ~15ull;
-        skew = (int)(first - base);
-        u64 span = (end - base + 15ull) & ~15ull;
-        if (base + span > f.end) {
+        c.base = first & ~15ull;
+        c.skew = (int)(first - c.base);
+        u64 span = (end - c.base + 15ull) & ~15ull;
+        if (c.base + span > f.end) {
             // The buffer's last row: whole chunks by the copy engine, never reading past the
-            // buffer; the last few bytes by hand (made visible by the arrive's release).
-            span = (end - base) & ~15ull;
-            for (u64 p = base + span; p < end; ++p) dst[p - base] = *(const unsigned char*)p;
+            // buffer; the last few bytes by hand.
+            span = (end - c.base) & ~15ull;
+            c.tail = (int)(end - c.base - span);
         }
-        bulk_bytes = (u32)span;
-    } else if (r < STAGED_ROWS) {
-        // A constant-border row, or one past the bottom halo (never used): luma 0 everywhere.
+        c.bytes = (u32)span;
+    }
+    return c;
+}
+
+// Issue a planned row copy into `dst` (a staged row), counted on `bar`. Rows written here by
+// hand are made visible to the other lanes by the arrive's release.
+__device__ __forceinline__ void issue_row(const RowCopy& c, unsigned char* dst, u64* bar) {
+    if (c.zero) {
         uint4* d = reinterpret_cast<uint4*>(dst);
 #pragma unroll
         for (int i = 0; i < STAGE_STRIDE / 16; ++i) d[i] = make_uint4(0u, 0u, 0u, 0u);
     }
-    barrier_arrive(bar, bulk_bytes);
-    if (bulk_bytes) bulk_copy(dst, base, bulk_bytes, bar);
-    return skew;
+    for (int i = 0; i < c.tail; ++i)
+        dst[c.bytes + i] = *(const unsigned char*)(c.base + c.bytes + i);
+    barrier_arrive(bar, c.bytes);
+    if (c.bytes) bulk_copy(dst, c.base, c.bytes, bar);
 }
 
 // ---- step 3 ------------------------------------------------------------------------------------
@@ -328,14 +351,14 @@ struct Lane {
     int lane;
     int x;              // its first pixel's column
     int offset;         // fast path: byte offset of that pixel in every staged row
-    u32 halo;           // lane r < STAGED_ROWS: luma of columns x0 - 1 (bits 16..23) and
-                        // x0 + 128 (bits 0..7) of staged row r
-    int skew;           // lane r < STAGED_ROWS: staged row r's skew (general path)
+    int left, right;    // byte offsets of the halo columns' pixels in a staged row (less its
+                        // skew), or -1 where the border makes them luma 0
 };
 
-// The lane's 4 pixels of one staged row as luma, (p0, p2) and (p1, p3).
+// The lane's 4 pixels of one staged row as luma, (p0, p2) and (p1, p3). `skew`: the row's
+// (general path).
 template <bool FAST>
-__device__ __forceinline__ void row_luma(const unsigned char* srow, int s, const Item& it,
+__device__ __forceinline__ void row_luma(const unsigned char* srow, int skew, const Item& it,
                                          const Frames& f, const Lane& ln, u32& even, u32& odd) {
     if (FAST) {
         // Every staged row has the same skew and the lane's pixels start word-aligned; the
@@ -344,7 +367,6 @@ __device__ __forceinline__ void row_luma(const unsigned char* srow, int s, const
         luma4(w[0], w[1], w[2], even, odd);
         return;
     }
-    const int skew = __shfl_sync(FULL_MASK, ln.skew, s);
     const int offset = skew + 3 * (ln.x - it.xs);
     if (ln.x + 3 < f.width) {
         // Realign from 4-byte words (the same shift for every lane: lanes are 12 bytes apart).
@@ -367,19 +389,41 @@ __device__ __forceinline__ void row_luma(const unsigned char* srow, int s, const
     }
 }
 
-// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels.
+// Step 2, lane s: the halo luma of staged row s, `srow` (skew `skew`), x0 - 1 in bits 16..23 and
+// x0 + 128 in bits 0..7.
+__device__ __forceinline__ u32 row_halo(const unsigned char* srow, int skew, const Lane& ln) {
+    const u32 yl = ln.left < 0 ? 0u : staged_luma(srow, skew + ln.left);
+    const u32 yr = ln.right < 0 ? 0u : staged_luma(srow, skew + ln.right);
+    return (yl << 16) | yr;
+}
+
+// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels. Lane s
+// holds the row's halo and skew.
 template <bool FAST>
-__device__ __forceinline__ Horizontal horizontal(const unsigned char* stage, int s,
-                                                 const Item& it, const Frames& f,
+__device__ __forceinline__ Horizontal horizontal(const unsigned char* srow, int s, u32 halo,
+                                                 int skew, const Item& it, const Frames& f,
                                                  const Lane& ln) {
+#ifdef EDGES_PROBE_STAGING
+    // benchmarks/kernel.py --probes only: the row's three words, no arithmetic, so that what
+    // is left is staging, waiting and storing.
+    if (FAST) {
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
+        Horizontal p;
+        p.smooth_even = w[0];
+        p.smooth_odd = w[1];
+        p.diff_even = w[2];
+        p.diff_odd = halo;
+        return p;
+    }
+#endif
     u32 e, o;
-    row_luma<FAST>(stage + s * STAGE_STRIDE, s, it, f, ln, e, o);
+    row_luma<FAST>(srow, FAST ? 0 : __shfl_sync(FULL_MASK, skew, s), it, f, ln, e, o);
     // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
     // right neighbour's even word. The shuffles rotate: lane 0 reads lane 31, which sends the
     // left halo instead of its odd word, and lane 31 reads lane 0, which sends the right halo.
-    const u32 halo = __shfl_sync(FULL_MASK, ln.halo, s);
-    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? halo : o, (ln.lane + 31) & 31);
-    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? halo : e, (ln.lane + 1) & 31);
+    const u32 row_halo = __shfl_sync(FULL_MASK, halo, s);
+    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? row_halo : o, (ln.lane + 31) & 31);
+    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? row_halo : e, (ln.lane + 1) & 31);
     const u32 l_even = shift_lanes(left, o);        // (p-1, p1): left of (p0, p2)
     const u32 r_odd = shift_lanes(e, right);        // (p2, p4): right of (p1, p3)
     Horizontal h;
@@ -408,24 +452,40 @@ __device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item&
     }
 }
 
-// Step 3 for one item: rows three at a time, so that the three rows in hand rotate through
-// three sets of registers without copies. Output row t uses staged rows t, t + 1 and t + 2.
+// Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`;
+// lane s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the
+// next item that `next` (lane s: row s) plans, when there is one. The rows are unrolled: the
+// three rows in hand rotate through h[0..2] without copies.
 template <bool FAST>
-__device__ __forceinline__ void item_rows(const unsigned char* stage, unsigned char* edges,
-                                          const Item& it, const Frames& f, const Lane& ln,
-                                          const Thresholds& k) {
+__device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 parity,
+                                          unsigned char* edges, const Item& it, int skew,
+                                          const RowCopy& next, bool has_next, const Frames& f,
+                                          const Lane& ln, const Thresholds& k) {
     const u64 row = (u64)f.width;
     unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
-    Horizontal h0 = horizontal<FAST>(stage, 0, it, f, ln);
-    Horizontal h1 = horizontal<FAST>(stage, 1, it, f, ln);
-#pragma unroll 1
-    for (int t = 0; t < TILE_H; t += 3, dst += 3 * row) {
-        const Horizontal h2 = horizontal<FAST>(stage, t + 2, it, f, ln);
-        store_row<FAST>(dst, t, it, f, ln, sobel4(h0, h1, h2, k));
-        h0 = horizontal<FAST>(stage, t + 3, it, f, ln);
-        store_row<FAST>(dst + row, t + 1, it, f, ln, sobel4(h1, h2, h0, k));
-        h1 = horizontal<FAST>(stage, t + 4, it, f, ln);
-        store_row<FAST>(dst + 2 * row, t + 2, it, f, ln, sobel4(h2, h0, h1, k));
+    const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
+    unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
+    Horizontal h[3];
+    u32 halo = 0u;
+#pragma unroll
+    for (int s = 0; s < STAGED_ROWS; ++s) {
+        const int j = s / SLOT_ROWS;
+        if (s % SLOT_ROWS == 0) {
+            barrier_wait(&bars[j], parity);
+            if (my_slot == j) halo = row_halo(my_row, skew, ln);
+        }
+        h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
+        if (s % SLOT_ROWS == SLOT_ROWS - 1) {
+            __syncwarp();  // every lane has read the slot
+            if (has_next && my_slot == j) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue_row(next, my_row, &bars[j]);
+            }
+        }
+        if (s >= 2) {
+            const u32 out = sobel4(h[(s - 2) % 3], h[(s - 1) % 3], h[s % 3], k);
+            store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
+        }
     }
 }
 
@@ -443,7 +503,7 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
           int threshold) {
     extern __shared__ __align__(128) unsigned char shared[];
-    __shared__ u64 staged[WARPS][2];                // one mbarrier per staging buffer
+    __shared__ u64 staged[WARPS][SLOTS];            // one mbarrier per slot
 
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -466,52 +526,37 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
     // 4-byte aligned output rows.
     const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
-    unsigned char* buffers = shared + warp * WARP_SHARED_BYTES;
+    unsigned char* stage = shared + warp * WARP_SHARED_BYTES;
     u64* bars = staged[warp];
     if (lane == 0) {
-        barrier_init(&bars[0], 32);
-        barrier_init(&bars[1], 32);
+#pragma unroll
+        for (int j = 0; j < SLOTS; ++j) barrier_init(&bars[j], SLOT_ROWS);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();  // barriers initialised before any lane arrives or waits
-    int next_skew = stage_row(lane, first_item, f, buffers, &bars[0]);
+    Item it = item_at(first_item, f);
+    RowCopy copy = plan_row(lane, it, f);
+    if (lane < STAGED_ROWS) issue_row(copy, stage + lane * STAGE_STRIDE, &bars[lane / SLOT_ROWS]);
 
     for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
-        const int buf = round & 1;
-        unsigned char* stage = buffers + buf * STAGE_BYTES;
+        const int skew = copy.skew;  // of this lane's row of `it`
+        const bool has_next = item + item_step < n_items;
+        const Item next = item_at(has_next ? item + item_step : item, f);
+        copy = plan_row(lane, next, f);
         Lane ln;
         ln.lane = lane;
-        ln.skew = next_skew;
-        // Prefetch the next item into the other buffer. Its last reader was the previous
-        // round's step 3, which every lane finished before that round's __syncwarp.
-        const int next = item + item_step;
-        if (next < n_items) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            next_skew = stage_row(lane, next, f, buffers + (buf ^ 1) * STAGE_BYTES, &bars[buf ^ 1]);
-        }
-        barrier_wait(&bars[buf], (round >> 1) & 1);   // this buffer's (round/2)-th fill
-
-        const Item it = item_at(item, f);
         ln.x = it.x0 + 4 * lane;
         // In a fast item every staged row starts at byte 3 * xs of a 16-byte aligned row.
         ln.offset = ((3 * it.xs) & 15) + 3 * (ln.x - it.xs);
-
-        // 2. The halo columns of staged row `lane`.
-        ln.halo = 0u;
-        if (lane < STAGED_ROWS) {
-            const unsigned char* srow = stage + lane * STAGE_STRIDE;
-            const int xl = border_source(it.x0 - 1, width);
-            const int xr = border_source(it.x0 + TILE_W, width);
-            const u32 yl = xl < 0 ? 0u : staged_luma(srow, ln.skew + 3 * (xl - it.xs));
-            const u32 yr = xr < 0 ? 0u : staged_luma(srow, ln.skew + 3 * (xr - it.xs));
-            ln.halo = (yl << 16) | yr;
-        }
-
-        // 3. The rows.
+        const int xl = border_source(it.x0 - 1, width);
+        const int xr = border_source(it.x0 + TILE_W, width);
+        ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
+        ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
+        const u32 parity = round & 1;  // each slot's barrier completes once per item
         if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
-            item_rows<true>(stage, edges, it, f, ln, k);
+            item_rows<true>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
         else
-            item_rows<false>(stage, edges, it, f, ln, k);
-        __syncwarp();  // every lane is done with this buffer before it is staged again
+            item_rows<false>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
+        it = next;
     }
 }

@@ -27,20 +27,20 @@ KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
 
 # The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
-# TILE_H + 2 rows (one lane stages each), so TILE_H + 2 <= 32; a multiple of 3, because a lane
-# walks the rows three at a time. 30 divides 480, 720, 1080 and 2160. WARPS warps per block,
-# each on its own items with its own two staging buffers: the block only groups them. See
-# benchmarks/RESULTS.md for the alternatives measured.
+# TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane walks the rows three
+# at a time) and TILE_H + 2 a multiple of SLOTS: 6, 18 or 30. 30 divides 480, 720, 1080 and 2160.
+# WARPS warps per block, each on its own items with its own ring: the block only groups them.
+# See benchmarks/RESULTS.md for the alternatives measured.
 TILE_W = 128
 TILE_H = 30
 WARPS = 4
-MAX_TILE_H = 30
+SLOTS = 4
+TILE_HEIGHTS = (6, 18, 30)
 MAX_WARPS = 8
-# Shared memory: two staging buffers of TILE_H + 2 rows of STAGE_STRIDE bytes per warp
-# (dynamic), and two 8-byte mbarriers per warp (static).
+# Shared memory: one ring of TILE_H + 2 rows of STAGE_STRIDE bytes per warp (dynamic), and
+# SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block:
+# within what an sm_90 block may opt in to (227 KB); gpu.py checks the device's own limit.
 STAGE_STRIDE = 416
-# (At most 8 x 2 x 32 x 416 = 212,992 bytes a block: within the 227 KB an sm_90 block may opt
-# in to. gpu.py checks the device's own limit.)
 
 CHECK_ARCH = "sm_90"
 
@@ -74,8 +74,8 @@ class Variant:
 
     @property
     def shared_bytes(self) -> int:
-        """Dynamic shared memory of one block: two staging buffers per warp."""
-        return self.warps * 2 * (self.tile_h + 2) * STAGE_STRIDE
+        """Dynamic shared memory of one block: one ring of staged rows per warp."""
+        return self.warps * (self.tile_h + 2) * STAGE_STRIDE
 
 
 def kernel_defines(variant: Variant) -> tuple[str, ...]:
@@ -87,10 +87,9 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
             f"kernel border must be one of {', '.join(BORDERS)}, got {variant.border!r}"
         )
     tile_h = variant.tile_h
-    if not isinstance(tile_h, int) or tile_h % 3 or not 3 <= tile_h <= MAX_TILE_H:
-        raise OptionError(
-            f"kernel tile height must be a multiple of 3 in 3..{MAX_TILE_H}, got {tile_h!r}"
-        )
+    if not isinstance(tile_h, int) or tile_h not in TILE_HEIGHTS:
+        listed = ", ".join(str(h) for h in TILE_HEIGHTS)
+        raise OptionError(f"kernel tile height must be one of {listed}, got {tile_h!r}")
     warps = variant.warps
     if not isinstance(warps, int) or not 1 <= warps <= MAX_WARPS:
         raise OptionError(f"kernel warps per block must be in 1..{MAX_WARPS}, got {warps!r}")

@@ -55,6 +55,10 @@ if [ "${EDGECLI_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
         --section ComputeWorkloadAnalysis --section InstructionStats \
         python3 benchmarks/kernel.py --single 2>&1 | tee "$OUT/ncu.txt"
     ncu_rc=$?
+    # Where the warps wait: the per-reason stall counters (no sampling needed).
+    timeout 120 ncu --clock-control none -k edges_bgr --launch-count 1 \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+        python3 benchmarks/kernel.py --single 2>&1 | tee "$OUT/ncu-stalls.txt"
 fi
 
 step "kernel benchmark"

@@ -157,9 +157,9 @@ def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, warps, 
 # Other item heights and warps per block, as the benchmark measures them, so that any of them can
 # become the default on the strength of these tests.
 OTHER_VARIANTS = [
-    {"tile_h": 3},
-    {"tile_h": 12, "warps": 2},
-    {"tile_h": 15, "warps": 8},
+    {"tile_h": 6},
+    {"tile_h": 18, "warps": 2},
+    {"tile_h": 18, "warps": 8},
     {"warps": 1},
     {"warps": 8},
 ]

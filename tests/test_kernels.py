@@ -35,9 +35,10 @@ def test_default_defines():
         ("norm", "l3"),
         ("border", "wrap"),
         ("tile_h", 0),
-        ("tile_h", kernels.MAX_TILE_H + 3),  # 35 staged rows: more than a warp's 32 lanes
+        ("tile_h", 33),  # 35 staged rows: not four slots
         ("tile_h", 29),  # rows are walked three at a time
-        ("tile_h", 3.0),
+        ("tile_h", 12),  # 14 staged rows: not four slots
+        ("tile_h", 30.0),
         ("warps", 0),
         ("warps", kernels.MAX_WARPS + 1),
         ("warps", 1.5),
@@ -94,10 +95,11 @@ def test_every_variant_compiles_for_sm90(variant):
 
 def test_shared_memory_size_matches_the_source():
     """Variant.shared_bytes (what a launch allocates) uses the staged-row stride edges.cu
-    asserts, for two buffers of tile_h + 2 rows per warp."""
+    asserts, for one ring of tile_h + 2 rows per warp."""
     assert f"STAGE_STRIDE == {kernels.STAGE_STRIDE}" in kernel_source()
-    assert Variant().shared_bytes == 4 * 2 * 32 * 416
-    assert Variant(tile_h=15, warps=8).shared_bytes == 8 * 2 * 17 * 416
+    assert f"#define SLOTS {kernels.SLOTS}" in kernel_source()
+    assert Variant().shared_bytes == 4 * 32 * 416
+    assert Variant(tile_h=18, warps=8).shared_bytes == 8 * 20 * 416
 
 
 @needs_nvcc
