@@ -35,17 +35,16 @@ import cupyx.scipy.ndimage as ndi
 import numpy as np
 
 from edgecli import gpu, reference
-from edgecli.kernels import Variant
+from edgecli.kernels import Variant, kernel_defines
 from edgecli.params import Options
 
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 DEFAULT = Variant()
-OTHER_VARIANTS = [  # layouts tested in tests/test_gpu.py, and the l2 norm
+OTHER_VARIANTS = [  # item heights and warps per block tested in tests/test_gpu.py, and l2
     Variant(warps=1),
-    Variant(tile_h=22, ahead=12),
-    Variant(tile_h=22, ahead=12, warps=1),
-    Variant(tile_h=22, ahead=12, warps=8),
-    Variant(tile_h=10, ahead=12),
+    Variant(warps=8),
+    Variant(tile_h=18, warps=8),
+    Variant(tile_h=6, warps=8),
     Variant(norm="l2"),
 ]
 COPY_BYTES = 1 << 30
@@ -160,12 +159,12 @@ def previous_launcher(height: int, width: int):
 
 
 def probe_launchers(height: int, width: int) -> dict[str, object]:
-    """Memory-only versions of the fast path (--probes): no arithmetic, same traffic.
-
-    (An earlier probe, the shared-memory staging of the previous kernel with its arithmetic
-    compiled out, is in the git history with its numbers in benchmarks/RESULTS.md.)
-    """
+    """Memory-only versions of the fast path (--probes): no arithmetic, same traffic."""
     launchers: dict[str, object] = {}
+    staging = gpu._compile(0, DEFAULT, kernel_defines(DEFAULT) + ("-DEDGES_PROBE_STAGING",))
+    launchers["probe: edges.cu staging and stores, no arithmetic"] = lambda f, e, s: (
+        gpu.launch_edges(staging, f, e, OPTIONS.effective_threshold, s)
+    )
     if width % 128:
         return launchers
     tiles_x = width // 128
@@ -334,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probes",
         action="store_true",
-        help="also time memory-only probes of the fast path (direct loads and stores)",
+        help="also time memory-only probes of the fast path (staging and stores, direct loads)",
     )
     args = parser.parse_args(argv)
     if args.single:

@@ -1,8 +1,7 @@
 // benchmarks/kernel.py --probes: the memory traffic of edges.cu's fast path without its
 // arithmetic, read directly by each lane instead of staged in shared memory. Not used by edgecli.
 //
-// Same work split as edges.cu: a persistent grid of warps, one 128 x 30 item per warp at a time
-// (edges.cu now uses 128 x 28),
+// Same work split as edges.cu: a persistent grid of warps, one 128 x 30 item per warp at a time,
 // lane l owning pixels x0 + 4l .. x0 + 4l + 3. Per staged row (rows y0 - 1 .. y0 + 30, clamped to
 // the frame) each lane loads WORDS 32-bit words of its row (3: its own 12 bytes; 5: with the words
 // before and after, which hold its neighbours' pixels) and combines them; each output row is one

@@ -8,37 +8,39 @@
 // Compile-time definitions come from edgecli.kernels.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
-//   EDGES_TILE_H   output rows per work item: TILE_H + 2 input rows, a multiple of EDGES_AHEAD,
-//                  at most 32
+//   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
+//                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
-//   EDGES_AHEAD    input rows loaded before they are used: 6 or 12
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
-// clamped to 2040 (so T^2 fits). No shared memory.
+// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.shared_bytes() per
+// block, which gpu.py allows past the 48 KB default.
 //
 // Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
 // item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
-// g + (warps in the grid), ... and never waits for another warp. Lane l owns pixels
-// x0 + 4l .. x0 + 4l + 3. An item needs the input rows y0 - 1 .. y0 + TILE_H ("staged rows" s =
-// 0 .. TILE_H + 1, each clipped to the columns x0 - 1 .. x0 + 128), and lane s plans row s:
-//   - its address, with the border applied (rows outside the frame read their border row, or a
-//     row of zeros for the constant border), planned one item ahead;
-//   - its halo: the luma of the two columns beside the item, x0 - 1 and x0 + 128, loaded one
-//     item ahead.
-// The lane's 12 bytes of each row are loaded straight into registers, three 32-bit loads a row,
-// AHEAD rows before they are used (a ring of registers; the last rows of an item load the first
-// rows of the warp's next item). Per row each lane turns its bytes into luma (two dp2a a pixel),
-// fetches the neighbouring lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo),
-// computes the horizontal smooth and difference, and, three rows in hand, Gx, Gy, the threshold
-// and one 4-byte store. Two pixels per 32-bit register throughout.
+// g + (warps in the grid), ... Each warp owns one item's worth of staged rows in shared memory,
+// as a ring of SLOTS slots of SLOT_ROWS rows with one mbarrier each, and never waits for
+// another warp. Per item:
+//   1. stage (lane s, one row each): the BGR input row y0 - 1 + s, clipped to the columns
+//      x0 - 1 .. x0 + 128, is copied into staged row s by the bulk-copy engine (one
+//      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
+//      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for the
+//      constant border and for rows past the bottom halo. Each lane plans its row's copy for
+//      the next item when the warp starts an item, and issues it as soon as the warp has read
+//      the slot that row goes to: the next item's rows stream in one slot behind this item's.
+//   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
+//      x0 - 1 and x0 + 128, of staged row s, per the border mode.
+//   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
+//      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
+//      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
+//      horizontal smooth and difference of the row, and, three rows in hand, Gx, Gy, the
+//      threshold and one 4-byte store. Two pixels per 32-bit register throughout; the rows are
+//      unrolled, so the three rows in hand rotate through registers without copies.
 //
-// (Shared-memory staging with one bulk copy per row was measured first and capped below the
-// copy bandwidth even without arithmetic: benchmarks/RESULTS.md.)
-//
-// Items of frames whose width is a multiple of 4 that lie wholly inside the frame's width (every
-// column of tiles of every common video width) take a fast path: word-aligned loads, rows
-// prefetched. Others (the right-hand column of tiles of other widths, and widths that are not a
-// multiple of 4) take a general path that loads byte by byte as it goes, with the same
-// arithmetic.
+// Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
+// common video width) take a fast path: one staged-row skew for the whole item, word-aligned
+// loads, no bounds checks. Other items (the right-hand column of tiles of other widths, the
+// bottom row of tiles of heights that are not a multiple of TILE_H, widths not a multiple of
+// 16) take a general path with the same arithmetic.
 //
 // No #include: NVRTC compiles this file as it is.
 
@@ -55,13 +57,10 @@
 #error "EDGES_BORDER is not defined: compile through edgecli.kernels.kernel_defines()"
 #endif
 #ifndef EDGES_TILE_H
-#define EDGES_TILE_H 28
+#define EDGES_TILE_H 30
 #endif
 #ifndef EDGES_WARPS
 #define EDGES_WARPS 4
-#endif
-#ifndef EDGES_AHEAD
-#define EDGES_AHEAD 6
 #endif
 
 #if EDGES_NORM != EDGES_NORM_L1 && EDGES_NORM != EDGES_NORM_L2
@@ -82,13 +81,18 @@ typedef unsigned long long u64;
 #define WARPS EDGES_WARPS
 #define THREADS (32 * WARPS)
 #define STAGED_ROWS (TILE_H + 2)                    // one row of halo above and below
-#define AHEAD EDGES_AHEAD                           // rows loaded before they are used
+// A staged row: a 16-byte aligned window over the input row that covers the pixels
+// x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
+// byte 405 (see row_luma), so 416 bytes.
+#define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
+#define SLOTS 4                                     // the ring of staged rows: one item's worth
+#define SLOT_ROWS (STAGED_ROWS / SLOTS)
+#define WARP_SHARED_BYTES (STAGED_ROWS * STAGE_STRIDE)
 
-static_assert(AHEAD % 6 == 0 && AHEAD <= 12, "EDGES_AHEAD: 6 or 12");
-static_assert(STAGED_ROWS % AHEAD == 0 && STAGED_ROWS <= 32 && TILE_H >= 10,
-              "EDGES_TILE_H: TILE_H + 2 a multiple of EDGES_AHEAD (the ring wraps at item ends), "
-              "at most 32 (one lane plans each row)");
+static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
+              "EDGES_TILE_H: 6, 18 or 30");
 static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
+static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 416");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
@@ -112,22 +116,38 @@ __device__ __forceinline__ u32 dp2a_hi(u32 a, u32 b, u32 c) {
     return d;
 }
 
-__device__ __forceinline__ u64 shfl64(u64 v, int lane) {
-    const u32 lo = __shfl_sync(FULL_MASK, (u32)v, lane);
-    const u32 hi = __shfl_sync(FULL_MASK, (u32)(v >> 32), lane);
-    return ((u64)hi << 32) | lo;
+__device__ __forceinline__ u32 shared_address(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
 }
 
-// A 32-bit load through the read-only path (the frames never change during a launch).
-__device__ __forceinline__ u32 load_global(const void* p) {
-    u32 v;
-    asm("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
+// An mbarrier counts SLOT_ROWS arrivals (one per staged row of its slot) plus the bytes of the
+// bulk copies it is told to expect; its phase completes when both reach zero.
+__device__ __forceinline__ void barrier_init(u64* bar, u32 arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
+                 :: "r"(shared_address(bar)), "r"(arrivals) : "memory");
 }
-__device__ __forceinline__ u32 load_global_byte(const unsigned char* p) {
-    unsigned short v;
-    asm("ld.global.nc.u8 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
+__device__ __forceinline__ void barrier_arrive(u64* bar, u32 expected_bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(shared_address(bar)), "r"(expected_bytes) : "memory");
+}
+__device__ __forceinline__ void barrier_wait(u64* bar, u32 parity) {
+    u32 done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+    } while (!done);
+}
+
+// Bulk copy of `bytes` (a multiple of 16) from 16-byte aligned global memory to 16-byte aligned
+// shared memory; completion is counted on `bar`.
+__device__ __forceinline__ void bulk_copy(void* shared_dst, u64 global_src, u32 bytes, u64* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];"
+                 :: "r"(shared_address(shared_dst)), "l"(global_src), "r"(bytes),
+                    "r"(shared_address(bar))
+                 : "memory");
 }
 
 // ---- borders ----------------------------------------------------------------------------------
@@ -177,9 +197,9 @@ __device__ __forceinline__ void luma4(u32 w0, u32 w1, u32 w2, u32& even, u32& od
     odd = prmt(y1, y3, 0x7632u);
 }
 
-// Luma of the BGR pixel at `p` (global memory).
-__device__ __forceinline__ u32 pixel_luma(const unsigned char* p) {
-    return luma_of(load_global_byte(p), load_global_byte(p + 1), load_global_byte(p + 2));
+// Luma of the staged pixel whose B byte is at `offset` of a staged row.
+__device__ __forceinline__ u32 staged_luma(const unsigned char* stage_row, int offset) {
+    return luma_of(stage_row[offset], stage_row[offset + 1], stage_row[offset + 2]);
 }
 
 // ---- two pixels per register ------------------------------------------------------------------
@@ -235,6 +255,9 @@ __device__ __forceinline__ u32 edge_flags(u32 gx, u32 gy, const Thresholds& k) {
 // (b) and below (c).
 __device__ __forceinline__ u32 sobel4(const Horizontal& a, const Horizontal& b,
                                       const Horizontal& c, const Thresholds& k) {
+#ifdef EDGES_PROBE_STAGING
+    return a.smooth_even ^ b.smooth_odd ^ c.diff_even;
+#endif
     const u32 gx_even = a.diff_even + 2u * b.diff_even + c.diff_even;
     const u32 gx_odd = a.diff_odd + 2u * b.diff_odd + c.diff_odd;
     const u32 gy_even = c.smooth_even - a.smooth_even + LANES(1020);
@@ -248,7 +271,7 @@ __device__ __forceinline__ u32 sobel4(const Horizontal& a, const Horizontal& b,
 // ---- work items -------------------------------------------------------------------------------
 
 struct Frames {
-    u64 base;           // address of the first byte
+    u64 base, end;      // addresses of the first byte and one past the last
     u64 row_bytes, frame_bytes;
     int height, width;
     int tiles_x, tiles_per_frame;
@@ -256,6 +279,7 @@ struct Frames {
 
 struct Item {
     int n, x0, y0;      // frame, first column, first output row
+    int xs;             // first staged column: x0 - 1, or 0
 };
 
 __device__ __forceinline__ Item item_at(int item, const Frames& f) {
@@ -265,126 +289,141 @@ __device__ __forceinline__ Item item_at(int item, const Frames& f) {
     const int tile_y = tile / f.tiles_x;
     it.x0 = (tile - tile_y * f.tiles_x) * TILE_W;
     it.y0 = tile_y * TILE_H;
+    it.xs = max(it.x0 - 1, 0);
     return it;
 }
 
-// Whether an item takes the fast path: word-aligned loads of whole lanes, and 4-byte stores.
-__device__ __forceinline__ bool fast_item(const Item& it, const Frames& f, bool aligned_output) {
-    return f.width % 4 == 0 && it.x0 + TILE_W <= f.width && aligned_output;
-}
-
-// Lane s's plan of staged row s of an item, made one item ahead.
-struct RowPlan {
-    u64 row;            // address of pixel 0 of the input row that stands at staged row s
-                        // (the border applied), 0 for a row of zeros
-    u32 left[3], right[3];  // the BGR bytes of the halo pixels x0 - 1 and x0 + 128 (0s where the
-                        // border makes them luma 0), loaded now, used an item later
+// Step 1 is planned for a whole item at once, a lane per staged row (lane s: staged row s, input
+// row y0 - 1 + s), and each slot's lanes issue their copies once the slot is free.
+struct RowCopy {
+    u64 base;           // 16-byte aligned start of the bulk copy
+    u32 bytes;          // bytes the copy engine brings (0: none)
+    int tail;           // bytes after those, copied by hand (the buffer's last row only)
+    int skew;           // where the row's first staged pixel starts in the staged row
+    bool zero;          // a constant-border row, or one past the bottom halo: all zeros
 };
 
-__device__ __forceinline__ RowPlan plan_row(int s, const Item& it, const Frames& f, bool load) {
-    RowPlan p;
-    p.row = 0;
-#pragma unroll
-    for (int i = 0; i < 3; ++i) p.left[i] = p.right[i] = 0u;
-    // Rows past the bottom halo (items that overhang the frame) are never used: zeros.
-    const int ys = s < STAGED_ROWS ? border_source(it.y0 - 1 + s, f.height) : -1;
-    if (!load || ys < 0) return p;
-    p.row = f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys;
-    const unsigned char* row = reinterpret_cast<const unsigned char*>(p.row);
-    const int xl = border_source(it.x0 - 1, f.width);
-    const int xr = border_source(it.x0 + TILE_W, f.width);
-    if (xl >= 0) {
-#pragma unroll
-        for (int i = 0; i < 3; ++i) p.left[i] = load_global_byte(row + 3 * xl + i);
+__device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames& f) {
+    RowCopy c;
+    c.base = 0;
+    c.bytes = 0;
+    c.tail = 0;
+    c.skew = 0;
+    const int ys = border_source(it.y0 - 1 + s, f.height);
+    c.zero = ys < 0;
+    if (ys >= 0) {
+        const int xe = min(it.x0 + TILE_W + 1, f.width);
+        const u64 first =
+            f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.xs;
+        const u64 end = first + 3ull * (u64)(xe - it.xs);
+        c.base = first & ~15ull;
+        c.skew = (int)(first - c.base);
+        u64 span = (end - c.base + 15ull) & ~15ull;
+        if (c.base + span > f.end) {
+            // The buffer's last row: whole chunks by the copy engine, never reading past the
+            // buffer; the last few bytes by hand.
+            span = (end - c.base) & ~15ull;
+            c.tail = (int)(end - c.base - span);
+        }
+        c.bytes = (u32)span;
     }
-    if (xr >= 0) {
+    return c;
+}
+
+// Issue a planned row copy into `dst` (a staged row), counted on `bar`. Rows written here by
+// hand are made visible to the other lanes by the arrive's release.
+__device__ __forceinline__ void issue_row(const RowCopy& c, unsigned char* dst, u64* bar) {
+    if (c.zero) {
+        uint4* d = reinterpret_cast<uint4*>(dst);
 #pragma unroll
-        for (int i = 0; i < 3; ++i) p.right[i] = load_global_byte(row + 3 * xr + i);
+        for (int i = 0; i < STAGE_STRIDE / 16; ++i) d[i] = make_uint4(0u, 0u, 0u, 0u);
     }
-    return p;
+    for (int i = 0; i < c.tail; ++i)
+        dst[c.bytes + i] = *(const unsigned char*)(c.base + c.bytes + i);
+    barrier_arrive(bar, c.bytes);
+    if (c.bytes) bulk_copy(dst, c.base, c.bytes, bar);
 }
 
-// The halo of a planned row: luma of x0 - 1 in bits 16..23, of x0 + 128 in bits 0..7.
-__device__ __forceinline__ u32 plan_halo(const RowPlan& p) {
-    return (luma_of(p.left[0], p.left[1], p.left[2]) << 16)
-         | luma_of(p.right[0], p.right[1], p.right[2]);
-}
-
-// Where the fast path loads a planned row from: the offset of its pixel x0 from the start of the
-// frames, in 4-byte words (whole words on the fast path). Offsets stay below 2^31 words:
-// launches of less than 8 GB of frames (edgecli.gpu checks). From ZERO_ROW up nothing is
-// loaded: ZERO_ROW itself marks a row of zeros (the constant border; its luma is 0), NO_LOAD a
-// load ahead for an item that will not use it (off the fast path, or past the last item).
-#define ZERO_ROW 0x80000000u
-#define NO_LOAD 0xFFFFFFFFu
-
-__device__ __forceinline__ u32 fast_offset(const RowPlan& p, const Item& it, const Frames& f) {
-    return p.row ? (u32)((p.row - f.base + 3ull * (u64)it.x0) >> 2) : ZERO_ROW;
-}
-
-// ---- rows -------------------------------------------------------------------------------------
+// ---- step 3 ------------------------------------------------------------------------------------
 
 // What a lane needs to process one item's rows.
 struct Lane {
     int lane;
     int x;              // its first pixel's column
-    u32 halo;           // lane s: the halo of staged row s (plan_halo)
-    u64 row;            // lane s: pixel 0 of staged row s, 0 for zeros (general path)
-    u32 prefetch;       // lane s: fast_offset() of the row to load after using row s
-    u64 words;          // the address of this lane's first word at word offset 0
-    int cols[4];        // general path: byte offsets of the lane's 4 pixels' border sources in a
-                        // row, -1 for luma 0
+    int offset;         // fast path: byte offset of that pixel in every staged row
+    int left, right;    // byte offsets of the halo columns' pixels in a staged row (less its
+                        // skew), or -1 where the border makes them luma 0
 };
 
-// The words of one row loaded ahead, and whether they stand for a row of zeros.
-struct Loaded {
-    u32 w[3];
-    bool zero;
-};
-
-// Load the lane's 3 words of the row at fast_offset `offset` (or nothing, from ZERO_ROW up).
-__device__ __forceinline__ void load_row(u32 offset, const Lane& ln, Loaded& row) {
-    u64 address;  // ln.words + 4 * offset, in one wide multiply-add
-    asm("mad.wide.u32 %0, %1, 4, %2;" : "=l"(address) : "r"(offset), "l"(ln.words));
-    const u32* p = reinterpret_cast<const u32*>(address);
-    if (offset < ZERO_ROW) {
-        row.w[0] = load_global(p);
-        row.w[1] = load_global(p + 1);
-        row.w[2] = load_global(p + 2);
-    }
-    row.zero = EDGES_BORDER == EDGES_BORDER_CONSTANT && offset >= ZERO_ROW;
-}
-
-// The lane's 4 pixels of staged row s as luma, (p0, p2) and (p1, p3): from the words loaded
-// ahead (fast), or byte by byte now (general).
+// The lane's 4 pixels of one staged row as luma, (p0, p2) and (p1, p3). `skew`: the row's
+// (general path).
 template <bool FAST>
-__device__ __forceinline__ void row_luma(const Loaded& loaded, int s, const Lane& ln, u32& even,
-                                         u32& odd) {
+__device__ __forceinline__ void row_luma(const unsigned char* srow, int skew, const Item& it,
+                                         const Frames& f, const Lane& ln, u32& even, u32& odd) {
     if (FAST) {
-        luma4(loaded.w[0], loaded.w[1], loaded.w[2], even, odd);
-        if (loaded.zero) even = odd = 0u;
+        // Every staged row has the same skew and the lane's pixels start word-aligned; the
+        // last lane reads bytes up to offset + 12 * 31 + 11 <= 18 + 383 = 401.
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
+        luma4(w[0], w[1], w[2], even, odd);
         return;
     }
-    const u64 row = shfl64(ln.row, s);
-    const unsigned char* p = reinterpret_cast<const unsigned char*>(row);
-    u32 y[4];
+    const int offset = skew + 3 * (ln.x - it.xs);
+    if (ln.x + 3 < f.width) {
+        // Realign from 4-byte words (the same shift for every lane: lanes are 12 bytes apart).
+        // Reads end before byte (offset & ~3) + 16 <= 405.
+        const u32* w = reinterpret_cast<const u32*>(srow) + (offset >> 2);
+        const u32 sel = 0x3210u + 0x1111u * (u32)(offset & 3);
+        const u32 a = w[0], b = w[1], c = w[2], d = w[3];
+        luma4(prmt(a, b, sel), prmt(b, c, sel), prmt(c, d, sel), even, odd);
+    } else {
+        // The frame's right edge falls in these pixels: x = width takes its border source,
+        // pixels further right are never used (luma 0).
+        u32 y[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) y[j] = (row && ln.cols[j] >= 0) ? pixel_luma(p + ln.cols[j]) : 0u;
-    even = y[0] | (y[2] << 16);
-    odd = y[1] | (y[3] << 16);
+        for (int j = 0; j < 4; ++j) {
+            const int xj = border_source(ln.x + j, f.width);
+            y[j] = xj >= 0 ? staged_luma(srow, skew + 3 * (xj - it.xs)) : 0u;
+        }
+        even = y[0] | (y[2] << 16);
+        odd = y[1] | (y[3] << 16);
+    }
 }
 
-// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels.
+// Step 2, lane s: the halo luma of staged row s, `srow` (skew `skew`), x0 - 1 in bits 16..23 and
+// x0 + 128 in bits 0..7.
+__device__ __forceinline__ u32 row_halo(const unsigned char* srow, int skew, const Lane& ln) {
+    const u32 yl = ln.left < 0 ? 0u : staged_luma(srow, skew + ln.left);
+    const u32 yr = ln.right < 0 ? 0u : staged_luma(srow, skew + ln.right);
+    return (yl << 16) | yr;
+}
+
+// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels. Lane s
+// holds the row's halo and skew.
 template <bool FAST>
-__device__ __forceinline__ Horizontal horizontal(const Loaded& loaded, int s, const Lane& ln) {
+__device__ __forceinline__ Horizontal horizontal(const unsigned char* srow, int s, u32 halo,
+                                                 int skew, const Item& it, const Frames& f,
+                                                 const Lane& ln) {
+#ifdef EDGES_PROBE_STAGING
+    // benchmarks/kernel.py --probes only: the row's three words, no arithmetic, so that what
+    // is left is staging, waiting and storing.
+    if (FAST) {
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
+        Horizontal p;
+        p.smooth_even = w[0];
+        p.smooth_odd = w[1];
+        p.diff_even = w[2];
+        p.diff_odd = halo;
+        return p;
+    }
+#endif
     u32 e, o;
-    row_luma<FAST>(loaded, s, ln, e, o);
+    row_luma<FAST>(srow, FAST ? 0 : __shfl_sync(FULL_MASK, skew, s), it, f, ln, e, o);
     // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
     // right neighbour's even word. The shuffles rotate: lane 0 reads lane 31, which sends the
     // left halo instead of its odd word, and lane 31 reads lane 0, which sends the right halo.
-    const u32 halo = __shfl_sync(FULL_MASK, ln.halo, s);
-    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? halo : o, (ln.lane + 31) & 31);
-    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? halo : e, (ln.lane + 1) & 31);
+    const u32 row_halo = __shfl_sync(FULL_MASK, halo, s);
+    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? row_halo : o, (ln.lane + 31) & 31);
+    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? row_halo : e, (ln.lane + 1) & 31);
     const u32 l_even = shift_lanes(left, o);        // (p-1, p1): left of (p0, p2)
     const u32 r_odd = shift_lanes(e, right);        // (p2, p4): right of (p1, p3)
     Horizontal h;
@@ -395,15 +434,15 @@ __device__ __forceinline__ Horizontal horizontal(const Loaded& loaded, int s, co
     return h;
 }
 
-// Output row t of the item (image row y0 + t): the lane's 4 bytes at `dst`.
+// Output row t of the item (image row y0 + t), whose lane's 4 pixels start at `dst`.
 template <bool FAST>
-__device__ __forceinline__ void store_row(unsigned char* dst, const Frames& f, const Lane& ln,
-                                          u32 out) {
+__device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item& it,
+                                          const Frames& f, const Lane& ln, u32 out) {
     if (FAST) {
-        *reinterpret_cast<u32*>(dst) = out;   // width % 4 == 0 and edges 4-byte aligned
+        *reinterpret_cast<u32*>(dst) = out;   // width % 16 == 0 and edges 4-byte aligned
         return;
     }
-    if (ln.x >= f.width) return;
+    if (it.y0 + t >= f.height || ln.x >= f.width) return;
     if (ln.x + 3 < f.width && ((u64)dst & 3ull) == 0) {
         *reinterpret_cast<u32*>(dst) = out;
     } else {
@@ -413,31 +452,39 @@ __device__ __forceinline__ void store_row(unsigned char* dst, const Frames& f, c
     }
 }
 
-// One item's rows. ring[r] holds staged row s where s % AHEAD == r (loaded AHEAD rows earlier);
-// after using row s the lane loads the row that lane s's `prefetch` names into the same slot.
-// AHEAD is a multiple of 3, so the three rows in hand rotate through h[0..2] with the ring,
-// without copies.
+// Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`;
+// lane s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the
+// next item that `next` (lane s: row s) plans, when there is one. The rows are unrolled: the
+// three rows in hand rotate through h[0..2] without copies.
 template <bool FAST>
-__device__ __forceinline__ void item_rows(Loaded (&ring)[AHEAD], unsigned char* edges,
-                                          const Item& it, const Frames& f, const Lane& ln,
-                                          const Thresholds& k) {
+__device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 parity,
+                                          unsigned char* edges, const Item& it, int skew,
+                                          const RowCopy& next, bool has_next, const Frames& f,
+                                          const Lane& ln, const Thresholds& k) {
     const u64 row = (u64)f.width;
-    // Output rows t < rows_out are in the frame; staged row s completes output row s - 2.
-    const int rows_out = min(TILE_H, f.height - it.y0);
-    unsigned char* dst =
-        edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x - 2 * row;
+    unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
+    const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
+    unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
     Horizontal h[3];
-#pragma unroll 1
-    for (int base = 0; base < STAGED_ROWS; base += AHEAD) {
+    u32 halo = 0u;
 #pragma unroll
-        for (int r = 0; r < AHEAD; ++r) {
-            const int s = base + r;
-            h[r % 3] = horizontal<FAST>(ring[r], s, ln);
-            load_row(__shfl_sync(FULL_MASK, ln.prefetch, s), ln, ring[r]);
-            // (Computed for every row, stored for rows in the frame: no branch around it.)
-            const u32 out = sobel4(h[(r + 1) % 3], h[(r + 2) % 3], h[r % 3], k);
-            if ((unsigned)(s - 2) < (unsigned)rows_out) store_row<FAST>(dst, f, ln, out);
-            dst += row;
+    for (int s = 0; s < STAGED_ROWS; ++s) {
+        const int j = s / SLOT_ROWS;
+        if (s % SLOT_ROWS == 0) {
+            barrier_wait(&bars[j], parity);
+            if (my_slot == j) halo = row_halo(my_row, skew, ln);
+        }
+        h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
+        if (s % SLOT_ROWS == SLOT_ROWS - 1) {
+            __syncwarp();  // every lane has read the slot
+            if (has_next && my_slot == j) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue_row(next, my_row, &bars[j]);
+            }
+        }
+        if (s >= 2) {
+            const u32 out = sobel4(h[(s - 2) % 3], h[(s - 1) % 3], h[s % 3], k);
+            store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
         }
     }
 }
@@ -446,68 +493,70 @@ __device__ __forceinline__ void item_rows(Loaded (&ring)[AHEAD], unsigned char* 
 
 // frames: n_frames x height x width x 3 bytes (BGR), 16-byte aligned, C-contiguous.
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
-// grid:   at most ceil(n_items / WARPS) blocks of THREADS threads; n_items = n_frames *
+// grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
+//         edgecli.kernels.shared_bytes() of dynamic shared memory; n_items = n_frames *
 //         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
-// (The 1: at most one block per SM is assumed, which leaves ptxas the registers it wants.)
+// (The 1: at most one block per SM is assumed, which leaves ptxas the registers it wants; shared
+// memory, not registers, sets how many blocks share an SM.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
           int threshold) {
+    extern __shared__ __align__(128) unsigned char shared[];
+    __shared__ u64 staged[WARPS][SLOTS];            // one mbarrier per slot
+
     const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
     const int n_items = n_frames * tiles_per_frame;
-    const int first_item = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int first_item = blockIdx.x * WARPS + warp;
     const int item_step = gridDim.x * WARPS;
-    if (first_item >= n_items) return;
+    if (first_item >= n_items) return;              // whole warps leave: no __syncthreads below
 
     Frames f;
     f.base = (u64)frames;
     f.row_bytes = 3ull * (u64)width;
     f.frame_bytes = f.row_bytes * (u64)height;
+    f.end = f.base + f.frame_bytes * (u64)n_frames;
     f.height = height;
     f.width = width;
     f.tiles_x = tiles_x;
     f.tiles_per_frame = tiles_per_frame;
     const Thresholds k = make_thresholds(threshold);
-    const bool aligned_output = ((u64)edges & 3ull) == 0;
+    // Fast items need rows whose byte length is a multiple of 16 (one skew per item) and
+    // 4-byte aligned output rows.
+    const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
-    Item it = item_at(first_item, f);
-    RowPlan plan = plan_row(lane, it, f, true);
-    bool fast = fast_item(it, f, aligned_output);
-    Lane ln;
-    ln.lane = lane;
-    ln.words = f.base + 12ull * (u64)lane;
-    // The ring's first AHEAD rows: rows 0 .. AHEAD - 1 of the first item.
-    Loaded ring[AHEAD];
-    const u32 first_rows = fast ? fast_offset(plan, it, f) : NO_LOAD;  // lane s: row s
+    unsigned char* stage = shared + warp * WARP_SHARED_BYTES;
+    u64* bars = staged[warp];
+    if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < AHEAD; ++r) load_row(__shfl_sync(FULL_MASK, first_rows, r), ln, ring[r]);
+        for (int j = 0; j < SLOTS; ++j) barrier_init(&bars[j], SLOT_ROWS);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();  // barriers initialised before any lane arrives or waits
+    Item it = item_at(first_item, f);
+    RowCopy copy = plan_row(lane, it, f);
+    if (lane < STAGED_ROWS) issue_row(copy, stage + lane * STAGE_STRIDE, &bars[lane / SLOT_ROWS]);
 
-    for (int item = first_item; item < n_items; item += item_step) {
+    for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
+        const int skew = copy.skew;  // of this lane's row of `it`
         const bool has_next = item + item_step < n_items;
         const Item next = item_at(has_next ? item + item_step : item, f);
-        const RowPlan next_plan = plan_row(lane, next, f, has_next);
-        const bool next_fast = has_next && fast_item(next, f, aligned_output);
+        copy = plan_row(lane, next, f);
+        Lane ln;
+        ln.lane = lane;
         ln.x = it.x0 + 4 * lane;
-        ln.halo = plan_halo(plan);
-        ln.row = plan.row;
-        // After row s comes row s + AHEAD of this item, or row s + AHEAD - STAGED_ROWS of the
-        // next: lane s asks lane (s + AHEAD) % STAGED_ROWS, which answers for this item if it is
-        // at AHEAD or beyond, else for the next.
-        const u32 mine = lane >= AHEAD ? (fast ? fast_offset(plan, it, f) : NO_LOAD)
-                                       : (next_fast ? fast_offset(next_plan, next, f) : NO_LOAD);
-        ln.prefetch = __shfl_sync(FULL_MASK, mine, (lane + AHEAD) % STAGED_ROWS);
-        if (fast) {
-            item_rows<true>(ring, edges, it, f, ln, k);
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int xj = border_source(ln.x + j, width);
-                ln.cols[j] = xj < 0 ? -1 : 3 * xj;
-            }
-            item_rows<false>(ring, edges, it, f, ln, k);
-        }
+        // In a fast item every staged row starts at byte 3 * xs of a 16-byte aligned row.
+        ln.offset = ((3 * it.xs) & 15) + 3 * (ln.x - it.xs);
+        const int xl = border_source(it.x0 - 1, width);
+        const int xr = border_source(it.x0 + TILE_W, width);
+        ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
+        ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
+        const u32 parity = round & 1;  // each slot's barrier completes once per item
+        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
+            item_rows<true>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
+        else
+            item_rows<false>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
         it = next;
-        plan = next_plan;
-        fast = next_fast;
     }
 }

@@ -27,12 +27,9 @@ from .kernels import KERNEL_FILE, KERNEL_NAME, TILE_W, Variant, kernel_defines, 
 from .params import MAX_L1_MAGNITUDE, Options
 from .streaming import SlabRing
 
-# The kernel reads input rows in 4-byte words, aligned relative to the buffer's start; 16 keeps
-# any future vector width possible without changing the contract of launch_edges.
+# The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
 _INT32_MAX = 2**31 - 1
-# The kernel addresses rows as 31-bit offsets in 4-byte words from the frames' start.
-MAX_LAUNCH_BYTES = 4 * 2**31
 
 
 class KernelBuildError(EdgecliError):
@@ -77,9 +74,14 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
         module = cupy.RawModule(code=kernel_source(), options=("--std=c++17", *defines))
         try:
             function = module.get_function(KERNEL_NAME)
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                function.kernel.ptr, variant.threads, 0
-            )
+            attributes = cupy.cuda.Device(device).attributes
+            limit = attributes["MaxSharedMemoryPerBlockOptin"]
+            if variant.shared_bytes <= limit:
+                # Past 48 KB a kernel must opt in to its dynamic shared memory.
+                function.max_dynamic_shared_size_bytes = variant.shared_bytes
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    function.kernel.ptr, variant.threads, variant.shared_bytes
+                )
         except cupy_compiler.CompileException as exc:
             raise KernelBuildError(
                 f"{KERNEL_FILE} ({variant.name}) does not compile: {exc}"
@@ -89,12 +91,12 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
                 f"cannot build {KERNEL_FILE} ({variant.name}) on CUDA device {device}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        if per_sm < 1:
+        if variant.shared_bytes > limit or per_sm < 1:
             raise KernelResourceError(
-                f"{KERNEL_FILE} ({variant.name}) needs more registers per block than CUDA "
-                f"device {device} has"
+                f"{KERNEL_FILE} ({variant.name}) needs more registers or shared memory per "
+                f"block ({variant.shared_bytes} bytes) than CUDA device {device} has"
             )
-        sms = cupy.cuda.Device(device).attributes["MultiProcessorCount"]
+        sms = attributes["MultiProcessorCount"]
     return LoadedKernel(function, variant, device, per_sm * sms)
 
 
@@ -143,11 +145,6 @@ def launch_edges(
             f"frames_dev must start {FRAMES_ALIGNMENT}-byte aligned (a fresh allocation or a "
             f"[:n] slice of one), got address {frames_dev.data.ptr:#x}"
         )
-    if frames_dev.nbytes > MAX_LAUNCH_BYTES:
-        raise ValueError(
-            f"frames_dev holds {frames_dev.nbytes} bytes, more than one launch addresses "
-            f"({MAX_LAUNCH_BYTES}); launch fewer frames at a time"
-        )
     if not 0 <= threshold <= MAX_L1_MAGNITUDE:
         raise ValueError(f"threshold must be in 0..{MAX_L1_MAGNITUDE}, got {threshold}")
     if frames_dev.device.id != kernel.device or edges_dev.device.id != kernel.device:
@@ -175,6 +172,7 @@ def launch_edges(
                 (kernel.variant.threads,),
                 args,
                 stream=stream,
+                shared_mem=kernel.variant.shared_bytes,
             )
     except cupy.cuda.driver.CUDADriverError as exc:
         raise KernelResourceError(

@@ -26,17 +26,21 @@ from .params import BORDERS, NORMS
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
 
-# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, which need
-# TILE_H + 2 input rows, loaded AHEAD rows before use through a ring of registers that wraps at
-# the end of an item, so TILE_H + 2 is a multiple of AHEAD (6 or 12), and at most 32 (a lane
-# plans each row). WARPS warps per block, each on its own items: the block only groups them.
-# No shared memory. See benchmarks/RESULTS.md for the alternatives measured.
+# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
+# TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane walks the rows three
+# at a time) and TILE_H + 2 a multiple of SLOTS: 6, 18 or 30. 30 divides 480, 720, 1080 and 2160.
+# WARPS warps per block, each on its own items with its own ring: the block only groups them.
+# See benchmarks/RESULTS.md for the alternatives measured.
 TILE_W = 128
-TILE_H = 28
+TILE_H = 30
 WARPS = 4
-AHEAD = 6
-AHEADS = (6, 12)
+SLOTS = 4
+TILE_HEIGHTS = (6, 18, 30)
 MAX_WARPS = 8
+# Shared memory: one ring of TILE_H + 2 rows of STAGE_STRIDE bytes per warp (dynamic), and
+# SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block:
+# within what an sm_90 block may opt in to (227 KB); gpu.py checks the device's own limit.
+STAGE_STRIDE = 416
 
 CHECK_ARCH = "sm_90"
 
@@ -56,18 +60,22 @@ class Variant:
     border: str = "replicate"
     tile_h: int = TILE_H  # output rows per work item
     warps: int = WARPS  # warps per block
-    ahead: int = AHEAD  # input rows loaded before they are used
 
     def __post_init__(self) -> None:
         kernel_defines(self)  # validates
 
     @property
     def name(self) -> str:
-        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}-a{self.ahead}"
+        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}"
 
     @property
     def threads(self) -> int:
         return 32 * self.warps
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory of one block: one ring of staged rows per warp."""
+        return self.warps * (self.tile_h + 2) * STAGE_STRIDE
 
 
 def kernel_defines(variant: Variant) -> tuple[str, ...]:
@@ -78,18 +86,10 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
         raise OptionError(
             f"kernel border must be one of {', '.join(BORDERS)}, got {variant.border!r}"
         )
-    ahead = variant.ahead
-    if not isinstance(ahead, int) or ahead not in AHEADS:
-        listed = " or ".join(str(a) for a in AHEADS)
-        raise OptionError(f"kernel rows loaded ahead must be {listed}, got {ahead!r}")
     tile_h = variant.tile_h
-    heights = tile_heights(ahead)
-    if not isinstance(tile_h, int) or tile_h not in heights:
-        listed = ", ".join(str(h) for h in heights)
-        raise OptionError(
-            f"kernel tile height must be one of {listed} when {ahead} rows are loaded ahead, "
-            f"got {tile_h!r}"
-        )
+    if not isinstance(tile_h, int) or tile_h not in TILE_HEIGHTS:
+        listed = ", ".join(str(h) for h in TILE_HEIGHTS)
+        raise OptionError(f"kernel tile height must be one of {listed}, got {tile_h!r}")
     warps = variant.warps
     if not isinstance(warps, int) or not 1 <= warps <= MAX_WARPS:
         raise OptionError(f"kernel warps per block must be in 1..{MAX_WARPS}, got {warps!r}")
@@ -98,13 +98,7 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
         f"-DEDGES_BORDER={_BORDER_DEFINES[variant.border]}",
         f"-DEDGES_TILE_H={tile_h}",
         f"-DEDGES_WARPS={warps}",
-        f"-DEDGES_AHEAD={ahead}",
     )
-
-
-def tile_heights(ahead: int) -> tuple[int, ...]:
-    """The tile heights a ring of ``ahead`` rows allows: tile_h + 2 a multiple of it, <= 32."""
-    return tuple(h for h in range(10, 31) if (h + 2) % ahead == 0)
 
 
 def all_variants() -> list[Variant]:

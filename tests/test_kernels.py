@@ -26,7 +26,6 @@ def test_default_defines():
         "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
         f"-DEDGES_TILE_H={kernels.TILE_H}",
         f"-DEDGES_WARPS={kernels.WARPS}",
-        f"-DEDGES_AHEAD={kernels.AHEAD}",
     )
 
 
@@ -36,11 +35,10 @@ def test_default_defines():
         ("norm", "l3"),
         ("border", "wrap"),
         ("tile_h", 0),
-        ("tile_h", 34),  # 36 input rows: more than one lane each
-        ("tile_h", 30),  # 32 input rows: not a multiple of the 6 loaded ahead
-        ("tile_h", 28.0),
-        ("ahead", 8),
-        ("ahead", 0),
+        ("tile_h", 33),  # 35 staged rows: not four slots
+        ("tile_h", 29),  # rows are walked three at a time
+        ("tile_h", 12),  # 14 staged rows: not four slots
+        ("tile_h", 30.0),
         ("warps", 0),
         ("warps", kernels.MAX_WARPS + 1),
         ("warps", 1.5),
@@ -95,26 +93,13 @@ def test_every_variant_compiles_for_sm90(variant):
     assert "0 bytes spill stores" in result.report
 
 
-def test_tile_heights_follow_the_ring():
-    """Tile heights leave tile_h + 2 input rows, a multiple of the rows loaded ahead."""
-    assert kernels.tile_heights(6) == (10, 16, 22, 28)
-    assert kernels.tile_heights(12) == (10, 22)
-    with pytest.raises(OptionError, match="one of 10, 22 when 12 rows are loaded ahead, got 16"):
-        Variant(tile_h=16, ahead=12)
-
-
-@needs_nvcc
-@pytest.mark.parametrize(
-    "variant",
-    [Variant(tile_h=h, warps=8) for h in kernels.tile_heights(6)]
-    + [Variant(tile_h=h, ahead=12, warps=1) for h in kernels.tile_heights(12)],
-    ids=lambda v: v.name,
-)
-def test_other_layouts_compile(variant):
-    """Every allowed tile height and ring depth compiles without spilling."""
-    result = kernels.compile_with_nvcc(NVCC, variant)
-    assert result.ok, result.report
-    assert "0 bytes spill stores" in result.report
+def test_shared_memory_size_matches_the_source():
+    """Variant.shared_bytes (what a launch allocates) uses the staged-row stride edges.cu
+    asserts, for one ring of tile_h + 2 rows per warp."""
+    assert f"STAGE_STRIDE == {kernels.STAGE_STRIDE}" in kernel_source()
+    assert f"#define SLOTS {kernels.SLOTS}" in kernel_source()
+    assert Variant().shared_bytes == 4 * 32 * 416
+    assert Variant(tile_h=18, warps=8).shared_bytes == 8 * 20 * 416
 
 
 @needs_nvcc
