@@ -29,15 +29,17 @@ class CpuBackend:
         return reference.detect_batch(frames_bgr, self.options)
 
 
-def cuda_unusable_reason(device: int = 0) -> str | None:
-    """None when the CUDA backend can run on ``device``, else a one-line reason."""
+def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str | None:
+    """None when the CUDA backend can run on ``device``, else a one-line reason. With
+    ``options``, the check compiles the kernel variant those options use (and only that one)."""
     try:
         import cupy  # noqa: F401
     except ImportError as exc:  # CuPy, or a library it loads, is missing
         return f"CuPy is not importable ({exc}); install edgecli[cuda12] or edgecli[cuda13]"
     from . import gpu
 
-    return gpu.unusable_reason(device)
+    variant = None if options is None else gpu.Variant(options.norm, options.border)
+    return gpu.unusable_reason(device, variant)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def select_backend(options: Options) -> BackendChoice:
     """The backend ``options.backend`` names; 'auto' falls back to the CPU with a notice."""
     if options.backend == "cpu":
         return BackendChoice(CpuBackend(options), None)
-    reason = cuda_unusable_reason(options.device)
+    reason = cuda_unusable_reason(options.device, options)
     if reason is None:
         from .gpu import CudaBackend
 

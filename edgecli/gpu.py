@@ -181,8 +181,18 @@ def launch_edges(
         ) from exc
 
 
-def unusable_reason(device: int = 0) -> str | None:
-    """None when CUDA device ``device`` can run the kernel, else a one-line reason. Never raises."""
+# The kernel stages rows with the bulk-copy engine and mbarrier transaction counts (sm_90).
+MIN_COMPUTE_CAPABILITY = (9, 0)
+
+
+def compute_capability(device: int) -> tuple[int, int]:
+    props = cupy.cuda.runtime.getDeviceProperties(device)
+    return props["major"], props["minor"]
+
+
+def unusable_reason(device: int = 0, variant: Variant | None = None) -> str | None:
+    """None when CUDA device ``device`` can run the kernel (``variant``, by default the default
+    one, which is then compiled and cached), else a one-line reason. Never raises."""
     try:
         try:
             count = cupy.cuda.runtime.getDeviceCount()
@@ -192,7 +202,14 @@ def unusable_reason(device: int = 0) -> str | None:
             return "no CUDA device found"
         if not 0 <= device < count:
             return f"CUDA device {device} does not exist ({count} present: 0..{count - 1})"
-        load_kernel(device, Variant())
+        capability = compute_capability(device)
+        if capability < MIN_COMPUTE_CAPABILITY:
+            need = "{}.{}".format(*MIN_COMPUTE_CAPABILITY)
+            return (
+                f"{device_description(device)} has compute capability "
+                f"{capability[0]}.{capability[1]}; the kernel needs {need} or newer (Hopper)"
+            )
+        load_kernel(device, variant or Variant())
     except (KernelBuildError, KernelResourceError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"{first} (NVRTC comes with edgecli's cuda12/cuda13 extra)"

@@ -292,6 +292,27 @@ def test_wrong_output_shape_is_rejected(gpu, cp, stream):
         gpu.launch_edges(gpu.load_kernel(0, gpu.Variant()), frames_dev, edges_dev, 100, stream)
 
 
+def test_pre_hopper_devices_are_refused_with_the_reason(gpu, monkeypatch):
+    """A device below compute capability 9.0 is unusable, and the reason says what it has and
+    what the kernel needs (the kernel would not compile there)."""
+    monkeypatch.setattr(gpu, "compute_capability", lambda device: (8, 0))
+    reason = gpu.unusable_reason(0)
+    assert reason is not None
+    assert "compute capability 8.0" in reason and "needs 9.0 or newer" in reason
+
+
+def test_the_check_compiles_the_variant_in_use(gpu, monkeypatch):
+    """select_backend's check compiles the options' kernel variant, not the default one too."""
+    from edgecli import backends
+
+    loaded = []
+    real = gpu.load_kernel
+    monkeypatch.setattr(gpu, "load_kernel", lambda d, v: loaded.append(v) or real(d, v))
+    options = Options(norm="l2", border="constant")
+    backends.select_backend(options)
+    assert {(v.norm, v.border) for v in loaded} == {("l2", "constant")}
+
+
 def test_device_out_of_range_is_reported(gpu, cp):
     """unusable_reason names a device index that does not exist, and never raises."""
     count = cp.cuda.runtime.getDeviceCount()
