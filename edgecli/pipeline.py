@@ -300,22 +300,26 @@ def run(
     warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     timings_csv: str | Path | None = None,
+    backend=None,
 ) -> Summary:
     """Process every frame INPUT names into PNGs in ``output``; return the summary.
 
     ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
     started, frames in flight are finished (each PNG appears whole or not at all), and the
     summary says it was interrupted. ``timings_csv`` names a file for one row per frame.
+    ``backend``, if given, is used instead of the one ``options.backend`` selects: a
+    stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark.
     """
     started = time.perf_counter()
     notify = notify or (lambda message: None)  # information: which backend, and why
     warn = warn or notify  # a frame skipped under --on-error skip
     stop = stop or threading.Event()
     sources = discover(input_arg, recursive=options.recursive, exclude=Path(output))
-    choice = select_backend(options)
-    if choice.notice:
-        notify(choice.notice)
-    backend = choice.backend
+    if backend is None:
+        choice = select_backend(options)
+        if choice.notice:
+            notify(choice.notice)
+        backend = choice.backend
     out_dir = prepare_output_dir(Path(output))
     refuse_overwriting_inputs(sources, out_dir)
     remove_stale_temporaries(out_dir)

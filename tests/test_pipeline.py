@@ -19,107 +19,28 @@ import pytest
 import edgecli
 from edgecli import pipeline
 from edgecli.backends import BackendChoice
-from edgecli.reference import detect_batch
 from edgecli.sources import ImageSource
+from edgecli.testing import StandInGpuBackend
 
 from .media import photo, write_video
 from .oracle import plain_edges
 
 
-class FakeFrames:
-    """Stands in for PinnedFrames: staged copies, and which are still held."""
-
-    def __init__(self):
-        self.held: dict[int, np.ndarray] = {}
-
-    def stage(self, pixels):
-        copy = pixels.copy()
-        self.held[id(copy)] = copy
-        return copy
-
-    def release(self, view):
-        del self.held[id(view)]
-
-
-class FakeInFlight:
-    def __init__(self, ring, slab, frames):
-        self.ring, self.slab = ring, slab
-        self.frames = np.stack(frames)
-        self.done = threading.Event()
-        # Finish later, on another thread, like a CUDA stream would.
-        threading.Timer(0.002 * ring.rng.random(), self.done.set).start()
-
-    def result(self):
-        self.done.wait()
-        self.ring.collected += 1
-        gpu_ms = {"upload": 1.0, "kernel": 0.5, "download": 0.25}
-        # Like the real slab, the result lives in the slab's one output buffer, which the
-        # slab's next batch overwrites: a slab released before its encoders finished would
-        # show up as wrong pixels in the PNGs.
-        edges = detect_batch(self.frames, self.ring.options)
-        out = self.ring.outputs[self.slab]
-        if out is None or out.size < edges.size:
-            out = self.ring.outputs[self.slab] = np.empty(edges.size, np.uint8)
-        view = out[: edges.size].reshape(edges.shape)
-        view[...] = edges
-        return view, gpu_ms
-
-    def release(self):
-        self.ring.free[self.slab].set()
-
-
-class FakeRing:
-    def __init__(self, size, options, log):
-        self.size, self.options, self.log = size, options, log
-        self.rng = np.random.default_rng(0)
-        self.frames = FakeFrames()
-        self.free = [threading.Event() for _ in range(size)]
-        self.outputs = [None] * size
-        for event in self.free:
-            event.set()
-        self.turn = self.submitted = self.collected = 0
-
-    def submit(self, frames):
-        in_flight = self.submitted - self.collected
-        assert in_flight < self.streams, "more batches on the GPU than --streams"
-        assert len({f.shape for f in frames}) == 1, "a batch mixed frame shapes"
-        assert all(id(f) in self.frames.held for f in frames), "frames were not staged"
-        slab, self.turn = self.turn, (self.turn + 1) % self.size
-        assert self.free[slab].wait(10), "a slab was never released by its encoders"
-        self.free[slab].clear()
-        self.submitted += 1
-        self.log.append(len(frames))
-        return FakeInFlight(self, slab, frames)
-
-
-class FakeGpuBackend:
-    name = "fake-gpu"
-    device_name = "fake"
-    runs_on_host = False
-
-    def __init__(self, options, log):
-        self.options, self.log = options, log
-        self.rings = []
-
-    def slab_ring(self, slabs, keep_frames):
-        self.rings.append(FakeRing(slabs, self.options, self.log))
-        self.rings[-1].streams = self.options.streams
-        return self.rings[-1]
-
-
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """Batch sizes as submitted; afterwards, every staged frame and every slab was released."""
-    batches: list[int] = []
-    backends = []
+    """The GPU path on a stand-in backend. Gives a function returning the batch sizes
+    submitted so far; afterwards, checks every staged frame and every slab was released."""
+    backends: list[StandInGpuBackend] = []
 
     def select(options):
-        backends.append(FakeGpuBackend(options, batches))
+        # Batches finish up to 2 ms late, at random: out of step with submission.
+        backends.append(StandInGpuBackend(options, max_delay_s=0.002))
         return BackendChoice(backends[-1], None)
 
     monkeypatch.setattr(pipeline, "select_backend", select)
-    yield batches
-    for ring in (ring for backend in backends for ring in backend.rings):
+    rings = lambda: [ring for backend in backends for ring in backend.rings]  # noqa: E731
+    yield lambda: [size for ring in rings() for size in ring.batch_sizes]
+    for ring in rings():
         assert ring.frames.held == {}, "staged frames were never released"
         assert all(event.is_set() for event in ring.free), "a slab was never released"
 
@@ -138,7 +59,7 @@ def test_gpu_path_matches_cpu(fake_gpu, tmp_path, batch, streams):
     shapes = [(20, 30)] * 11 + [(9, 13)] * 3 + [(20, 30)] * 5
     folder = make_frames(tmp_path / "in", shapes)
     summary = edgecli.process(folder, tmp_path / "out", batch=batch, streams=streams, workers=2)
-    assert summary.frames == len(shapes) and summary.backend == "fake-gpu"
+    assert summary.frames == len(shapes) and summary.backend == "stand-in-gpu"
     assert summary.gpu_busy_fraction is not None
     assert {"upload", "kernel", "download"} <= set(summary.stages)
     assert set(summary.main_thread_waits_s) == {"decode", "submit", "gpu", "encode"}
@@ -150,7 +71,7 @@ def test_gpu_path_matches_cpu(fake_gpu, tmp_path, batch, streams):
     expected = []
     for run in (11, 3, 5):
         expected += [batch] * (run // batch) + ([run % batch] if run % batch else [])
-    assert fake_gpu == expected
+    assert fake_gpu() == expected
 
 
 def test_gpu_path_video_order(fake_gpu, tmp_path):

@@ -1,0 +1,267 @@
+"""Stand-in backends, for tests and benchmarks on machines without a GPU.
+
+A normal run never uses this module. The pipeline drives the CUDA backend through a small
+protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size, keep_frames)``
+gives a ring whose ``frames.stage`` copies a decoded frame into a recycled buffer on the
+decoding thread and whose ``frames.release`` takes it back, and whose ``submit(frames)``
+returns a batch in flight with ``result()`` (wait; edge maps and GPU milliseconds) and
+``release()`` (its encoders are done with the output). :class:`StandInGpuBackend` implements
+that protocol with host memory and one thread per batch in place of a CUDA stream, so the
+pipeline's batching, ordering, slab reuse and bounded memory run anywhere, and it checks
+the pipeline keeps the protocol's rules. What it computes is a function it is given: the
+CPU reference (tests), or :class:`PrecomputedEdges` (a zero-cost backend, for measuring the
+pipeline's own ceiling in ``benchmarks/e2e.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .params import Options
+from .reference import detect_batch
+from .sources import discover
+
+# How long a stand-in slab waits for its encoders before calling it a deadlock.
+SLAB_TIMEOUT_S = 30.0
+
+Compute = Callable[[Sequence[np.ndarray]], Sequence[np.ndarray]]
+
+
+class HostFrames:
+    """Stands in for ``streaming.PinnedFrames``: recycled (pageable) host buffers.
+
+    Like the pinned ones they are reused, so staging costs one copy into memory that is
+    already mapped, as it does on the GPU path. ``held`` maps ``id`` of each staged frame
+    not yet released to the frame.
+    """
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.free: dict[int, list[np.ndarray]] = defaultdict(list)
+        self.idle = 0
+        self.held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(view) -> view, buffer
+
+    def stage(self, pixels: np.ndarray) -> np.ndarray:
+        with self.lock:
+            free = self.free[pixels.nbytes]
+            buffer = free.pop() if free else None
+            self.idle -= buffer is not None
+        if buffer is None:
+            buffer = np.empty(pixels.nbytes, np.uint8)
+        view = buffer.reshape(pixels.shape)
+        np.copyto(view, pixels)
+        with self.lock:
+            self.held[id(view)] = (view, buffer)
+        return view
+
+    def release(self, view: np.ndarray) -> None:
+        with self.lock:
+            if id(view) not in self.held:
+                raise RuntimeError("released a frame that was not staged, or released it twice")
+            _, buffer = self.held.pop(id(view))
+            if self.idle < self.keep:
+                self.free[buffer.nbytes].append(buffer)
+                self.idle += 1
+
+
+class StandInBatch:
+    """A submitted batch, computed on a thread of its own as a CUDA stream would."""
+
+    def __init__(self, ring: StandInRing, slab: int, frames: list[np.ndarray], delay_s: float):
+        self.ring, self.slab = ring, slab
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.edges: np.ndarray | None = None
+        self.gpu_ms: dict[str, float] = {}
+        args = (frames, delay_s)
+        threading.Thread(target=self._run, args=args, name="edgecli-stand-in", daemon=True).start()
+
+    def _run(self, frames: list[np.ndarray], delay_s: float) -> None:
+        try:
+            if delay_s:
+                time.sleep(delay_s)
+            start = time.perf_counter()
+            edges = self.ring.compute(frames)
+            n, (h, w) = len(frames), frames[0].shape[:2]
+            # Like the real slab, the result lives in the slab's one output buffer, which
+            # the slab's next batch overwrites: a slab released before its encoders finished
+            # shows up as wrong pixels in the PNGs.
+            out = self.ring.outputs[self.slab]
+            if out is None or out.size < n * h * w:
+                out = self.ring.outputs[self.slab] = np.empty(n * h * w, np.uint8)
+            view = out[: n * h * w].reshape(n, h, w)
+            for i, frame_edges in enumerate(edges):
+                np.copyto(view[i], frame_edges)
+            self.edges = view
+            self.gpu_ms = {
+                "upload": 0.0,
+                "kernel": (time.perf_counter() - start) * 1e3,
+                "download": 0.0,
+            }
+        except BaseException as exc:  # re-raised by result(), on the pipeline's thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def result(self) -> tuple[np.ndarray, dict[str, float]]:
+        self.done.wait()
+        with self.ring.lock:
+            self.ring.collected += 1
+        if self.error is not None:
+            raise self.error
+        return self.edges, self.gpu_ms
+
+    def release(self) -> None:
+        self.ring.free[self.slab].set()
+
+
+class StandInRing:
+    """Stands in for ``streaming.SlabRing``: ``size`` slabs used in turn, each with one
+    output buffer, and staging buffers for the frames.
+
+    It raises if the pipeline breaks the protocol: more than ``streams`` batches in flight,
+    a batch of mixed shapes or of frames not staged, a slab never released.
+    """
+
+    def __init__(
+        self, size: int, streams: int, compute: Compute, keep_frames: int, max_delay_s=0.0
+    ):
+        self.size, self.streams, self.compute = size, streams, compute
+        self.max_delay_s = max_delay_s
+        self.rng = np.random.default_rng(0)
+        self.frames = HostFrames(keep_frames)
+        self.lock = threading.Lock()
+        self.free = [threading.Event() for _ in range(size)]
+        for event in self.free:
+            event.set()
+        self.outputs: list[np.ndarray | None] = [None] * size
+        self.turn = self.submitted = self.collected = 0
+        self.batch_sizes: list[int] = []
+
+    def submit(self, frames: list[np.ndarray]) -> StandInBatch:
+        with self.lock:
+            in_flight = self.submitted - self.collected
+        if in_flight >= self.streams:
+            raise RuntimeError(f"{in_flight + 1} batches on the GPU, more than {self.streams}")
+        if len({f.shape for f in frames}) != 1:
+            raise RuntimeError("a batch mixed frame shapes")
+        if not all(id(f) in self.frames.held for f in frames):
+            raise RuntimeError("a batch holds frames that were not staged")
+        slab, self.turn = self.turn, (self.turn + 1) % self.size
+        if not self.free[slab].wait(SLAB_TIMEOUT_S):
+            raise RuntimeError(f"slab {slab} was never released by its encoders")
+        self.free[slab].clear()
+        with self.lock:
+            self.submitted += 1
+        self.batch_sizes.append(len(frames))
+        return StandInBatch(self, slab, frames, self.max_delay_s * self.rng.random())
+
+
+class StandInGpuBackend:
+    """Drives the pipeline's GPU path (``runs_on_host = False``) with host threads.
+
+    ``compute`` maps a batch's frames to their edge maps; by default the CPU reference.
+    ``max_delay_s`` delays each batch by a random time up to it, so batches finish out of
+    step with submission, as on CUDA streams.
+    """
+
+    name = "stand-in-gpu"
+    device_name = "host threads"
+    runs_on_host = False
+
+    def __init__(self, options: Options, compute: Compute | None = None, max_delay_s=0.0):
+        self.options = options
+        self.compute = compute or (lambda frames: detect_batch(np.stack(frames), options))
+        self.max_delay_s = max_delay_s
+        self.rings: list[StandInRing] = []
+
+    def slab_ring(self, slabs: int, keep_frames: int) -> StandInRing:
+        ring = StandInRing(
+            slabs, self.options.streams, self.compute, keep_frames, max_delay_s=self.max_delay_s
+        )
+        self.rings.append(ring)
+        return ring
+
+
+def fingerprint(pixels: np.ndarray) -> bytes:
+    """A digest of a frame's shape and nine of its rows: tells the frames of one input apart
+    in microseconds, where hashing every byte of a 1080p frame would take a millisecond."""
+    rows = pixels[np.linspace(0, pixels.shape[0] - 1, 9).astype(int)]
+    digest = hashlib.blake2b(repr(pixels.shape).encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(rows).data)
+    return digest.digest()
+
+
+class PrecomputedEdges:
+    """Edge maps computed once per distinct frame, then looked up: a backend that costs
+    nothing per frame but gives each frame its real edges, so PNG encoding (whose cost
+    depends on the content) costs what it does in a real run.
+
+    As a backend it runs on the host (``runs_on_host``), like the CPU one; its ``lookup``
+    is the ``compute`` of a :class:`StandInGpuBackend` for the GPU path.
+    """
+
+    name = "precomputed"
+    device_name = "lookup table"
+    runs_on_host = True
+
+    def __init__(self, edges: dict[bytes, np.ndarray]):
+        self.edges = edges
+
+    @classmethod
+    def of_inputs(cls, inputs: Sequence[str | Path], options: Options, workers: int = 1):
+        """Decode every frame each INPUT names, as the pipeline does, and compute its edges.
+
+        Raises ValueError if two frames with different edges share a fingerprint.
+        """
+        edges: dict[bytes, np.ndarray] = {}
+        lock = threading.Lock()
+
+        def add(pixels: np.ndarray) -> None:
+            key = fingerprint(pixels)
+            frame_edges = detect_batch(pixels[np.newaxis], options)[0]
+            frame_edges.flags.writeable = False  # shared by every frame that looks it up
+            with lock:
+                if key in edges and not np.array_equal(edges[key], frame_edges):
+                    raise ValueError("two different frames share a fingerprint")
+                edges[key] = frame_edges
+
+        def decode_add(source) -> None:
+            add(source.decode(options.max_pixels).pixels)
+
+        def tasks():
+            for source in (source for arg in inputs for source in discover(arg)):
+                if source.multi_frame:  # decoded in order here, computed on the pool
+                    for frame in source.frames(options.max_pixels):
+                        yield add, frame.pixels
+                else:
+                    yield decode_add, source
+
+        pending: deque = deque()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for fn, arg in tasks():
+                pending.append(pool.submit(fn, arg))
+                while len(pending) > 2 * workers:  # bounds the frames held at once
+                    pending.popleft().result()
+            while pending:
+                pending.popleft().result()
+        return cls(edges)
+
+    def lookup(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        try:
+            return [self.edges[fingerprint(frame)] for frame in frames]
+        except KeyError:
+            raise KeyError("a frame that was not precomputed") from None
+
+    def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
+        edges = self.lookup(frames_bgr)
+        return edges[0][np.newaxis] if len(edges) == 1 else np.stack(edges)  # 1: no copy

@@ -1,0 +1,102 @@
+"""edgecli.testing's stand-ins, which the pipeline tests and benchmarks/e2e.py build on, and
+``pipeline.run(backend=...)``, which they use."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+import edgecli
+from edgecli import pipeline, testing
+from edgecli.params import Options
+from edgecli.testing import HostFrames, PrecomputedEdges, StandInGpuBackend
+
+from .media import photo, write_video
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Nine frames of two sizes, each a different crop of the sample photographs."""
+    path = tmp_path / "in"
+    path.mkdir()
+    for i in range(9):
+        cv2.imwrite(str(path / f"f{i}.png"), photo(23 + 10 * (i > 5), 31, seed=i)[:, i:])
+    return path
+
+
+def same_outputs(a, b) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir()) and names
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("path", ["host", "gpu"])
+def test_precomputed_edges_write_the_cpu_backends_bytes(folder, tmp_path, path):
+    """The zero-cost backend looks up each frame's real edges: on either pipeline path the
+    PNGs are the CPU backend's, byte for byte."""
+    options = Options(workers=2, batch=4)
+    table = PrecomputedEdges.of_inputs([folder], options, workers=2)
+    assert len(table.edges) == 9
+    backend = table if path == "host" else StandInGpuBackend(options, compute=table.lookup)
+    summary = pipeline.run(folder, tmp_path / "out", options, backend=backend)
+    edgecli.process(folder, tmp_path / "cpu", backend="cpu")
+    assert summary.frames == 9 and summary.backend == backend.name
+    same_outputs(tmp_path / "cpu", tmp_path / "out")
+
+
+def test_precomputed_edges_of_videos(tmp_path):
+    """Every frame of each input is in the table, with the reference's edges."""
+    decoded = write_video(tmp_path / "a.avi", [photo(16, 24, seed=i) for i in range(5)])
+    decoded += write_video(tmp_path / "b.avi", [photo(16, 24, seed=i)[::-1] for i in range(3)])
+    inputs = [tmp_path / "a.avi", tmp_path / "b.avi"]
+    table = PrecomputedEdges.of_inputs(inputs, Options(), workers=2)
+    for frame in decoded:
+        np.testing.assert_array_equal(
+            table.detect(frame[np.newaxis])[0], edgecli.detect_edges(frame, backend="cpu")
+        )
+
+
+def test_lookup_of_an_unknown_frame_fails(folder):
+    """A frame that was not precomputed is an error, never some other frame's edges."""
+    table = PrecomputedEdges.of_inputs([folder], Options(), workers=1)
+    with pytest.raises(KeyError, match="not precomputed"):
+        table.lookup([photo(23, 31, seed=99)])
+
+
+def test_fingerprint_tells_shifted_frames_apart():
+    """Frames one pixel apart in a pan, or of another shape, have different fingerprints."""
+    frame = photo(64, 96)
+    prints = {testing.fingerprint(f) for f in (frame[:, 1:], frame[:, :-1], frame, frame[1:])}
+    assert len(prints) == 4
+    assert testing.fingerprint(frame) == testing.fingerprint(frame.copy())
+
+
+def test_run_uses_the_backend_it_is_given(folder, tmp_path, monkeypatch):
+    """pipeline.run(backend=...) selects no backend of its own."""
+
+    def refuse(options):
+        raise AssertionError("select_backend was called")
+
+    monkeypatch.setattr(pipeline, "select_backend", refuse)
+    backend = StandInGpuBackend(Options())
+    summary = pipeline.run(folder, tmp_path / "out", Options(batch=3), backend=backend)
+    assert summary.backend == "stand-in-gpu" and summary.frames == 9
+    assert sum(backend.rings[0].batch_sizes) == 9
+
+
+def test_host_frames_recycle_buffers():
+    """A released staging buffer is reused for the next frame of its size; releasing a
+    frame that is not held is an error."""
+    frames = HostFrames(keep=4)
+    first = frames.stage(photo(8, 8))
+    address = first.ctypes.data
+    frames.release(first)
+    second = frames.stage(photo(8, 8, seed=1))
+    assert second.ctypes.data == address
+    np.testing.assert_array_equal(second, photo(8, 8, seed=1))
+    frames.release(second)
+    assert frames.held == {}
+    with pytest.raises(RuntimeError, match="not staged"):
+        frames.release(second)
