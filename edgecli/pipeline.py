@@ -61,8 +61,10 @@ class FrameReader:
     Still images decode on the pool. A video or multi-frame file decodes in order from its
     one reader, on a thread of its own, so that reader never waits for the consumer. Frames
     whose output ``wanted`` rejects (they exist already, under --skip-existing) are not
-    decoded where that can be avoided. ``stage``, if given, runs on the decoding thread on
-    each frame's pixels (the CUDA backend copies them into pinned memory there).
+    decoded where that can be avoided. ``stage``, if given, runs on each frame's pixels on a
+    pool thread (the CUDA backend copies them into pinned memory there): for a still image
+    right after decoding it, on the same thread; for a sequence's frames, not on its reader,
+    whose thread is the one serial step of a video's decode.
     """
 
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, stage):
@@ -102,7 +104,6 @@ class FrameReader:
             if not self.wanted(frame.out_name):
                 self.skipped_existing += 1
                 continue
-            frame = self._ready(frame)
             self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
@@ -154,7 +155,11 @@ class FrameReader:
         for source in sources:
             if source.multi_frame:
                 for item in self._sequence(source):
-                    pending.append(_done(item))
+                    # Staged on the pool, which is idle on video, so the reader only reads:
+                    # its thread is the serial step of a video, and a 1080p frame's copy
+                    # (6 MB) would add to every frame's time there.
+                    stage = self.stage is not None and isinstance(item, Frame)
+                    pending.append(self.pool.submit(self._ready, item) if stage else _done(item))
                     while len(pending) >= self.window:
                         yield oldest()
             elif self.wanted(source.out_name):

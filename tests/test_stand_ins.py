@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import cv2
 import numpy as np
 import pytest
@@ -100,3 +102,24 @@ def test_host_frames_recycle_buffers():
     assert frames.held == {}
     with pytest.raises(RuntimeError, match="not staged"):
         frames.release(second)
+
+
+def test_video_frames_are_staged_on_the_pool(tmp_path, monkeypatch):
+    """A video's frames are copied into staging buffers on the decode pool's threads, not on
+    the reader's (the one serial step of a video); the PNGs are the CPU backend's."""
+    threads: set[str] = set()
+    stage = HostFrames.stage
+
+    def recording(self, pixels):
+        threads.add(threading.current_thread().name.rsplit("_", 1)[0])
+        return stage(self, pixels)
+
+    monkeypatch.setattr(HostFrames, "stage", recording)
+    write_video(tmp_path / "clip.avi", [photo(16, 24, seed=i) for i in range(12)])
+    options = Options(workers=2, batch=4)
+    backend = StandInGpuBackend(options, max_delay_s=0.002)
+    pipeline.run(tmp_path / "clip.avi", tmp_path / "out", options, backend=backend)
+    edgecli.process(tmp_path / "clip.avi", tmp_path / "cpu", backend="cpu")
+    assert threads == {"edgecli-decode"}
+    same_outputs(tmp_path / "cpu", tmp_path / "out")
+    assert backend.rings[0].frames.held == {}
