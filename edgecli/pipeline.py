@@ -2,10 +2,10 @@
 
 Two thread pools do the host work: one decodes, one encodes and writes (and, for the CPU
 backend, computes first, so every core computes). OpenCV and NumPy release the GIL in their
-heavy loops, so threads scale over cores without copying frames between processes. Queues
-are bounded: at most
-``window`` decoded frames and ``window`` unwritten edge maps exist at once, whatever the
-number of frames.
+heavy loops, so threads scale over cores without copying frames between processes. The main
+thread feeds the decode pool, batches, drives the GPU and hands edge maps to the encoders.
+Queues are bounded: at most ``window`` decoded frames and ``window`` unwritten edge maps exist
+at once, whatever the number of frames.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,14 +46,61 @@ def _done(value) -> Future:
 
 
 class _End:
-    """Marks the end of a sequence reader's queue."""
+    """Marks the end of a read-ahead queue."""
 
 
 @dataclass(frozen=True)
 class _Raised:
-    """An exception on a sequence reader's thread, handed to the consumer to re-raise."""
+    """An exception on a read-ahead thread, handed to the consumer to re-raise."""
 
     error: BaseException
+
+
+def run_ahead(items: Iterable, depth: int, name: str, waits: WaitClock, stage: str) -> Iterator:
+    """Iterate ``items`` on a thread of its own, at most ``depth`` items ahead of the consumer.
+
+    The consumer gets the items in order, with the time it waits for them in ``waits`` under
+    ``stage``; an exception on the thread is raised in the consumer, and closing the returned
+    generator stops the thread (at its next item) and waits for it.
+    """
+    queued: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():  # time out now and then, so a stop is seen
+            try:
+                queued.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(item):
+                    return
+            put(_End)
+        except BaseException as exc:  # re-raised on the consumer's thread
+            put(_Raised(exc))
+
+    def consume() -> Iterator:
+        thread = threading.Thread(target=produce, name=name, daemon=True)
+        thread.start()
+        try:
+            while True:
+                with waits.timed(stage):
+                    item = queued.get()
+                if item is _End:
+                    return
+                if isinstance(item, _Raised):
+                    raise item.error
+                yield item
+        finally:
+            stop.set()
+            thread.join()
+
+    return consume()
 
 
 class FrameReader:
@@ -107,43 +155,13 @@ class FrameReader:
             self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
-    def _next(self, items: queue.Queue):
-        with self.waits.timed("decode"):
-            return items.get()
-
     def _sequence(self, source) -> Iterator[Frame | Failure]:
         """The items of one sequence, decoded ahead on a reader thread (bounded queue)."""
-        items: queue.Queue = queue.Queue(maxsize=self.window)
-        stop = threading.Event()
-
-        def put(item) -> bool:
-            while not stop.is_set():  # time out now and then, so a stop is seen
-                try:
-                    items.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def read() -> None:
-            try:
-                for item in self._sequence_items(source):
-                    if not put(item):
-                        return
-                put(_End)
-            except BaseException as exc:  # re-raised on the consumer's thread
-                put(_Raised(exc))
-
-        reader = threading.Thread(target=read, name="edgecli-reader", daemon=True)
-        reader.start()
-        try:
-            while (item := self._next(items)) is not _End:
-                if isinstance(item, _Raised):
-                    raise item.error
-                yield item
-        finally:
-            stop.set()
-            reader.join()
+        ahead = run_ahead(
+            self._sequence_items(source), self.window, "edgecli-reader", self.waits, "decode"
+        )
+        with closing(ahead):
+            yield from ahead
 
     def frames(self, sources: list) -> Iterator[Frame | Failure]:
         pending: deque[Future] = deque()
