@@ -15,37 +15,32 @@
 // clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.shared_bytes() per
 // block, which gpu.py allows past the 48 KB default.
 //
-// Work: the frames are cut into items of 256 columns x TILE_H rows; item i of frame n is work
+// Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
 // item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
 // g + (warps in the grid), ... Each warp owns one item's worth of staged rows in shared memory,
 // as a ring of SLOTS slots of SLOT_ROWS rows with one mbarrier each, and never waits for
 // another warp. Per item:
 //   1. stage (lane s, one row each): the BGR input row y0 - 1 + s, clipped to the columns
-//      x0 - 1 .. x0 + 256, is copied into staged row s by the bulk-copy engine (one
+//      x0 - 1 .. x0 + 128, is copied into staged row s by the bulk-copy engine (one
 //      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
 //      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for the
 //      constant border and for rows past the bottom halo. Each lane plans its row's copy for
 //      the next item when the warp starts an item, and issues it as soon as the warp has read
 //      the slot that row goes to: the next item's rows stream in one slot behind this item's.
 //   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
-//      x0 - 1 and x0 + 256, of staged row s, per the border mode.
-//   3. rows (all lanes): an item is two halves of 128 columns; lane l owns pixels
-//      x0 + 4l .. x0 + 4l + 3 of the left half and the same 128 columns further right. Walking
-//      down the staged rows, it turns each group's 12 bytes into luma (two dp2a a pixel),
-//      fetches the neighbouring lanes' edge pixels with shuffles (lanes 0 and 31 get the halo,
-//      or the other half's edge pixel), computes the horizontal smooth and difference of the
-//      row, and, three rows in hand, Gx, Gy, the threshold and a 4-byte store per half. Two
-//      pixels per 32-bit register throughout; the rows are unrolled, so the three rows in hand
-//      rotate through registers without copies.
-//   (Staging 256 columns a row rather than 128 halves the share of the halo's 32-byte sectors
-//   in what a row moves through L2, which is what bounds this kernel: benchmarks/RESULTS.md.)
+//      x0 - 1 and x0 + 128, of staged row s, per the border mode.
+//   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
+//      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
+//      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
+//      horizontal smooth and difference of the row, and, three rows in hand, Gx, Gy, the
+//      threshold and one 4-byte store. Two pixels per 32-bit register throughout; the rows are
+//      unrolled, so the three rows in hand rotate through registers without copies.
 //
-// Items of frames whose width is a multiple of 16 (every common video width) whose rows are all
-// in the frame and whose halves are each whole or (the right one) past the frame's edge take a
-// fast path: one staged-row skew for the whole item, word-aligned loads, no bounds checks.
-// Other items (a right half cut by the frame's edge, the bottom row of items of heights that
-// are not a multiple of TILE_H, widths not a multiple of 16) take a general path with the same
-// arithmetic.
+// Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
+// common video width) take a fast path: one staged-row skew for the whole item, word-aligned
+// loads, no bounds checks. Other items (the right-hand column of tiles of other widths, the
+// bottom row of tiles of heights that are not a multiple of TILE_H, widths not a multiple of
+// 16) take a general path with the same arithmetic.
 //
 // No #include: NVRTC compiles this file as it is.
 
@@ -81,15 +76,14 @@ typedef unsigned long long u64;
 
 // ---- geometry ---------------------------------------------------------------------------------
 #define FULL_MASK 0xFFFFFFFFu
-#define HALF_W 128                                  // 32 lanes x 4 pixels
-#define TILE_W (2 * HALF_W)                         // two halves side by side, one copy a row
+#define TILE_W 128                                  // 32 lanes x 4 pixels
 #define TILE_H EDGES_TILE_H
 #define WARPS EDGES_WARPS
 #define THREADS (32 * WARPS)
 #define STAGED_ROWS (TILE_H + 2)                    // one row of halo above and below
 // A staged row: a 16-byte aligned window over the input row that covers the pixels
-// x0 - 1 .. x0 + 256, starting up to 15 bytes early. Every read of step 2 and 3 ends before
-// byte 789 (see row_luma), so 800 bytes.
+// x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
+// byte 405 (see row_luma), so 416 bytes.
 #define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
 #define SLOTS 4                                     // the ring of staged rows: one item's worth
 #define SLOT_ROWS (STAGED_ROWS / SLOTS)
@@ -98,7 +92,7 @@ typedef unsigned long long u64;
 static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
               "EDGES_TILE_H: 6, 18 or 30");
 static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
-static_assert(STAGE_STRIDE == 800, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 800");
+static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 416");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
@@ -355,31 +349,28 @@ __device__ __forceinline__ void issue_row(const RowCopy& c, unsigned char* dst, 
 // What a lane needs to process one item's rows.
 struct Lane {
     int lane;
-    int x;              // its first pixel's column in the left half (x + HALF_W in the right)
+    int x;              // its first pixel's column
     int offset;         // fast path: byte offset of that pixel in every staged row
-    bool right_half;    // the item has a right half: x0 + HALF_W < width
     int left, right;    // byte offsets of the halo columns' pixels in a staged row (less its
-                        // skew), or -1 where the border makes them luma 0: x0 - 1, and
-                        // x0 + TILE_W (x0 + HALF_W for an item with no right half)
+                        // skew), or -1 where the border makes them luma 0
 };
 
-// The 4 pixels from column x of one staged row as luma, (p0, p2) and (p1, p3). `offset`: where
-// x starts in every staged row (fast path); `skew`: the row's (general path).
+// The lane's 4 pixels of one staged row as luma, (p0, p2) and (p1, p3). `skew`: the row's
+// (general path).
 template <bool FAST>
 __device__ __forceinline__ void row_luma(const unsigned char* srow, int skew, const Item& it,
-                                         const Frames& f, int x, int offset, u32& even,
-                                         u32& odd) {
+                                         const Frames& f, const Lane& ln, u32& even, u32& odd) {
     if (FAST) {
         // Every staged row has the same skew and the lane's pixels start word-aligned; the
-        // right half's last lane reads bytes up to 16 + 3 * 252 + 11 = 783.
-        const u32* w = reinterpret_cast<const u32*>(srow + offset);
+        // last lane reads bytes up to offset + 12 * 31 + 11 <= 18 + 383 = 401.
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
         luma4(w[0], w[1], w[2], even, odd);
         return;
     }
-    offset = skew + 3 * (x - it.xs);
-    if (x + 3 < f.width) {
+    const int offset = skew + 3 * (ln.x - it.xs);
+    if (ln.x + 3 < f.width) {
         // Realign from 4-byte words (the same shift for every lane: lanes are 12 bytes apart).
-        // Reads end before byte (offset & ~3) + 16 <= 15 + 3 * 252 + 16 = 787.
+        // Reads end before byte (offset & ~3) + 16 <= 405.
         const u32* w = reinterpret_cast<const u32*>(srow) + (offset >> 2);
         const u32 sel = 0x3210u + 0x1111u * (u32)(offset & 3);
         const u32 a = w[0], b = w[1], c = w[2], d = w[3];
@@ -390,7 +381,7 @@ __device__ __forceinline__ void row_luma(const unsigned char* srow, int skew, co
         u32 y[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int xj = border_source(x + j, f.width);
+            const int xj = border_source(ln.x + j, f.width);
             y[j] = xj >= 0 ? staged_luma(srow, skew + 3 * (xj - it.xs)) : 0u;
         }
         even = y[0] | (y[2] << 16);
@@ -399,16 +390,40 @@ __device__ __forceinline__ void row_luma(const unsigned char* srow, int skew, co
 }
 
 // Step 2, lane s: the halo luma of staged row s, `srow` (skew `skew`), x0 - 1 in bits 16..23 and
-// the column right of the item in bits 0..7.
+// x0 + 128 in bits 0..7.
 __device__ __forceinline__ u32 row_halo(const unsigned char* srow, int skew, const Lane& ln) {
     const u32 yl = ln.left < 0 ? 0u : staged_luma(srow, skew + ln.left);
     const u32 yr = ln.right < 0 ? 0u : staged_luma(srow, skew + ln.right);
     return (yl << 16) | yr;
 }
 
-// The horizontal smooth and difference of 4 pixels, (p0, p2) in `e` and (p1, p3) in `o`, from
-// `left` (high lane: p-1) and `right` (low lane: p4).
-__device__ __forceinline__ Horizontal horizontal4(u32 left, u32 e, u32 o, u32 right) {
+// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels. Lane s
+// holds the row's halo and skew.
+template <bool FAST>
+__device__ __forceinline__ Horizontal horizontal(const unsigned char* srow, int s, u32 halo,
+                                                 int skew, const Item& it, const Frames& f,
+                                                 const Lane& ln) {
+#ifdef EDGES_PROBE_STAGING
+    // benchmarks/kernel.py --probes only: the row's three words, no arithmetic, so that what
+    // is left is staging, waiting and storing.
+    if (FAST) {
+        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
+        Horizontal p;
+        p.smooth_even = w[0];
+        p.smooth_odd = w[1];
+        p.diff_even = w[2];
+        p.diff_odd = halo;
+        return p;
+    }
+#endif
+    u32 e, o;
+    row_luma<FAST>(srow, FAST ? 0 : __shfl_sync(FULL_MASK, skew, s), it, f, ln, e, o);
+    // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
+    // right neighbour's even word. The shuffles rotate: lane 0 reads lane 31, which sends the
+    // left halo instead of its odd word, and lane 31 reads lane 0, which sends the right halo.
+    const u32 row_halo = __shfl_sync(FULL_MASK, halo, s);
+    const u32 left = __shfl_sync(FULL_MASK, ln.lane == 31 ? row_halo : o, (ln.lane + 31) & 31);
+    const u32 right = __shfl_sync(FULL_MASK, ln.lane == 0 ? row_halo : e, (ln.lane + 1) & 31);
     const u32 l_even = shift_lanes(left, o);        // (p-1, p1): left of (p0, p2)
     const u32 r_odd = shift_lanes(e, right);        // (p2, p4): right of (p1, p3)
     Horizontal h;
@@ -419,65 +434,21 @@ __device__ __forceinline__ Horizontal horizontal4(u32 left, u32 e, u32 o, u32 ri
     return h;
 }
 
-// Staged row s: luma, then the horizontal smooth and difference of the lane's 4 pixels in each
-// half (`a`: left, `b`: right). Lane s holds the row's halo and skew.
+// Output row t of the item (image row y0 + t), whose lane's 4 pixels start at `dst`.
 template <bool FAST>
-__device__ __forceinline__ void horizontal(const unsigned char* srow, int s, u32 halo, int skew,
-                                           const Item& it, const Frames& f, const Lane& ln,
-                                           Horizontal& a, Horizontal& b) {
-#ifdef EDGES_PROBE_STAGING
-    // benchmarks/kernel.py --probes only: the row's words, no arithmetic, so that what is left
-    // is staging, waiting and storing.
-    if (FAST) {
-        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
-        const u32* v = reinterpret_cast<const u32*>(srow + ln.offset + 3 * HALF_W);
-        a.smooth_even = w[0];
-        a.smooth_odd = w[1];
-        a.diff_even = w[2];
-        a.diff_odd = halo;
-        b.smooth_even = v[0];
-        b.smooth_odd = v[1];
-        b.diff_even = v[2];
-        b.diff_odd = halo;
-        return;
-    }
-#endif
-    const int row_skew = FAST ? 0 : __shfl_sync(FULL_MASK, skew, s);
-    u32 ea, oa, eb, ob;
-    row_luma<FAST>(srow, row_skew, it, f, ln.x, ln.offset, ea, oa);
-    row_luma<FAST>(srow, row_skew, it, f, ln.x + HALF_W, ln.offset + 3 * HALF_W, eb, ob);
-    // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
-    // right neighbour's even word. The shuffles rotate: lane 0 reads lane 31 and lane 31 reads
-    // lane 0, which send what the other needs instead of their own word: for the left half,
-    // the halo at x0 - 1, and the right half's first pixel x0 + 128 (or, with no right half,
-    // the halo at x0 + 128); for the right half, the left half's last pixel x0 + 127, and the
-    // halo at x0 + 256.
-    const int lane = ln.lane;
-    const u32 row_halo = __shfl_sync(FULL_MASK, halo, s);
-    const u32 a_left = __shfl_sync(FULL_MASK, lane == 31 ? row_halo : oa, (lane + 31) & 31);
-    const u32 a_right = __shfl_sync(FULL_MASK, lane == 0 ? (ln.right_half ? eb : row_halo) : ea,
-                                    (lane + 1) & 31);
-    const u32 b_left = __shfl_sync(FULL_MASK, lane == 31 ? oa : ob, (lane + 31) & 31);
-    const u32 b_right = __shfl_sync(FULL_MASK, lane == 0 ? row_halo : eb, (lane + 1) & 31);
-    a = horizontal4(a_left, ea, oa, a_right);
-    b = horizontal4(b_left, eb, ob, b_right);
-}
-
-// Output row t of the item (image row y0 + t): the 4 pixels from column x, at `dst`.
-template <bool FAST>
-__device__ __forceinline__ void store_row(unsigned char* dst, int t, int x, const Item& it,
-                                          const Frames& f, u32 out) {
+__device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item& it,
+                                          const Frames& f, const Lane& ln, u32 out) {
     if (FAST) {
         *reinterpret_cast<u32*>(dst) = out;   // width % 16 == 0 and edges 4-byte aligned
         return;
     }
-    if (it.y0 + t >= f.height || x >= f.width) return;
-    if (x + 3 < f.width && ((u64)dst & 3ull) == 0) {
+    if (it.y0 + t >= f.height || ln.x >= f.width) return;
+    if (ln.x + 3 < f.width && ((u64)dst & 3ull) == 0) {
         *reinterpret_cast<u32*>(dst) = out;
     } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            if (x + j < f.width) dst[j] = (unsigned char)(out >> (8 * j));
+            if (ln.x + j < f.width) dst[j] = (unsigned char)(out >> (8 * j));
     }
 }
 
@@ -494,7 +465,7 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
     unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
     const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
     unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
-    Horizontal a[3], b[3];  // the left and right halves
+    Horizontal h[3];
     u32 halo = 0u;
 #pragma unroll
     for (int s = 0; s < STAGED_ROWS; ++s) {
@@ -503,7 +474,7 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
             barrier_wait(&bars[j], parity);
             if (my_slot == j) halo = row_halo(my_row, skew, ln);
         }
-        horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln, a[s % 3], b[s % 3]);
+        h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
         if (s % SLOT_ROWS == SLOT_ROWS - 1) {
             __syncwarp();  // every lane has read the slot
             if (has_next && my_slot == j) {
@@ -512,12 +483,8 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
             }
         }
         if (s >= 2) {
-            unsigned char* out = dst + (u64)(s - 2) * row;
-            store_row<FAST>(out, s - 2, ln.x, it, f, sobel4(a[(s - 2) % 3], a[(s - 1) % 3], a[s % 3], k));
-            if (!FAST || ln.right_half) {
-                const u32 right = sobel4(b[(s - 2) % 3], b[(s - 1) % 3], b[s % 3], k);
-                store_row<FAST>(out + HALF_W, s - 2, ln.x + HALF_W, it, f, right);
-            }
+            const u32 out = sobel4(h[(s - 2) % 3], h[(s - 1) % 3], h[s % 3], k);
+            store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
         }
     }
 }
@@ -528,7 +495,7 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
 // grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
 //         edgecli.kernels.shared_bytes() of dynamic shared memory; n_items = n_frames *
-//         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 256).
+//         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
 // (The 1: at most one block per SM is assumed, which leaves ptxas the registers it wants; shared
 // memory, not registers, sets how many blocks share an SM.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -581,15 +548,12 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         ln.x = it.x0 + 4 * lane;
         // In a fast item every staged row starts at byte 3 * xs of a 16-byte aligned row.
         ln.offset = ((3 * it.xs) & 15) + 3 * (ln.x - it.xs);
-        ln.right_half = it.x0 + HALF_W < width;
         const int xl = border_source(it.x0 - 1, width);
-        const int xr = border_source(it.x0 + (ln.right_half ? TILE_W : HALF_W), width);
+        const int xr = border_source(it.x0 + TILE_W, width);
         ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
         ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
         const u32 parity = round & 1;  // each slot's barrier completes once per item
-        // Fast: every row whole, and each half either whole or (the right one) absent.
-        const bool whole = it.x0 + TILE_W <= width || it.x0 + HALF_W == width;
-        if (fast_frames && whole && it.y0 + TILE_H <= height)
+        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
             item_rows<true>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
         else
             item_rows<false>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);

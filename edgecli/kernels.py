@@ -26,21 +26,21 @@ from .params import BORDERS, NORMS
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
 
-# The work item one warp computes: 256 columns (two halves of 32 lanes x 4 pixels) by TILE_H
-# rows, staged as TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane
-# walks the rows three at a time) and TILE_H + 2 a multiple of SLOTS: 6, 18 or 30. 30 divides
-# 480, 720, 1080 and 2160. WARPS warps per block, each on its own items with its own ring: the
-# block only groups them. See benchmarks/RESULTS.md for the alternatives measured.
-TILE_W = 256
+# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
+# TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane walks the rows three
+# at a time) and TILE_H + 2 a multiple of SLOTS: 6, 18 or 30. 30 divides 480, 720, 1080 and 2160.
+# WARPS warps per block, each on its own items with its own ring: the block only groups them.
+# See benchmarks/RESULTS.md for the alternatives measured.
+TILE_W = 128
 TILE_H = 30
 WARPS = 4
 SLOTS = 4
 TILE_HEIGHTS = (6, 18, 30)
 MAX_WARPS = 8
 # Shared memory: one ring of TILE_H + 2 rows of STAGE_STRIDE bytes per warp (dynamic), and
-# SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 800 = 204,800 bytes a block:
+# SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block:
 # within what an sm_90 block may opt in to (227 KB); gpu.py checks the device's own limit.
-STAGE_STRIDE = 800
+STAGE_STRIDE = 416
 
 CHECK_ARCH = "sm_90"
 

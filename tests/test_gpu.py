@@ -21,8 +21,8 @@ pytestmark = pytest.mark.gpu
 
 POISON = 0x5A  # neither 0 nor 255: a pixel the kernel never wrote cannot pass
 THRESHOLDS = (0, 1, 100, 2040, 5000)
-# Work items are 256 columns (two halves of 128) x 30 rows. Items of widths that are multiples of
-# 16 whose halves are whole or absent take the kernel's fast path; the rest the general one.
+# Work items are 128 columns x 30 rows. Whole items of widths that are multiples of 16 take the
+# kernel's fast path; the rest (and the right and bottom edges) the general one.
 SHAPES = [
     (1, 1),
     (1, 37),
@@ -31,9 +31,8 @@ SHAPES = [
     (2, 2),
     (17, 31),
     (33, 65),
-    (30, 128),  # one item with no right half
-    (33, 384),  # a whole item beside one with no right half
-    (61, 144),  # a right half cut to 16 columns; a 1-row bottom item
+    (30, 128),  # one whole item
+    (61, 144),  # fast items beside a 16-column edge item; a 1-row bottom item
     (37, 100),  # width % 16 == 4: each row starts at its own skew
     (481, 641),
     (1080, 1920),

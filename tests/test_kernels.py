@@ -98,8 +98,8 @@ def test_shared_memory_size_matches_the_source():
     asserts, for one ring of tile_h + 2 rows per warp."""
     assert f"STAGE_STRIDE == {kernels.STAGE_STRIDE}" in kernel_source()
     assert f"#define SLOTS {kernels.SLOTS}" in kernel_source()
-    assert Variant().shared_bytes == 4 * 32 * 800
-    assert Variant(tile_h=18, warps=8).shared_bytes == 8 * 20 * 800
+    assert Variant().shared_bytes == 4 * 32 * 416
+    assert Variant(tile_h=18, warps=8).shared_bytes == 8 * 20 * 416
 
 
 @needs_nvcc
