@@ -11,9 +11,10 @@
 //   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
 //                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
+//   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
-// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.shared_bytes() per
-// block, which gpu.py allows past the 48 KB default.
+// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.Variant.shared_bytes
+// per block, which gpu.py allows past the 48 KB default.
 //
 // Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
 // item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
@@ -92,7 +93,7 @@ typedef unsigned long long u64;
 static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
               "EDGES_TILE_H: 6, 18 or 30");
 static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
-static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.shared_bytes() assumes 416");
+static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.STAGE_STRIDE says 416");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
@@ -494,10 +495,10 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
 // frames: n_frames x height x width x 3 bytes (BGR), 16-byte aligned, C-contiguous.
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
 // grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
-//         edgecli.kernels.shared_bytes() of dynamic shared memory; n_items = n_frames *
+//         edgecli.kernels.Variant.shared_bytes of dynamic shared memory; n_items = n_frames *
 //         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
-// (The 1: at most one block per SM is assumed, which leaves ptxas the registers it wants; shared
-// memory, not registers, sets how many blocks share an SM.)
+// (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, 94-108 and
+// no spills; shared memory, not registers, sets how many blocks share an SM: 4 of 4 warps.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
