@@ -16,7 +16,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,11 +156,10 @@ class FrameReader:
 
     def _sequence(self, source) -> Iterator[Frame | Failure]:
         """The items of one sequence, decoded ahead on a reader thread (bounded queue)."""
-        ahead = run_ahead(
+        # Closing this generator closes run_ahead's (yield from passes the close on).
+        yield from run_ahead(
             self._sequence_items(source), self.window, "edgecli-reader", self.waits, "decode"
         )
-        with closing(ahead):
-            yield from ahead
 
     def frames(self, sources: list) -> Iterator[Frame | Failure]:
         pending: deque[Future] = deque()
