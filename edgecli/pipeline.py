@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +184,21 @@ def gather_frames(frames: list[np.ndarray], out: np.ndarray) -> None:
         np.copyto(out[i], frame)
 
 
+def gather_on(pool: ThreadPoolExecutor):
+    """A gather (see :func:`gather_frames`) that copies each frame as a task on ``pool``
+    and returns once all are done: the copies run in parallel, and the caller blocks once."""
+
+    def gather(frames: list[np.ndarray], out: np.ndarray) -> None:
+        copies = [
+            pool.submit(gather_frames, [frame], out[i : i + 1]) for i, frame in enumerate(frames)
+        ]
+        wait(copies)
+        for copy in copies:
+            copy.result()  # raises a copy's error, if any
+
+    return gather
+
+
 def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Frame]]:
     """Consecutive frames grouped up to ``size``; a change of frame shape ends a batch."""
     batch: list[Frame] = []
@@ -217,6 +232,11 @@ class CountDown:
 # encodes before every submit. (On 240-frame runs on the H200 this made no difference that
 # the noise let us see: benchmarks/RESULTS.md, version 4.)
 SPARE_SLABS = 2
+
+# Threads copying a batch's frames into its slab's pinned input, one frame per task. One
+# thread copies a 1080p frame (6 MB) in about 1 ms; JPEG input on 16 cores decodes about 1000
+# frames a second, which would keep a single thread busy all the time.
+GATHER_THREADS = 4
 
 
 def run_on_gpu(
@@ -376,23 +396,20 @@ def run(
     # codec floor on JPEG input). The OS shares the cores between the two.
     decode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-decode")
     encode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-encode")
-    # One thread copies each batch into its slab's pinned memory (a task of its own: behind
-    # the decode pool's FIFO queue it would wait for a window of decodes).
-    gather_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edgecli-gather")
+    # Threads of their own copy each batch into its slab's pinned memory: behind the decode
+    # pool's FIFO queue the copies would wait for a window of decodes.
+    gather_pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="edgecli-gather")
     with decode_pool, encode_pool, gather_pool:
         writer = Writer(encode_pool, out_dir, options, clock, window, lambda: bar.update(1))
         reader = FrameReader(decode_pool, clock, options, wanted, window)
         ring = None
         if not backend.runs_on_host:
-            # A batch is copied into its slab's pinned memory by one task on the gather
-            # thread, then uploaded with one call: the main thread waits once per batch,
-            # where staging each frame cost it one upload call per frame, each giving up the
-            # GIL and winning it back from busy workers (on the H200, JPEG: the main thread
-            # blocked 94% of the run, 60% of it in those per-frame uploads).
-            def gather(frames, out) -> None:
-                gather_pool.submit(gather_frames, frames, out).result()
-
-            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather)
+            # A batch is copied into its slab's pinned memory on the gather threads, then
+            # uploaded with one call: the main thread waits once per batch, where staging
+            # each frame cost it one upload call per frame, each giving up the GIL and
+            # winning it back from busy workers (on the H200, JPEG: the main thread blocked
+            # 94% of the run, 60% of it in those per-frame uploads).
+            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather_on(gather_pool))
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):

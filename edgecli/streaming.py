@@ -3,8 +3,8 @@
 Where the bytes go, per batch:
 
     gather:        the batch's decoded frames -> the slab's pinned input buffer, by the
-                   ``gather`` the ring is given (the pipeline runs it as one task on its decode
-                   pool, so the main thread waits once per batch, not once per frame)
+                   ``gather`` the ring is given (the pipeline copies the frames in parallel on
+                   threads of its own, and the main thread waits once per batch, not per frame)
     main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel;
                    one async D2H into the slab's pinned output -- all on the slab's stream,
                    with CUDA events between the stages (they time them, and say when they are

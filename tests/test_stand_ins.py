@@ -105,15 +105,15 @@ def test_frames_are_free_once_submitted():
     pending.release()
 
 
-def test_batches_are_gathered_off_the_main_thread_once_each(tmp_path, monkeypatch):
-    """On the GPU path each batch is copied into its slab by one task on the gather thread
-    (the main thread waits once per batch, and not behind queued decodes); the PNGs are the
-    CPU backend's."""
-    threads: list[str] = []
+def test_batches_are_gathered_off_the_main_thread(tmp_path, monkeypatch):
+    """On the GPU path each frame is copied into its slab by a task on the gather threads
+    (not on the main thread, and not behind queued decodes); the PNGs are the CPU
+    backend's."""
+    copies: list[tuple[str, int]] = []
     gather = pipeline.gather_frames
 
     def recording(frames, out):
-        threads.append(threading.current_thread().name.rsplit("_", 1)[0])
+        copies.append((threading.current_thread().name.rsplit("_", 1)[0], len(frames)))
         gather(frames, out)
 
     monkeypatch.setattr(pipeline, "gather_frames", recording)
@@ -123,5 +123,5 @@ def test_batches_are_gathered_off_the_main_thread_once_each(tmp_path, monkeypatc
     pipeline.run(tmp_path / "clip.avi", tmp_path / "out", options, backend=backend)
     edgecli.process(tmp_path / "clip.avi", tmp_path / "cpu", backend="cpu")
     assert backend.rings[0].batch_sizes == [4, 4, 4]
-    assert threads == ["edgecli-gather"] * 3
+    assert copies == [("edgecli-gather", 1)] * 12
     same_outputs(tmp_path / "cpu", tmp_path / "out")
