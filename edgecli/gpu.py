@@ -34,7 +34,8 @@ from .kernels import (
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
-from .streaming import SlabRing
+from .pipeline import gather_frames
+from .streaming import Gather, SlabRing
 
 # The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
@@ -276,24 +277,19 @@ class CudaBackend:
         """:func:`launch_edges` with this backend's kernel and threshold."""
         launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
 
-    def slab_ring(self, slabs: int, keep_frames: int) -> SlabRing:
-        """``slabs`` buffer sets, each with its own stream, and a pool of pinned frame
-        buffers keeping up to ``keep_frames`` idle ones, for the pipeline."""
-        return SlabRing(slabs, self.device, self.launch, keep_frames)
+    def slab_ring(self, slabs: int, gather: Gather = gather_frames) -> SlabRing:
+        """``slabs`` buffer sets, each with its own stream, filled from a batch's frames by
+        ``gather`` (by default a copy on the calling thread), for the pipeline."""
+        return SlabRing(slabs, self.device, self.launch, gather)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
         frames = reference.check_frames(frames_bgr)
         if self._detect_ring is None:
-            self._detect_ring = self.slab_ring(1, keep_frames=0)
-        ring = self._detect_ring
-        ring.frames.keep = len(frames)  # a caller repeating this batch size reuses them
-        staged = [ring.frames.stage(frame) for frame in frames]
-        pending = ring.submit(staged)
+            self._detect_ring = self.slab_ring(1)
+        pending = self._detect_ring.submit(list(frames))
         try:
             edges, _ = pending.result()
             return edges.copy()
         finally:
             pending.release()
-            for frame in staged:
-                ring.frames.release(frame)

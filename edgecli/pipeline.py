@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,27 +108,19 @@ class FrameReader:
     Still images decode on the pool. A video or multi-frame file decodes in order from its
     one reader, on a thread of its own, so that reader never waits for the consumer. Frames
     whose output ``wanted`` rejects (they exist already, under --skip-existing) are not
-    decoded where that can be avoided. ``stage``, if given, runs on each frame's pixels on a
-    pool thread (the CUDA backend copies them into pinned memory there): for a still image
-    right after decoding it, on the same thread; for a sequence's frames, not on its reader,
-    whose thread is the one serial step of a video's decode.
+    decoded where that can be avoided.
     """
 
-    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, stage):
+    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int):
         self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
-        self.window, self.stage = window, stage
+        self.window = window
         self.waits = WaitClock()
         self.skipped_existing = 0
-
-    def _ready(self, frame: Frame) -> Frame:
-        if self.stage is None:
-            return frame
-        return Frame(frame.out_name, frame.source, self.stage(frame.pixels))
 
     def _decode(self, source) -> Frame | Failure:
         try:
             with self.clock.timed("decode", source.out_name):
-                return self._ready(source.decode(self.options.max_pixels))
+                return source.decode(self.options.max_pixels)
         except FrameError as exc:
             return self._failure(exc)
 
@@ -171,11 +163,7 @@ class FrameReader:
         for source in sources:
             if source.multi_frame:
                 for item in self._sequence(source):
-                    # Staged on the pool, which is idle on video, so the reader only reads:
-                    # its thread is the serial step of a video, and a 1080p frame's copy
-                    # (6 MB) would add to every frame's time there.
-                    stage = self.stage is not None and isinstance(item, Frame)
-                    pending.append(self.pool.submit(self._ready, item) if stage else _done(item))
+                    pending.append(_done(item))
                     while len(pending) >= self.window:
                         yield oldest()
             elif self.wanted(source.out_name):
@@ -186,6 +174,27 @@ class FrameReader:
                 yield oldest()
         while pending:
             yield oldest()
+
+
+def gather_frames(frames: list[np.ndarray], out: np.ndarray) -> None:
+    """Copy same-shape ``frames`` into ``out`` (N, H, W, 3): a batch into a slab's input."""
+    for i, frame in enumerate(frames):
+        np.copyto(out[i], frame)
+
+
+def gather_on(pool: ThreadPoolExecutor):
+    """A gather (see :func:`gather_frames`) that copies each frame as a task on ``pool``
+    and returns once all are done: the copies run in parallel, and the caller blocks once."""
+
+    def gather(frames: list[np.ndarray], out: np.ndarray) -> None:
+        copies = [
+            pool.submit(gather_frames, [frame], out[i : i + 1]) for i, frame in enumerate(frames)
+        ]
+        wait(copies)
+        for copy in copies:
+            copy.result()  # raises a copy's error, if any
+
+    return gather
 
 
 def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Frame]]:
@@ -222,6 +231,11 @@ class CountDown:
 # the noise let us see: benchmarks/RESULTS.md, version 4.)
 SPARE_SLABS = 2
 
+# Threads copying a batch's frames into its slab's pinned input, one frame per task. One
+# thread copies a 1080p frame (6 MB) in about 1 ms; JPEG input on 16 cores decodes about 1000
+# frames a second, which would keep a single thread busy all the time.
+GATHER_THREADS = 4
+
 
 def run_on_gpu(
     ring, batches, streams: int, clock: StageClock, writer: Writer, waits: WaitClock
@@ -240,8 +254,6 @@ def run_on_gpu(
         batch, pending = in_flight.popleft()
         with waits.timed("gpu"):
             edges, gpu_ms = pending.result()
-        for frame in batch:  # the batch's uploads are done: its input buffers are free
-            ring.frames.release(frame.pixels)
         busy_ms += sum(gpu_ms.values())
         encoded = CountDown(len(batch), pending.release)
         for frame, frame_edges in zip(batch, edges, strict=True):
@@ -252,7 +264,8 @@ def run_on_gpu(
     for batch in batches:
         if len(in_flight) == streams:
             collect()
-        with waits.timed("submit"):  # includes waiting for the slab's last encoders
+        # Includes waiting for the slab's last encoders, and for the batch's gather.
+        with waits.timed("submit"):
             in_flight.append((batch, ring.submit([frame.pixels for frame in batch])))
     while in_flight:
         collect()
@@ -375,22 +388,26 @@ def run(
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
-    ring = None
-    if not backend.runs_on_host:
-        # Keep as many idle pinned frame buffers as can be in use at once: the read-ahead
-        # window, the batch being filled, and the batches in flight.
-        in_use = window + options.batch * (options.streams + 1)
-        ring = backend.slab_ring(options.streams + SPARE_SLABS, keep_frames=in_use)
     # Two pools of ``workers`` threads: decoding and encoding never queue behind each other.
     # With one FIFO pool, encodes waited behind a window of decodes while the GPU slab they
     # read from (and so the main thread) waited for them (measured on the H200: 0.46 of the
     # codec floor on JPEG input). The OS shares the cores between the two.
     decode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-decode")
     encode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-encode")
-    with decode_pool, encode_pool:
+    # Threads of their own copy each batch into its slab's pinned memory: behind the decode
+    # pool's FIFO queue the copies would wait for a window of decodes.
+    gather_pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="edgecli-gather")
+    with decode_pool, encode_pool, gather_pool:
         writer = Writer(encode_pool, out_dir, options, clock, window, lambda: bar.update(1))
-        stage = None if ring is None else ring.frames.stage
-        reader = FrameReader(decode_pool, clock, options, wanted, window, stage)
+        reader = FrameReader(decode_pool, clock, options, wanted, window)
+        ring = None
+        if not backend.runs_on_host:
+            # A batch is copied into its slab's pinned memory on the gather threads, then
+            # uploaded with one call: the main thread waits once per batch, where staging
+            # each frame cost it one upload call per frame, each giving up the GIL and
+            # winning it back from busy workers (on the H200, JPEG: the main thread blocked
+            # 94% of the run, 60% of it in those per-frame uploads).
+            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather_on(gather_pool))
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
@@ -403,6 +420,7 @@ def run(
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pools are gone.
             decode_pool.shutdown(wait=True, cancel_futures=True)
+            gather_pool.shutdown(wait=True, cancel_futures=True)
             encode_pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
     if timings_csv is not None:

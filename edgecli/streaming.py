@@ -1,22 +1,25 @@
-"""The CUDA side of the pipeline: pinned frame buffers and a ring of slabs with streams.
+"""The CUDA side of the pipeline: a ring of slabs, each with pinned buffers and a stream.
 
 Where the bytes go, per batch:
 
-    decode worker: frame -> its own pinned buffer (PinnedFrames.stage; the copy runs on the
-                   worker, in parallel, right after decoding, while the frame is in cache)
-    main thread:   per frame, async H2D into the slab's device buffer; the kernel; one async
-                   D2H into the slab's pinned output -- all on the slab's stream, with CUDA
-                   events between the stages (they time them, and say when they are done)
+    gather:        the batch's decoded frames -> the slab's pinned input buffer, by the
+                   ``gather`` the ring is given (the pipeline copies the frames in parallel on
+                   threads of its own, and the main thread waits once per batch, not per frame)
+    main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel;
+                   one async D2H into the slab's pinned output -- all on the slab's stream,
+                   with CUDA events between the stages (they time them, and say when they are
+                   done)
     encode worker: PNG straight from the slab's pinned output; the last one releases the slab
 
-So the host-side work that scales with pixels runs on the worker threads, and the main thread
-only queues copies and launches. Imports CuPy: only :mod:`edgecli.gpu` imports this module.
+So the host-side work that scales with pixels runs on worker threads, and the main thread
+makes a handful of CUDA calls per batch: each one gives up the GIL and has to win it back
+from busy workers. Imports CuPy: only :mod:`edgecli.gpu` imports this module.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections.abc import Callable, Sequence
 
 import cupy as cp
 import cupyx
@@ -34,48 +37,6 @@ def _allocation_error(what: str, nbytes: int, exc: Exception) -> GpuMemoryError:
         f"cannot allocate {nbytes / 1e6:.0f} MB of {what} ({exc}); "
         "use a smaller --batch or fewer --streams"
     )
-
-
-class PinnedFrames:
-    """Recycled page-locked host buffers, one per frame in flight.
-
-    Pinned memory is what makes the H2D copy asynchronous and fast, but allocating it is slow,
-    so buffers go back to a free list keyed by size. The pipeline's bounded queues bound how
-    many are in use; ``keep`` bounds how many idle ones are kept.
-    """
-
-    def __init__(self, keep: int, device: int):
-        self.keep, self.device = keep, device
-        self._lock = threading.Lock()
-        self._free: dict[int, list[np.ndarray]] = defaultdict(list)
-        self._idle = 0
-        self._owner: dict[int, np.ndarray] = {}  # view address -> its buffer
-
-    def stage(self, pixels: np.ndarray) -> np.ndarray:
-        """A copy of ``pixels`` in pinned memory (release it once its upload is done)."""
-        nbytes = pixels.nbytes
-        with self._lock:
-            free = self._free[nbytes]
-            buffer = free.pop() if free else None
-            self._idle -= buffer is not None
-        if buffer is None:
-            try:
-                with cp.cuda.Device(self.device):  # worker threads have no current device
-                    buffer = cupyx.empty_pinned(nbytes, dtype=np.uint8)
-            except Exception as exc:  # cudaHostAlloc failing: out of page-locked memory
-                raise _allocation_error("pinned host memory for a frame", nbytes, exc) from None
-        view = buffer.reshape(pixels.shape)
-        np.copyto(view, pixels)
-        with self._lock:
-            self._owner[view.ctypes.data] = buffer
-        return view
-
-    def release(self, view: np.ndarray) -> None:
-        with self._lock:
-            buffer = self._owner.pop(view.ctypes.data)
-            if self._idle < self.keep:
-                self._free[buffer.nbytes].append(buffer)
-                self._idle += 1
 
 
 class Slab:
@@ -97,17 +58,16 @@ class Slab:
             return
         try:
             self.edges_pinned = cupyx.empty_pinned(pixels, dtype=np.uint8)
+            self.frames_pinned = cupyx.empty_pinned(pixels * 3, dtype=np.uint8)
             self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
             self.edges_dev = cp.empty(pixels, dtype=np.uint8)
         except (cp.cuda.memory.OutOfMemoryError, cp.cuda.runtime.CUDARuntimeError) as exc:
-            raise _allocation_error("GPU and pinned memory for a batch", pixels * 5, exc) from None
+            raise _allocation_error("GPU and pinned memory for a batch", pixels * 8, exc) from None
         self.capacity = pixels
 
-    def submit(self, frames: list[np.ndarray], launch) -> InFlight:
-        """Queue upload, kernel and download of same-shape ``frames`` on this slab's stream.
-
-        The frames should be pinned (PinnedFrames.stage) for the upload to be asynchronous.
-        """
+    def submit(self, frames: Sequence[np.ndarray], launch, gather: Gather) -> InFlight:
+        """Gather same-shape ``frames`` into this slab's pinned input, then queue upload,
+        kernel and download on this slab's stream. The frames are free once this returns."""
         self.free.wait()  # the encoders of this slab's previous batch are done with it
         self.free.clear()
         n = len(frames)
@@ -117,9 +77,12 @@ class Slab:
         frames_dev = self.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
         edges_dev = self.edges_dev[: n * h * w].reshape(n, h, w)
         edges_pinned = self.edges_pinned[: n * h * w].reshape(n, h, w)
+        # The previous batch's upload from this buffer is done: its result was collected
+        # before the slab was freed.
+        frames_pinned = self.frames_pinned[: n * h * w * 3].reshape(n, h, w, 3)
+        gather(frames, frames_pinned)
         self.started.record(self.stream)
-        for i, frame in enumerate(frames):
-            frames_dev[i].set(frame, stream=self.stream)  # async from pinned memory
+        frames_dev.set(frames_pinned, stream=self.stream)  # one async copy from pinned memory
         self.uploaded.record(self.stream)
         launch(frames_dev, edges_dev, self.stream)
         self.computed.record(self.stream)
@@ -152,27 +115,32 @@ class InFlight:
         self.slab.free.set()
 
 
+# gather(frames, out): copy same-shape frames into ``out`` (N, H, W, 3); return once done
+# (edgecli.pipeline.gather_frames, on whichever thread the caller chooses).
+Gather = Callable[[Sequence[np.ndarray], np.ndarray], None]
+
+
 class SlabRing:
-    """``size`` slabs used in turn, and the pinned buffers frames are staged in.
+    """``size`` slabs used in turn; ``gather`` fills a slab's pinned input from a batch.
 
     The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
     slab it reuses is always the one whose batch it collected longest ago.
     """
 
-    def __init__(self, size: int, device: int, launch, keep_frames: int):
+    def __init__(self, size: int, device: int, launch, gather: Gather):
         with cp.cuda.Device(device):
             self.slabs = [Slab() for _ in range(size)]
         self.device = device
         self.launch = launch
-        self.frames = PinnedFrames(keep_frames, device)
+        self.gather = gather
         self.turn = 0
 
     @property
     def size(self) -> int:
         return len(self.slabs)
 
-    def submit(self, frames: list[np.ndarray]) -> InFlight:
+    def submit(self, frames: Sequence[np.ndarray]) -> InFlight:
         slab = self.slabs[self.turn]
         self.turn = (self.turn + 1) % len(self.slabs)
         with cp.cuda.Device(self.device):
-            return slab.submit(frames, self.launch)
+            return slab.submit(frames, self.launch, self.gather)

@@ -1,11 +1,11 @@
 """Stand-in backends, for tests and benchmarks on machines without a GPU.
 
 A normal run never uses this module. The pipeline drives the CUDA backend through a small
-protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size, keep_frames)``
-gives a ring whose ``frames.stage`` copies a decoded frame into a recycled buffer on the
-decoding thread and whose ``frames.release`` takes it back, and whose ``submit(frames)``
-returns a batch in flight with ``result()`` (wait; edge maps and GPU milliseconds) and
-``release()`` (its encoders are done with the output). :class:`StandInGpuBackend` implements
+protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size, gather)`` gives
+a ring whose ``submit(frames)`` copies the batch into a slab's input buffer with
+``gather(frames, out)`` and returns a batch in flight with ``result()`` (wait; edge maps and
+GPU milliseconds) and ``release()`` (its encoders are done with the output); the frames are
+the caller's again once ``submit`` returns. :class:`StandInGpuBackend` implements
 that protocol with host memory and one thread per batch in place of a CUDA stream, so the
 pipeline's batching, ordering, slab reuse and bounded memory run anywhere, and it checks
 the pipeline keeps the protocol's rules. What it computes is a function it is given: the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,44 +33,6 @@ from .sources import discover
 SLAB_TIMEOUT_S = 30.0
 
 Compute = Callable[[Sequence[np.ndarray]], Sequence[np.ndarray]]
-
-
-class HostFrames:
-    """Stands in for ``streaming.PinnedFrames``: recycled (pageable) host buffers.
-
-    Like the pinned ones they are reused, so staging costs one copy into memory that is
-    already mapped, as it does on the GPU path. ``held`` maps ``id`` of each staged frame
-    not yet released to the frame.
-    """
-
-    def __init__(self, keep: int):
-        self.keep = keep
-        self.lock = threading.Lock()
-        self.free: dict[int, list[np.ndarray]] = defaultdict(list)
-        self.idle = 0
-        self.held: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(view) -> view, buffer
-
-    def stage(self, pixels: np.ndarray) -> np.ndarray:
-        with self.lock:
-            free = self.free[pixels.nbytes]
-            buffer = free.pop() if free else None
-            self.idle -= buffer is not None
-        if buffer is None:
-            buffer = np.empty(pixels.nbytes, np.uint8)
-        view = buffer.reshape(pixels.shape)
-        np.copyto(view, pixels)
-        with self.lock:
-            self.held[id(view)] = (view, buffer)
-        return view
-
-    def release(self, view: np.ndarray) -> None:
-        with self.lock:
-            if id(view) not in self.held:
-                raise RuntimeError("released a frame that was not staged, or released it twice")
-            _, buffer = self.held.pop(id(view))
-            if self.idle < self.keep:
-                self.free[buffer.nbytes].append(buffer)
-                self.idle += 1
 
 
 class StandInBatch:
@@ -125,24 +87,23 @@ class StandInBatch:
 
 
 class StandInRing:
-    """Stands in for ``streaming.SlabRing``: ``size`` slabs used in turn, each with one
-    output buffer, and staging buffers for the frames.
+    """Stands in for ``streaming.SlabRing``: ``size`` slabs used in turn, each with one input
+    and one output buffer, filled from a batch's frames by ``gather``.
 
     It raises if the pipeline breaks the protocol: more than ``streams`` batches in flight,
-    a batch of mixed shapes or of frames not staged, a slab never released.
+    a batch of mixed shapes, a slab never released.
     """
 
-    def __init__(
-        self, size: int, streams: int, compute: Compute, keep_frames: int, max_delay_s=0.0
-    ):
+    def __init__(self, size: int, streams: int, compute: Compute, gather, max_delay_s=0.0):
         self.size, self.streams, self.compute = size, streams, compute
+        self.gather = gather
         self.max_delay_s = max_delay_s
         self.rng = np.random.default_rng(0)
-        self.frames = HostFrames(keep_frames)
         self.lock = threading.Lock()
         self.free = [threading.Event() for _ in range(size)]
         for event in self.free:
             event.set()
+        self.inputs: list[np.ndarray | None] = [None] * size
         self.outputs: list[np.ndarray | None] = [None] * size
         self.turn = self.submitted = self.collected = 0
         self.batch_sizes: list[int] = []
@@ -154,16 +115,23 @@ class StandInRing:
             raise RuntimeError(f"{in_flight + 1} batches on the GPU, more than {self.streams}")
         if len({f.shape for f in frames}) != 1:
             raise RuntimeError("a batch mixed frame shapes")
-        if not all(id(f) in self.frames.held for f in frames):
-            raise RuntimeError("a batch holds frames that were not staged")
         slab, self.turn = self.turn, (self.turn + 1) % self.size
         if not self.free[slab].wait(SLAB_TIMEOUT_S):
             raise RuntimeError(f"slab {slab} was never released by its encoders")
         self.free[slab].clear()
+        # Like the real slab, the batch is computed from the slab's own input buffer, which
+        # the caller may refill once this returns.
+        n, shape = len(frames), frames[0].shape
+        size = n * int(np.prod(shape))
+        buffer = self.inputs[slab]
+        if buffer is None or buffer.size < size:
+            buffer = self.inputs[slab] = np.empty(size, np.uint8)
+        inputs = buffer[:size].reshape(n, *shape)
+        self.gather(frames, inputs)
         with self.lock:
             self.submitted += 1
-        self.batch_sizes.append(len(frames))
-        return StandInBatch(self, slab, frames, self.max_delay_s * self.rng.random())
+        self.batch_sizes.append(n)
+        return StandInBatch(self, slab, list(inputs), self.max_delay_s * self.rng.random())
 
 
 class StandInGpuBackend:
@@ -184,9 +152,9 @@ class StandInGpuBackend:
         self.max_delay_s = max_delay_s
         self.rings: list[StandInRing] = []
 
-    def slab_ring(self, slabs: int, keep_frames: int) -> StandInRing:
+    def slab_ring(self, slabs: int, gather) -> StandInRing:
         ring = StandInRing(
-            slabs, self.options.streams, self.compute, keep_frames, max_delay_s=self.max_delay_s
+            slabs, self.options.streams, self.compute, gather, max_delay_s=self.max_delay_s
         )
         self.rings.append(ring)
         return ring

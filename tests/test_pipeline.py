@@ -41,7 +41,6 @@ def fake_gpu(monkeypatch):
     rings = lambda: [ring for backend in backends for ring in backend.rings]  # noqa: E731
     yield lambda: [size for ring in rings() for size in ring.batch_sizes]
     for ring in rings():
-        assert ring.frames.held == {}, "staged frames were never released"
         assert all(event.is_set() for event in ring.free), "a slab was never released"
 
 

@@ -12,7 +12,8 @@ import pytest
 import edgecli
 from edgecli import pipeline, testing
 from edgecli.params import Options
-from edgecli.testing import HostFrames, PrecomputedEdges, StandInGpuBackend
+from edgecli.reference import detect_batch
+from edgecli.testing import PrecomputedEdges, StandInGpuBackend
 
 from .media import photo, write_video
 
@@ -88,38 +89,39 @@ def test_run_uses_the_backend_it_is_given(folder, tmp_path, monkeypatch):
     assert sum(backend.rings[0].batch_sizes) == 9
 
 
-def test_host_frames_recycle_buffers():
-    """A released staging buffer is reused for the next frame of its size; releasing a
-    frame that is not held is an error."""
-    frames = HostFrames(keep=4)
-    first = frames.stage(photo(8, 8))
-    address = first.ctypes.data
-    frames.release(first)
-    second = frames.stage(photo(8, 8, seed=1))
-    assert second.ctypes.data == address
-    np.testing.assert_array_equal(second, photo(8, 8, seed=1))
-    frames.release(second)
-    assert frames.held == {}
-    with pytest.raises(RuntimeError, match="not staged"):
-        frames.release(second)
+def test_frames_are_free_once_submitted():
+    """A ring computes a batch from its slab's own input, filled by the gather it was given:
+    the caller may overwrite the frames as soon as submit returns."""
+    options = Options()
+    backend = StandInGpuBackend(options)
+    ring = backend.slab_ring(3, pipeline.gather_frames)
+    frames = [photo(9, 14, seed=i) for i in range(4)]
+    expected = detect_batch(np.stack(frames), options)
+    pending = ring.submit(frames)
+    for frame in frames:
+        frame[...] = 0
+    edges, _ = pending.result()
+    np.testing.assert_array_equal(edges, expected)
+    pending.release()
 
 
-def test_video_frames_are_staged_on_the_pool(tmp_path, monkeypatch):
-    """A video's frames are copied into staging buffers on the decode pool's threads, not on
-    the reader's (the one serial step of a video); the PNGs are the CPU backend's."""
-    threads: set[str] = set()
-    stage = HostFrames.stage
+def test_batches_are_gathered_off_the_main_thread(tmp_path, monkeypatch):
+    """On the GPU path each frame is copied into its slab by a task on the gather threads
+    (not on the main thread, and not behind queued decodes); the PNGs are the CPU
+    backend's."""
+    copies: list[tuple[str, int]] = []
+    gather = pipeline.gather_frames
 
-    def recording(self, pixels):
-        threads.add(threading.current_thread().name.rsplit("_", 1)[0])
-        return stage(self, pixels)
+    def recording(frames, out):
+        copies.append((threading.current_thread().name.rsplit("_", 1)[0], len(frames)))
+        gather(frames, out)
 
-    monkeypatch.setattr(HostFrames, "stage", recording)
+    monkeypatch.setattr(pipeline, "gather_frames", recording)
     write_video(tmp_path / "clip.avi", [photo(16, 24, seed=i) for i in range(12)])
     options = Options(workers=2, batch=4)
     backend = StandInGpuBackend(options, max_delay_s=0.002)
     pipeline.run(tmp_path / "clip.avi", tmp_path / "out", options, backend=backend)
     edgecli.process(tmp_path / "clip.avi", tmp_path / "cpu", backend="cpu")
-    assert threads == {"edgecli-decode"}
+    assert backend.rings[0].batch_sizes == [4, 4, 4]
+    assert copies == [("edgecli-gather", 1)] * 12
     same_outputs(tmp_path / "cpu", tmp_path / "out")
-    assert backend.rings[0].frames.held == {}
