@@ -40,16 +40,12 @@ from edgecli.params import Options
 
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 DEFAULT = Variant()
-# (variant, item rows: None for the launch's own choice). Item heights and warps per block
-# tested in tests/test_gpu.py, and l2. 30-row items are the geometry of the kernel before items
-# streamed through the ring (each warp: 32 staged rows per 30 output rows).
-OTHER_LAYOUTS = [
-    (Variant(), 30),
-    (Variant(), 54),
-    (Variant(), 270),
-    (Variant(warps=1), None),
-    (Variant(warps=8), None),
-    (Variant(norm="l2"), None),
+OTHER_VARIANTS = [  # item heights and warps per block tested in tests/test_gpu.py, and l2
+    Variant(warps=1),
+    Variant(warps=8),
+    Variant(tile_h=18, warps=8),
+    Variant(tile_h=6, warps=8),
+    Variant(norm="l2"),
 ]
 COPY_BYTES = 1 << 30
 NAIVE_SOURCE = Path(__file__).with_name("naive_edges.cu")
@@ -219,7 +215,7 @@ def bench_resolution(
     first_frame = cp.asnumpy(frames[0][0])
     expected = {
         variant.norm: reference.detect_frame(first_frame, Options(norm=variant.norm))
-        for variant in [DEFAULT] + [variant for variant, _ in OTHER_LAYOUTS]
+        for variant in [DEFAULT, *OTHER_VARIANTS]
     }
 
     def measure(label: str, launch, runs: int, warmup: int, norm: str = "l1") -> Result:
@@ -238,19 +234,13 @@ def bench_resolution(
         return result
 
     results = []
-    for variant, rows in [(DEFAULT, None), *OTHER_LAYOUTS]:
+    for variant in [DEFAULT, *OTHER_VARIANTS]:
         kernel = gpu.load_kernel(0, variant)
-        chosen = gpu.grid_for(kernel, n_frames, height, width, rows).item_rows
-        if variant == DEFAULT and rows is None:
-            label = f"edgecli fused (items of {chosen} rows)"
-        else:
-            label = f"edgecli fused ({variant.name}, {chosen}-row items)"
+        label = "edgecli fused" + ("" if variant == DEFAULT else f" ({variant.name})")
         results.append(
             measure(
                 label,
-                lambda f, e, s, k=kernel, r=rows: gpu.launch_edges(
-                    k, f, e, OPTIONS.effective_threshold, s, r
-                ),
+                lambda f, e, s, k=kernel: gpu.launch_edges(k, f, e, OPTIONS.effective_threshold, s),
                 runs,
                 warmup=5,
                 norm=variant.norm,

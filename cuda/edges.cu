@@ -8,28 +8,27 @@
 // Compile-time definitions come from edgecli.kernels.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
+//   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
+//                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
 //   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
-// clamped to 2040 (so T^2 fits), the item height chosen by edgecli.kernels.item_rows(). Shared memory is dynamic: edgecli.kernels.Variant.shared_bytes
+// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.Variant.shared_bytes
 // per block, which gpu.py allows past the 48 KB default.
 //
-// Work: the frames are cut into items of 128 columns x L rows, L = item_rows = 24 m + 6 (m >= 1,
-// chosen per launch: tall items stage fewer halo rows, short ones balance small launches);
-// item i of frame n is work item n * tiles_per_frame + i. The grid is persistent: warp g of the
-// grid takes items g, g + (warps in the grid), ... Each warp streams its items' input rows
-// through a ring of 32 staged rows in shared memory, SLOTS slots of SLOT_ROWS rows with one
-// mbarrier each, and never waits for another warp. An item's L + 2 staged rows (one row of
-// halo above and below) are 3 m + 1 'fills' of a slot; fill u of the warp goes to slot
-// u % SLOTS. Per item:
-//   1. stage (8 lanes per fill, one row each): the BGR input row y0 - 1 + s, clipped to the
-//      columns x0 - 1 .. x0 + 128, is copied into its staged row by the bulk-copy engine (one
+// Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
+// item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
+// g + (warps in the grid), ... Each warp owns one item's worth of staged rows in shared memory,
+// as a ring of SLOTS slots of SLOT_ROWS rows with one mbarrier each, and never waits for
+// another warp. Per item:
+//   1. stage (lane s, one row each): the BGR input row y0 - 1 + s, clipped to the columns
+//      x0 - 1 .. x0 + 128, is copied into staged row s by the bulk-copy engine (one
 //      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
 //      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for the
-//      constant border and for rows past the bottom halo. As soon as the warp has read a
-//      slot, its lanes issue the fill SLOTS later, of this item or the next: rows stream in
-//      three slots ahead of the rows being read, across items.
-//   2. halo (lane s, when its row arrives): the luma of the two columns beside the item,
+//      constant border and for rows past the bottom halo. Each lane plans its row's copy for
+//      the next item when the warp starts an item, and issues it as soon as the warp has read
+//      the slot that row goes to: the next item's rows stream in one slot behind this item's.
+//   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
 //      x0 - 1 and x0 + 128, of staged row s, per the border mode.
 //   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
 //      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
@@ -38,12 +37,11 @@
 //      threshold and one 4-byte store. Two pixels per 32-bit register throughout; the rows are
 //      unrolled, so the three rows in hand rotate through registers without copies.
 //
-// Items that are whole 128 x L rectangles of a frame whose width is a multiple of 16 (every
+// Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
 // common video width) take a fast path: one staged-row skew for the whole item, word-aligned
 // loads, no bounds checks. Other items (the right-hand column of tiles of other widths, the
-// bottom row of items of heights that are not a multiple of L, widths not a multiple of 16)
-// take a general path with the same arithmetic. (One path per item, not per row: a function
-// holding both needs about 150 registers, against 128 for 16 warps per SM.)
+// bottom row of tiles of heights that are not a multiple of TILE_H, widths not a multiple of
+// 16) take a general path with the same arithmetic.
 //
 // No #include: NVRTC compiles this file as it is.
 
@@ -58,6 +56,9 @@
 #endif
 #ifndef EDGES_BORDER
 #error "EDGES_BORDER is not defined: compile through edgecli.kernels.kernel_defines()"
+#endif
+#ifndef EDGES_TILE_H
+#define EDGES_TILE_H 30
 #endif
 #ifndef EDGES_WARPS
 #define EDGES_WARPS 4
@@ -77,18 +78,20 @@ typedef unsigned long long u64;
 // ---- geometry ---------------------------------------------------------------------------------
 #define FULL_MASK 0xFFFFFFFFu
 #define TILE_W 128                                  // 32 lanes x 4 pixels
+#define TILE_H EDGES_TILE_H
 #define WARPS EDGES_WARPS
 #define THREADS (32 * WARPS)
+#define STAGED_ROWS (TILE_H + 2)                    // one row of halo above and below
 // A staged row: a 16-byte aligned window over the input row that covers the pixels
 // x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
 // byte 405 (see row_luma), so 416 bytes.
 #define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
-#define SLOTS 4                                     // the ring of staged rows
-#define SLOT_ROWS 8                                 // rows a fill of one slot: 8 lanes' worth
-#define RING_ROWS (SLOTS * SLOT_ROWS)               // 32: lane l stages ring row l
-#define WARP_SHARED_BYTES (RING_ROWS * STAGE_STRIDE)
+#define SLOTS 4                                     // the ring of staged rows: one item's worth
+#define SLOT_ROWS (STAGED_ROWS / SLOTS)
+#define WARP_SHARED_BYTES (STAGED_ROWS * STAGE_STRIDE)
 
-static_assert(RING_ROWS == 32, "one staged row per lane");
+static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
+              "EDGES_TILE_H: 6, 18 or 30");
 static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
 static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.STAGE_STRIDE says 416");
 
@@ -273,7 +276,6 @@ struct Frames {
     u64 row_bytes, frame_bytes;
     int height, width;
     int tiles_x, tiles_per_frame;
-    int item_rows;      // L: output rows per item
 };
 
 struct Item {
@@ -287,12 +289,13 @@ __device__ __forceinline__ Item item_at(int item, const Frames& f) {
     const int tile = item - it.n * f.tiles_per_frame;
     const int tile_y = tile / f.tiles_x;
     it.x0 = (tile - tile_y * f.tiles_x) * TILE_W;
-    it.y0 = tile_y * f.item_rows;
+    it.y0 = tile_y * TILE_H;
     it.xs = max(it.x0 - 1, 0);
     return it;
 }
 
-// Step 1, one staged row (input row y0 - 1 + s) at a time.
+// Step 1 is planned for a whole item at once, a lane per staged row (lane s: staged row s, input
+// row y0 - 1 + s), and each slot's lanes issue their copies once the slot is free.
 struct RowCopy {
     u64 base;           // 16-byte aligned start of the bulk copy
     u32 bytes;          // bytes the copy engine brings (0: none)
@@ -450,95 +453,40 @@ __device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item&
     }
 }
 
-// The warp's ring and where its stream of fills stands. Each item's staged rows arrive as
-// fills of one slot (8 rows) each, one after another in the ring's slots: fill u goes to slot
-// u % SLOTS, whose mbarrier completes its phase (u / SLOTS) & 1 when it has arrived. Lane l
-// fills staged row l of the ring, so it keeps that row's skew and halo.
-struct Ring {
-    int warp, lane;         // the warp's ring; the lane's row of it
-    int fill;               // fills read so far: the next one to read
-    int item_fill;          // the current item's first fill
-    int fills;              // fills per item: (item_rows + 2) / SLOT_ROWS
-    int skew;               // of the row in my_row
-    u32 halo;               // of the row in my_row, once it has arrived (step 2)
-};
-
-// The rings, WARPS x RING_ROWS rows of STAGE_STRIDE bytes (dynamic: Variant.shared_bytes), and
-// their mbarriers, one per slot. Addressed from these symbols, never through stored pointers, so
-// that the compiler keeps 32-bit shared-memory addresses.
-extern __shared__ __align__(128) unsigned char rings[];
-__shared__ u64 slot_barriers[WARPS][SLOTS];
-
-__device__ __forceinline__ unsigned char* ring_row(const Ring& r, int row) {
-    return rings + (r.warp * RING_ROWS + row) * STAGE_STRIDE;
-}
-
-// Staged row `row` of `it` (input row y0 - 1 + row), planned and issued by this lane into its
-// staged row, counted on `bar`.
-__device__ __forceinline__ void stage_row(Ring& r, int row, const Item& it, const Frames& f,
-                                          u64* bar) {
-    const RowCopy c = plan_row(row, it, f);
-    issue_row(c, ring_row(r, r.lane), bar);
-    r.skew = c.skew;
-}
-
-// Steps 2 and 3 for the 8 staged rows of the next fill, which belongs to item `it`; output row
-// t0 + q of the item comes from staged row q of the fill (q >= 2 only in an item's FIRST fill,
-// t0 = -2). PHASE: the item's staged-row index of the fill's first row, modulo 3, so that the
-// three rows in hand rotate through h[0..2] without copies across fills. Then the slot is
-// restaged with the fill SLOTS later: of this item, or of `next` once this one's are all on
-// their way (none if there is no next item).
-template <bool FAST, int PHASE, bool FIRST>
-__device__ __forceinline__ void fill_rows(Ring& r, Horizontal (&h)[3], unsigned char* dst, int t0,
-                                          const Item& it, const Item& next, bool has_next,
-                                          const Frames& f, const Lane& ln, const Thresholds& k) {
-    const int j = r.fill % SLOTS;
-    const bool mine = ln.lane / SLOT_ROWS == j;  // this lane's row is in this slot
-    barrier_wait(&slot_barriers[r.warp][j], (r.fill / SLOTS) & 1);
-    if (mine) r.halo = row_halo(ring_row(r, r.lane), r.skew, ln);
-    const unsigned char* slot = ring_row(r, j * SLOT_ROWS);
-#pragma unroll
-    for (int q = 0; q < SLOT_ROWS; ++q) {
-        h[(PHASE + q) % 3] = horizontal<FAST>(slot + q * STAGE_STRIDE, j * SLOT_ROWS + q, r.halo,
-                                              r.skew, it, f, ln);
-        if (!FIRST || q >= 2) {
-            const u32 out = sobel4(h[(PHASE + q + 1) % 3], h[(PHASE + q + 2) % 3],
-                                   h[(PHASE + q) % 3], k);
-            store_row<FAST>(dst + (long long)(t0 + q) * f.width, t0 + q, it, f, ln, out);
-        }
-    }
-    __syncwarp();  // every lane has read the slot
-    if (mine) {
-        int ahead = r.fill + SLOTS - r.item_fill;  // that fill's index within this item
-        const bool later = ahead >= r.fills;       // ... or within the next
-        if (later) ahead -= r.fills;
-        if (!later || has_next) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            Item src;  // field by field: a select of whole structs goes through local memory
-            src.n = later ? next.n : it.n;
-            src.x0 = later ? next.x0 : it.x0;
-            src.y0 = later ? next.y0 : it.y0;
-            src.xs = later ? next.xs : it.xs;
-            stage_row(r, ahead * SLOT_ROWS + ln.lane % SLOT_ROWS, src, f,
-                      &slot_barriers[r.warp][j]);
-        }
-    }
-    ++r.fill;
-}
-
-// Steps 2 and 3 for all of item `it`: its first fill (staged rows 0..7: output rows 0..5), then
-// its fills three at a time (staged rows 8 + 24 i .. 31 + 24 i: output rows 6 + 24 i ..).
+// Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`;
+// lane s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the
+// next item that `next` (lane s: row s) plans, when there is one. The rows are unrolled: the
+// three rows in hand rotate through h[0..2] without copies.
 template <bool FAST>
-__device__ __forceinline__ void run_item(Ring& r, unsigned char* dst, int rounds, const Item& it,
-                                          const Item& next, bool has_next, const Frames& f,
+__device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 parity,
+                                          unsigned char* edges, const Item& it, int skew,
+                                          const RowCopy& next, bool has_next, const Frames& f,
                                           const Lane& ln, const Thresholds& k) {
+    const u64 row = (u64)f.width;
+    unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
+    const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
+    unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
     Horizontal h[3];
-    r.item_fill = r.fill;
-    fill_rows<FAST, 0, true>(r, h, dst, -2, it, next, has_next, f, ln, k);
-    for (int i = 0, t = 6; i < rounds; ++i, t += 24) {
-        fill_rows<FAST, 2, false>(r, h, dst, t, it, next, has_next, f, ln, k);
-        fill_rows<FAST, 1, false>(r, h, dst, t + 8, it, next, has_next, f, ln, k);
-        fill_rows<FAST, 0, false>(r, h, dst, t + 16, it, next, has_next, f, ln, k);
+    u32 halo = 0u;
+#pragma unroll
+    for (int s = 0; s < STAGED_ROWS; ++s) {
+        const int j = s / SLOT_ROWS;
+        if (s % SLOT_ROWS == 0) {
+            barrier_wait(&bars[j], parity);
+            if (my_slot == j) halo = row_halo(my_row, skew, ln);
+        }
+        h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
+        if (s % SLOT_ROWS == SLOT_ROWS - 1) {
+            __syncwarp();  // every lane has read the slot
+            if (has_next && my_slot == j) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue_row(next, my_row, &bars[j]);
+            }
+        }
+        if (s >= 2) {
+            const u32 out = sobel4(h[(s - 2) % 3], h[(s - 1) % 3], h[s % 3], k);
+            store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
+        }
     }
 }
 
@@ -548,14 +496,16 @@ __device__ __forceinline__ void run_item(Ring& r, unsigned char* dst, int rounds
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
 // grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
 //         edgecli.kernels.Variant.shared_bytes of dynamic shared memory; n_items = n_frames *
-//         tiles_per_frame, tiles_per_frame = tiles_x * ceil(height / item_rows), tiles_x =
-//         ceil(width / 128), item_rows = 24 m + 6 with m >= 1.
-// (16 / WARPS blocks per SM: shared memory fits 16 warps per SM, 13 KB each, so registers must
-// too: at most 128 a thread. ptxas takes 112-118, no spills.)
-extern "C" __global__ void __launch_bounds__(THREADS, 16 / WARPS)
+//         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
+// (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, 94-108 and
+// no spills; shared memory, not registers, sets how many blocks share an SM: 4 of 4 warps.)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
-          int n_frames, int height, int width, int tiles_x, int tiles_per_frame, int item_rows,
+          int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
           int threshold) {
+    extern __shared__ __align__(128) unsigned char shared[];
+    __shared__ u64 staged[WARPS][SLOTS];            // one mbarrier per slot
+
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int n_items = n_frames * tiles_per_frame;
@@ -572,31 +522,28 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
     f.width = width;
     f.tiles_x = tiles_x;
     f.tiles_per_frame = tiles_per_frame;
-    f.item_rows = item_rows;
-    const int rounds = (item_rows - 6) / 24;        // the item's fills after its first, by 3
     const Thresholds k = make_thresholds(threshold);
-    // Fast rows need rows whose byte length is a multiple of 16 (one skew per item) and
+    // Fast items need rows whose byte length is a multiple of 16 (one skew per item) and
     // 4-byte aligned output rows.
     const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
-    Ring r;
-    r.warp = warp;
-    r.lane = lane;
-    r.fill = 0;
-    r.fills = 1 + 3 * rounds;
-    r.halo = 0u;
+    unsigned char* stage = shared + warp * WARP_SHARED_BYTES;
+    u64* bars = staged[warp];
     if (lane == 0) {
 #pragma unroll
-        for (int j = 0; j < SLOTS; ++j) barrier_init(&slot_barriers[warp][j], SLOT_ROWS);
+        for (int j = 0; j < SLOTS; ++j) barrier_init(&bars[j], SLOT_ROWS);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();  // barriers initialised before any lane arrives or waits
     Item it = item_at(first_item, f);
-    stage_row(r, lane, it, f, &slot_barriers[warp][lane / SLOT_ROWS]);  // fills 0..3: the first item's
+    RowCopy copy = plan_row(lane, it, f);
+    if (lane < STAGED_ROWS) issue_row(copy, stage + lane * STAGE_STRIDE, &bars[lane / SLOT_ROWS]);
 
-    for (int item = first_item; item < n_items; item += item_step) {
+    for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
+        const int skew = copy.skew;  // of this lane's row of `it`
         const bool has_next = item + item_step < n_items;
         const Item next = item_at(has_next ? item + item_step : item, f);
+        copy = plan_row(lane, next, f);
         Lane ln;
         ln.lane = lane;
         ln.x = it.x0 + 4 * lane;
@@ -606,12 +553,11 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         const int xr = border_source(it.x0 + TILE_W, width);
         ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
         ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
-        unsigned char* dst =
-            edges + ((u64)it.n * (u64)height + (u64)it.y0) * (u64)width + (u64)ln.x;
-        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + item_rows <= height)
-            run_item<true>(r, dst, rounds, it, next, has_next, f, ln, k);
+        const u32 parity = round & 1;  // each slot's barrier completes once per item
+        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
+            item_rows<true>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
         else
-            run_item<false>(r, dst, rounds, it, next, has_next, f, ln, k);
+            item_rows<false>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
         it = next;
     }
 }

@@ -23,16 +23,7 @@ from cupy.cuda import compiler as cupy_compiler
 
 from . import reference
 from .errors import EdgecliError
-from .kernels import (
-    KERNEL_FILE,
-    KERNEL_NAME,
-    TILE_W,
-    Variant,
-    check_item_rows,
-    choose_item_rows,
-    kernel_defines,
-    kernel_source,
-)
+from .kernels import KERNEL_FILE, KERNEL_NAME, TILE_W, Variant, kernel_defines, kernel_source
 from .params import MAX_L1_MAGNITUDE, Options
 from .pipeline import gather_frames
 from .streaming import Gather, SlabRing
@@ -110,27 +101,11 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
     return LoadedKernel(function, variant, device, per_sm * sms)
 
 
-@dataclass(frozen=True)
-class Grid:
-    """How one launch cuts its frames into work items, and the blocks that run them."""
-
-    blocks: int
-    tiles_x: int  # items across a frame
-    tiles_per_frame: int
-    item_rows: int
-
-
-def grid_for(
-    kernel: LoadedKernel, n_frames: int, height: int, width: int, rows: int | None = None
-) -> Grid:
-    """The launch over n_frames frames of height x width, with items ``rows`` high (by default
-    what :func:`edgecli.kernels.choose_item_rows` chooses for this device)."""
+def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """(blocks, tiles_x, tiles_per_frame) for a launch over n_frames frames of height x width."""
     variant = kernel.variant
-    if rows is None:
-        rows = choose_item_rows(n_frames, height, width, kernel.resident_blocks * variant.warps)
-    check_item_rows(rows)
     tiles_x = -(-width // TILE_W)
-    tiles_per_frame = tiles_x * -(-height // rows)
+    tiles_per_frame = tiles_x * -(-height // variant.tile_h)
     n_items = n_frames * tiles_per_frame
     if n_items > _INT32_MAX:
         raise ValueError(
@@ -138,7 +113,7 @@ def grid_for(
             f"indexes ({_INT32_MAX}); launch fewer frames at a time"
         )
     blocks = -(-n_items // variant.warps)  # one warp per work item at most
-    return Grid(min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame, rows)
+    return min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame
 
 
 def launch_edges(
@@ -147,13 +122,11 @@ def launch_edges(
     edges_dev: cupy.ndarray,
     threshold: int,
     stream: cupy.cuda.Stream,
-    item_rows: int | None = None,
 ) -> None:
     """Enqueue edge detection of ``frames_dev`` (N, H, W, 3) uint8 BGR into ``edges_dev``
     (N, H, W) uint8 on ``stream``. Asynchronous: nothing here waits for the device.
 
     ``threshold`` is the effective one (``Options.effective_threshold``, at most 2040).
-    ``item_rows`` overrides the work items' height (see :func:`grid_for`): for tests.
     """
     if frames_dev.dtype != np.uint8 or frames_dev.ndim != 4 or frames_dev.shape[3] != 3:
         raise ValueError(
@@ -182,22 +155,21 @@ def launch_edges(
         )
     if min(n_frames, height, width) == 0:
         return
-    grid = grid_for(kernel, n_frames, height, width, item_rows)
+    blocks, tiles_x, tiles_per_frame = grid_for(kernel, n_frames, height, width)
     args = (
         frames_dev,
         edges_dev,
         np.int32(n_frames),
         np.int32(height),
         np.int32(width),
-        np.int32(grid.tiles_x),
-        np.int32(grid.tiles_per_frame),
-        np.int32(grid.item_rows),
+        np.int32(tiles_x),
+        np.int32(tiles_per_frame),
         np.int32(threshold),
     )
     try:
         with cupy.cuda.Device(kernel.device):
             kernel.function(
-                (grid.blocks,),
+                (blocks,),
                 (kernel.variant.threads,),
                 args,
                 stream=stream,
@@ -205,7 +177,7 @@ def launch_edges(
             )
     except cupy.cuda.driver.CUDADriverError as exc:
         raise KernelResourceError(
-            f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {grid.blocks} blocks of "
+            f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {blocks} blocks of "
             f"{kernel.variant.threads} threads on CUDA device {kernel.device}: {exc}"
         ) from exc
 

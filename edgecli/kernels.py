@@ -26,22 +26,20 @@ from .params import BORDERS, NORMS
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
 
-# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by L rows, a runtime
-# argument of the form 24 m + 6 (see choose_item_rows()), its rows streamed through the warp's
-# ring of RING_ROWS staged rows. WARPS warps per block, each on its own items with its own ring:
-# the block only groups them. See benchmarks/RESULTS.md for the alternatives measured.
+# The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
+# TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane walks the rows three
+# at a time) and TILE_H + 2 a multiple of SLOTS: 6, 18 or 30. 30 divides 480, 720, 1080 and 2160.
+# WARPS warps per block, each on its own items with its own ring: the block only groups them.
+# See benchmarks/RESULTS.md for the alternatives measured.
 TILE_W = 128
+TILE_H = 30
 WARPS = 4
-RING_ROWS = 32
+SLOTS = 4
+TILE_HEIGHTS = (6, 18, 30)
 MAX_WARPS = 8
-# An item's L + 2 staged rows (a row of halo above and below) fill the ring's 8-row slots
-# exactly, and its rows after the first 6 go 24 at a time (3 fills, the period of the three rows
-# a lane holds): L = 24 m + 6.
-ITEM_ROWS_STEP = 24
-MIN_ITEM_ROWS = 30
-# Shared memory: one ring of RING_ROWS rows of STAGE_STRIDE bytes per warp (dynamic), and 4
-# 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block: within what
-# an sm_90 block may opt in to (227 KB); gpu.py checks the device's own limit.
+# Shared memory: one ring of TILE_H + 2 rows of STAGE_STRIDE bytes per warp (dynamic), and
+# SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block:
+# within what an sm_90 block may opt in to (227 KB); gpu.py checks the device's own limit.
 STAGE_STRIDE = 416
 
 CHECK_ARCH = "sm_90"
@@ -60,6 +58,7 @@ class Variant:
 
     norm: str = "l1"
     border: str = "replicate"
+    tile_h: int = TILE_H  # output rows per work item
     warps: int = WARPS  # warps per block
 
     def __post_init__(self) -> None:
@@ -67,7 +66,7 @@ class Variant:
 
     @property
     def name(self) -> str:
-        return f"{self.norm}-{self.border}-w{self.warps}"
+        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}"
 
     @property
     def threads(self) -> int:
@@ -76,7 +75,7 @@ class Variant:
     @property
     def shared_bytes(self) -> int:
         """Dynamic shared memory of one block: one ring of staged rows per warp."""
-        return self.warps * RING_ROWS * STAGE_STRIDE
+        return self.warps * (self.tile_h + 2) * STAGE_STRIDE
 
 
 def kernel_defines(variant: Variant) -> tuple[str, ...]:
@@ -87,44 +86,19 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
         raise OptionError(
             f"kernel border must be one of {', '.join(BORDERS)}, got {variant.border!r}"
         )
+    tile_h = variant.tile_h
+    if not isinstance(tile_h, int) or tile_h not in TILE_HEIGHTS:
+        listed = ", ".join(str(h) for h in TILE_HEIGHTS)
+        raise OptionError(f"kernel tile height must be one of {listed}, got {tile_h!r}")
     warps = variant.warps
     if not isinstance(warps, int) or not 1 <= warps <= MAX_WARPS:
         raise OptionError(f"kernel warps per block must be in 1..{MAX_WARPS}, got {warps!r}")
     return (
         f"-DEDGES_NORM={_NORM_DEFINES[variant.norm]}",
         f"-DEDGES_BORDER={_BORDER_DEFINES[variant.border]}",
+        f"-DEDGES_TILE_H={tile_h}",
         f"-DEDGES_WARPS={warps}",
     )
-
-
-def check_item_rows(rows: int) -> int:
-    """``rows`` if the kernel can take it as its item height (24 m + 6, m >= 1), else raise."""
-    if not isinstance(rows, int) or rows < MIN_ITEM_ROWS or (rows - MIN_ITEM_ROWS) % ITEM_ROWS_STEP:
-        raise ValueError(f"item rows must be 24 m + 6 with m >= 1 (30, 54, 78, ...), got {rows!r}")
-    return rows
-
-
-def choose_item_rows(n_frames: int, height: int, width: int, resident_warps: int) -> int:
-    """The item height for a launch over ``n_frames`` frames of ``height`` x ``width`` on a
-    device that runs ``resident_warps`` warps at once.
-
-    Each warp streams its items' rows one after another, so what a launch costs is about the
-    staged rows of its busiest warp: rounds x (L + 2), where rounds = ceil(items /
-    resident_warps). Tall items stage fewer halo rows (2 per L) but make fewer items, so that
-    a small launch leaves warps idle and a large one a ragged last round; the rows of the
-    bottom items past the frame count too. The cheapest L wins, the shortest among equals.
-    """
-    tiles_x = -(-width // TILE_W)
-    best_cost, best_rows = None, MIN_ITEM_ROWS
-    rows = MIN_ITEM_ROWS
-    while True:
-        items = n_frames * tiles_x * -(-height // rows)
-        cost = -(-items // resident_warps) * (rows + 2)
-        if best_cost is None or cost < best_cost:
-            best_cost, best_rows = cost, rows
-        if rows >= height:  # one item per column of tiles: taller only adds rows
-            return best_rows
-        rows += ITEM_ROWS_STEP
 
 
 def all_variants() -> list[Variant]:

@@ -21,10 +21,8 @@ pytestmark = pytest.mark.gpu
 
 POISON = 0x5A  # neither 0 nor 255: a pixel the kernel never wrote cannot pass
 THRESHOLDS = (0, 1, 100, 2040, 5000)
-# Work items are 128 columns x L rows, L = 24 m + 6 chosen per launch (30 for all but the
-# largest batches here). Rows of items 128 wide, in widths that are multiples of 16, take the
-# kernel's fast path where 24 (or an item's first 6) are inside the frame; the rest (and the
-# right and bottom edges) the general one.
+# Work items are 128 columns x 30 rows. Whole items of widths that are multiples of 16 take the
+# kernel's fast path; the rest (and the right and bottom edges) the general one.
 SHAPES = [
     (1, 1),
     (1, 37),
@@ -95,17 +93,14 @@ def expected_edges(gradients, options: Options) -> np.ndarray:
     return np.stack([reference.threshold_magnitude(gx, gy, options) for gx, gy in gradients])
 
 
-def run_kernel(
-    gpu, cp, stream, kernel, frames: np.ndarray, threshold: int, item_rows: int | None = None
-) -> np.ndarray:
-    """Launch on device copies of ``frames`` into a poisoned output; return it on the host.
-    ``item_rows``: the items' height, else the launch's own choice."""
+def run_kernel(gpu, cp, stream, kernel, frames: np.ndarray, threshold: int) -> np.ndarray:
+    """Launch on device copies of ``frames`` into a poisoned output; return it on the host."""
     # Everything on one stream: the copy and the poisoning are ordered before the launch
     # (a non-blocking stream does not wait for the default one).
     with stream:
         frames_dev = cp.asarray(frames)
         edges_dev = cp.full(frames.shape[:3], POISON, dtype=cp.uint8)
-        gpu.launch_edges(kernel, frames_dev, edges_dev, threshold, stream, item_rows)
+        gpu.launch_edges(kernel, frames_dev, edges_dev, threshold, stream)
         edges = edges_dev.get(stream=stream)
     stream.synchronize()
     return edges
@@ -145,33 +140,26 @@ def test_kernel_matches_reference(gpu, cp, stream, height, width, border, norm):
         )
 
 
-@pytest.mark.parametrize("item_rows", [None, 30, 54, 102])
 @pytest.mark.parametrize(("warps", "resident_blocks"), [(1, 1), (4, 1), (4, 2), (4, 7)])
 @pytest.mark.parametrize(("height", "width"), [(33, 65), (61, 257), (481, 641), (120, 512)])
-def test_few_blocks_loop_over_many_tiles(
-    gpu, cp, stream, height, width, warps, resident_blocks, item_rows
-):
-    """A grid smaller than the work (each warp streams many items' rows through its ring, the
-    next item's first rows staged while the last ones are read) is exact, for items shorter
-    and taller than the frames."""
+def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, warps, resident_blocks):
+    """A grid smaller than the work (each warp takes many items, double-buffered) is exact."""
     frames, gradients = _batch_and_gradients(height, width, "reflect101")
     kernel = gpu.load_kernel(0, gpu.Variant("l1", "reflect101", warps=warps))
     kernel = dataclasses.replace(kernel, resident_blocks=resident_blocks)
     options = Options(threshold=60, border="reflect101")
-    actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold, item_rows)
+    actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
     assert_same(
-        actual,
-        expected_edges(gradients, options),
-        f"{resident_blocks} blocks of {warps} warps, items of {item_rows} rows",
+        actual, expected_edges(gradients, options), f"{resident_blocks} blocks of {warps} warps"
     )
 
 
 # Other item heights and warps per block, as the benchmark measures them, so that any of them can
 # become the default on the strength of these tests.
 OTHER_VARIANTS = [
-    {"item_rows": 30},
-    {"item_rows": 54, "warps": 2},
-    {"item_rows": 270, "warps": 8},
+    {"tile_h": 6},
+    {"tile_h": 18, "warps": 2},
+    {"tile_h": 18, "warps": 8},
     {"warps": 1},
     {"warps": 8},
 ]
@@ -195,12 +183,10 @@ VARIANT_CASES = [
 def test_other_layouts_match_reference(gpu, cp, stream, layout, height, width, border, norm):
     """Non-default tiles and thread layouts compute the same bytes."""
     frames, gradients = _batch_and_gradients(height, width, border)
-    layout = dict(layout)
-    item_rows = layout.pop("item_rows", None)
     kernel = gpu.load_kernel(0, gpu.Variant(norm, border, **layout))
     for threshold in (0, 100, 2040):
         options = Options(threshold=threshold, norm=norm, border=border)
-        actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold, item_rows)
+        actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
         assert_same(actual, expected_edges(gradients, options), f"{layout} T={threshold}")
 
 

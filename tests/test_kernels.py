@@ -20,10 +20,11 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, CUDA
 
 
 def test_default_defines():
-    """The default variant is l1 + replicate with the default warps per block, as -D options."""
+    """The default variant is l1 + replicate on the default tile, as -D options."""
     assert kernel_defines(Variant()) == (
         "-DEDGES_NORM=EDGES_NORM_L1",
         "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
+        f"-DEDGES_TILE_H={kernels.TILE_H}",
         f"-DEDGES_WARPS={kernels.WARPS}",
     )
 
@@ -33,6 +34,11 @@ def test_default_defines():
     [
         ("norm", "l3"),
         ("border", "wrap"),
+        ("tile_h", 0),
+        ("tile_h", 33),  # 35 staged rows: not four slots
+        ("tile_h", 29),  # rows are walked three at a time
+        ("tile_h", 12),  # 14 staged rows: not four slots
+        ("tile_h", 30.0),
         ("warps", 0),
         ("warps", kernels.MAX_WARPS + 1),
         ("warps", 1.5),
@@ -42,53 +48,6 @@ def test_defines_reject_bad_values(field, value):
     """A bad variant value raises OptionError naming that value."""
     with pytest.raises(OptionError, match=re.escape(repr(value))):
         dataclasses.replace(Variant(), **{field: value})
-
-
-@pytest.mark.parametrize("rows", [30, 54, 78, 270, 1062])
-def test_item_rows_of_the_form_24m_plus_6_are_accepted(rows):
-    assert kernels.check_item_rows(rows) == rows
-
-
-@pytest.mark.parametrize("rows", [0, 6, 24, 29, 31, 32, 60, 62, 30.0, "30"])
-def test_other_item_rows_are_refused(rows):
-    """L + 2 staged rows must fill 8-row slots and the rows after the first 6 go 24 at a time."""
-    with pytest.raises(ValueError, match=re.escape(repr(rows))):
-        kernels.check_item_rows(rows)
-
-
-def _launch_cost(rows: int, n_frames: int, height: int, width: int, warps: int) -> int:
-    """Staged rows of the busiest warp: what choose_item_rows minimises (its docstring)."""
-    items = n_frames * -(-width // kernels.TILE_W) * -(-height // rows)
-    return -(-items // warps) * (rows + 2)
-
-
-@pytest.mark.parametrize(
-    ("n_frames", "height", "width", "expected"),
-    [
-        (32, 1080, 1920, 270),  # 4 items a column: 1920 items, one round on 2112 warps
-        (1, 1080, 1920, 30),  # one frame: the most items, 540 of 2112 warps busy
-        (32, 720, 1280, 30),  # 30 divides 720, and there are plenty of items
-        (1, 1, 1, 30),  # the shortest item for the smallest frame
-    ],
-)
-def test_item_rows_chosen_for_h200_launches(n_frames, height, width, expected):
-    """On 2112 resident warps (132 SMs x 16), the choice for a few launches, worked by hand."""
-    assert kernels.choose_item_rows(n_frames, height, width, 2112) == expected
-
-
-@pytest.mark.parametrize("warps", [1, 7, 132, 2112])
-@pytest.mark.parametrize(
-    ("n_frames", "height", "width"),
-    [(32, 1080, 1920), (32, 2160, 3840), (5, 481, 641), (1, 4320, 7680), (100, 37, 100)],
-)
-def test_item_rows_choice_is_the_cheapest(n_frames, height, width, warps):
-    """No allowed height up to the frame's own has a lower cost than the chosen one."""
-    chosen = kernels.choose_item_rows(n_frames, height, width, warps)
-    kernels.check_item_rows(chosen)
-    assert chosen < height + kernels.ITEM_ROWS_STEP
-    cost = _launch_cost(chosen, n_frames, height, width, warps)
-    for rows in range(kernels.MIN_ITEM_ROWS, height + kernels.ITEM_ROWS_STEP, 24):
-        assert cost <= _launch_cost(rows, n_frames, height, width, warps), rows
 
 
 def test_all_variants_cover_every_norm_and_border():
@@ -135,12 +94,12 @@ def test_every_variant_compiles_for_sm90(variant):
 
 
 def test_shared_memory_size_matches_the_source():
-    """Variant.shared_bytes (what a launch allocates) uses the staged-row stride and ring size
-    edges.cu asserts, for one ring per warp."""
+    """Variant.shared_bytes (what a launch allocates) uses the staged-row stride edges.cu
+    asserts, for one ring of tile_h + 2 rows per warp."""
     assert f"STAGE_STRIDE == {kernels.STAGE_STRIDE}" in kernel_source()
-    assert f"RING_ROWS == {kernels.RING_ROWS}" in kernel_source()
+    assert f"#define SLOTS {kernels.SLOTS}" in kernel_source()
     assert Variant().shared_bytes == 4 * 32 * 416
-    assert Variant(warps=8).shared_bytes == 8 * 32 * 416
+    assert Variant(tile_h=18, warps=8).shared_bytes == 8 * 20 * 416
 
 
 @needs_nvcc
