@@ -267,7 +267,7 @@ class Sampler:
     """Where each thread of the process is, every ``interval_s``: a sampling profiler.
 
     A thread of its own reads ``sys._current_frames()`` and tallies, per thread group (a
-    thread's name without its pool index: MainThread, edgecli-decode, edgecli-encode,
+    thread's name without its pool index: MainThread, edgecli-worker,
     edgecli-reader), the innermost line of edgecli's code on the stack and, when the stack
     goes deeper than edgecli, the innermost function there (``threading.wait``: waiting on a
     lock, an event, a queue or a future). A line that calls into OpenCV, NumPy or CuPy

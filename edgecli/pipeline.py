@@ -1,9 +1,11 @@
-"""The run: sources -> decode pool -> backend -> encode/write pool -> summary.
+"""The run: sources -> decode -> backend -> encode and write -> summary.
 
-Two thread pools do the host work: one decodes, one encodes and writes (and, for the CPU
-backend, computes first, so every core computes). OpenCV and NumPy release the GIL in their
-heavy loops, so threads scale over cores without copying frames between processes. The main
-thread feeds the decode pool, batches, drives the GPU and hands edge maps to the encoders.
+One pool of worker threads does the host work, by priority: copying batches into the GPU's
+pinned memory first, then encoding and writing (and, for the CPU backend, computing first, so
+every core computes), then decoding (see :mod:`edgecli.workers`). OpenCV and NumPy release the
+GIL in their heavy loops, so threads scale over cores without copying frames between
+processes. The main thread submits the decodes, batches, drives the GPU and hands edge maps to
+the encoders.
 Queues are bounded: at most ``window`` decoded frames and ``window`` unwritten edge maps exist
 at once, whatever the number of frames.
 """
@@ -15,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
 from .sources import Frame, count_frames, discover
 from .timing import StageClock, Summary, WaitClock
+from .workers import Lane, PriorityPool
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def gather_frames(frames: list[np.ndarray], out: np.ndarray) -> None:
         np.copyto(out[i], frame)
 
 
-def gather_on(pool: ThreadPoolExecutor):
+def gather_on(pool: Lane):
     """A gather (see :func:`gather_frames`) that copies each frame as a task on ``pool``
     and returns once all are done: the copies run in parallel, and the caller blocks once."""
 
@@ -231,10 +234,9 @@ class CountDown:
 # the noise let us see: benchmarks/RESULTS.md, version 4.)
 SPARE_SLABS = 2
 
-# Threads copying a batch's frames into its slab's pinned input, one frame per task. One
-# thread copies a 1080p frame (6 MB) in about 1 ms; JPEG input on 16 cores decodes about 1000
-# frames a second, which would keep a single thread busy all the time.
-GATHER_THREADS = 4
+# The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
+# main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
+GATHER, ENCODE, DECODE = 0, 1, 2
 
 
 def run_on_gpu(
@@ -388,26 +390,18 @@ def run(
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
-    # Two pools of ``workers`` threads: decoding and encoding never queue behind each other.
-    # With one FIFO pool, encodes waited behind a window of decodes while the GPU slab they
-    # read from (and so the main thread) waited for them (measured on the H200: 0.46 of the
-    # codec floor on JPEG input). The OS shares the cores between the two.
-    decode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-decode")
-    encode_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgecli-encode")
-    # Threads of their own copy each batch into its slab's pinned memory: behind the decode
-    # pool's FIFO queue the copies would wait for a window of decodes.
-    gather_pool = ThreadPoolExecutor(GATHER_THREADS, thread_name_prefix="edgecli-gather")
-    with decode_pool, encode_pool, gather_pool:
-        writer = Writer(encode_pool, out_dir, options, clock, window, lambda: bar.update(1))
-        reader = FrameReader(decode_pool, clock, options, wanted, window)
+    pool = PriorityPool(workers, "edgecli-worker")
+    with pool:
+        writer = Writer(pool.at(ENCODE), out_dir, options, clock, window, lambda: bar.update(1))
+        reader = FrameReader(pool.at(DECODE), clock, options, wanted, window)
         ring = None
         if not backend.runs_on_host:
-            # A batch is copied into its slab's pinned memory on the gather threads, then
-            # uploaded with one call: the main thread waits once per batch, where staging
+            # A batch is copied into its slab's pinned memory by the workers, a frame a task,
+            # then uploaded with one call: the main thread waits once per batch, where staging
             # each frame cost it one upload call per frame, each giving up the GIL and
             # winning it back from busy workers (on the H200, JPEG: the main thread blocked
             # 94% of the run, 60% of it in those per-frame uploads).
-            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather_on(gather_pool))
+            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather_on(pool.at(GATHER)))
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
@@ -418,10 +412,8 @@ def run(
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
-            # (their PNGs are written whole, by rename) before the pools are gone.
-            decode_pool.shutdown(wait=True, cancel_futures=True)
-            gather_pool.shutdown(wait=True, cancel_futures=True)
-            encode_pool.shutdown(wait=True, cancel_futures=True)
+            # (their PNGs are written whole, by rename) before the pool is gone.
+            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
     if timings_csv is not None:
         clock.write_csv(timings_csv)

@@ -106,9 +106,8 @@ def test_frames_are_free_once_submitted():
 
 
 def test_batches_are_gathered_off_the_main_thread(tmp_path, monkeypatch):
-    """On the GPU path each frame is copied into its slab by a task on the gather threads
-    (not on the main thread, and not behind queued decodes); the PNGs are the CPU
-    backend's."""
+    """On the GPU path each frame is copied into its slab by a task on the worker pool, not
+    on the main thread; the PNGs are the CPU backend's."""
     copies: list[tuple[str, int]] = []
     gather = pipeline.gather_frames
 
@@ -123,5 +122,5 @@ def test_batches_are_gathered_off_the_main_thread(tmp_path, monkeypatch):
     pipeline.run(tmp_path / "clip.avi", tmp_path / "out", options, backend=backend)
     edgecli.process(tmp_path / "clip.avi", tmp_path / "cpu", backend="cpu")
     assert backend.rings[0].batch_sizes == [4, 4, 4]
-    assert copies == [("edgecli-gather", 1)] * 12
+    assert copies == [("edgecli-worker", 1)] * 12
     same_outputs(tmp_path / "cpu", tmp_path / "out")
