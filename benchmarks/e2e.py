@@ -457,7 +457,7 @@ def task_inproc(args: dict) -> dict:
         table = PrecomputedEdges.of_inputs(list(inputs), options, args["workers"])
     stand_ins = {
         "ceiling-host": lambda: table,
-        "ceiling-gpu": lambda: StandInGpuBackend(options, compute=table.lookup),
+        "ceiling-gpu": lambda: StandInGpuBackend(options, compute=table.lookup, poison=False),
     }
     counter = itertools.count()
 

@@ -86,7 +86,9 @@ def model_run(args, path: str, folder: Path, out: Path) -> pipeline.Summary:
         backend = NoCompute()
     else:
         edges = np.zeros(pixels.shape[:2], np.uint8)
-        backend = StandInGpuBackend(options, compute=lambda frames: [edges] * len(frames))
+        backend = StandInGpuBackend(
+            options, compute=lambda frames: [edges] * len(frames), poison=False
+        )
     with (
         mock.patch.object(ImageSource, "decode", decode),
         mock.patch.object(pipeline, "encode_png", encode),

@@ -25,8 +25,7 @@ from . import reference
 from .errors import EdgecliError
 from .kernels import KERNEL_FILE, KERNEL_NAME, TILE_W, Variant, kernel_defines, kernel_source
 from .params import MAX_L1_MAGNITUDE, Options
-from .pipeline import gather_frames
-from .streaming import Gather, SlabRing
+from .streaming import SlabRing
 
 # The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
@@ -249,19 +248,19 @@ class CudaBackend:
         """:func:`launch_edges` with this backend's kernel and threshold."""
         launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
 
-    def slab_ring(self, slabs: int, gather: Gather = gather_frames) -> SlabRing:
-        """``slabs`` buffer sets, each with its own stream, filled from a batch's frames by
-        ``gather`` (by default a copy on the calling thread), for the pipeline."""
-        return SlabRing(slabs, self.device, self.launch, gather)
+    def slab_ring(self, slabs: int) -> SlabRing:
+        """``slabs`` buffer sets, each with its own stream, for the pipeline."""
+        return SlabRing(slabs, self.device, self.launch)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
         frames = reference.check_frames(frames_bgr)
         if self._detect_ring is None:
             self._detect_ring = self.slab_ring(1)
-        pending = self._detect_ring.submit(list(frames))
+        filling = self._detect_ring.fill(frames.shape[1:], len(frames))
         try:
-            edges, _ = pending.result()
+            np.copyto(filling.inputs[: len(frames)], frames)
+            edges, _ = filling.submit(len(frames)).result()
             return edges.copy()
         finally:
-            pending.release()
+            filling.release()

@@ -179,37 +179,9 @@ class FrameReader:
             yield oldest()
 
 
-def gather_frames(frames: list[np.ndarray], out: np.ndarray) -> None:
-    """Copy same-shape ``frames`` into ``out`` (N, H, W, 3): a batch into a slab's input."""
-    for i, frame in enumerate(frames):
-        np.copyto(out[i], frame)
-
-
-def gather_on(pool: Lane):
-    """A gather (see :func:`gather_frames`) that copies each frame as a task on ``pool``
-    and returns once all are done: the copies run in parallel, and the caller blocks once."""
-
-    def gather(frames: list[np.ndarray], out: np.ndarray) -> None:
-        copies = [
-            pool.submit(gather_frames, [frame], out[i : i + 1]) for i, frame in enumerate(frames)
-        ]
-        wait(copies)
-        for copy in copies:
-            copy.result()  # raises a copy's error, if any
-
-    return gather
-
-
-def same_shape_batches(frames: Iterable[Frame], size: int) -> Iterator[list[Frame]]:
-    """Consecutive frames grouped up to ``size``; a change of frame shape ends a batch."""
-    batch: list[Frame] = []
-    for frame in frames:
-        if batch and (len(batch) == size or frame.pixels.shape != batch[0].pixels.shape):
-            yield batch
-            batch = []
-        batch.append(frame)
-    if batch:
-        yield batch
+def copy_frame(pixels: np.ndarray, out: np.ndarray) -> None:
+    """Copy a decoded frame into its place in a slab's pinned input: a worker's task."""
+    np.copyto(out, pixels)
 
 
 class CountDown:
@@ -236,39 +208,72 @@ SPARE_SLABS = 2
 
 # The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
 # main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
-GATHER, ENCODE, DECODE = 0, 1, 2
+COPY, ENCODE, DECODE = 0, 1, 2
 
 
 def run_on_gpu(
-    ring, batches, streams: int, clock: StageClock, writer: Writer, waits: WaitClock
+    ring,
+    frames: Iterable[Frame],
+    options: Options,
+    copies: Lane,
+    clock: StageClock,
+    writer: Writer,
+    waits: WaitClock,
 ) -> float:
-    """Stream batches through the GPU, ``streams`` in flight; return the GPU's busy seconds.
+    """Stream ``frames`` through the GPU in batches of up to ``options.batch`` same-shape
+    frames, ``options.streams`` batches in flight; return the GPU's busy seconds.
 
-    Batches are collected in the order they were submitted; the ring has SPARE_SLABS more
-    slabs than batches in flight, and a slab is reused once its frames' PNGs are all encoded
-    (the encoders read its pinned output directly).
+    A batch takes the ring's next slab with its first frame, and each frame is copied into
+    the slab's pinned input by a task on ``copies`` as soon as it is here, so the copies
+    overlap the wait for the next frames; the batch is submitted once full, at a change of
+    frame shape, or at the end, in one upload. (Before: each frame staged in pinned memory
+    of its own and uploaded by one call per frame, each of which made the main thread give
+    up the GIL and win it back from busy workers; on the H200 with JPEG input, the main
+    thread was blocked 94% of the run, 60% of it in those calls.) Batches are collected in the
+    order submitted; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
+    is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
+    directly).
     """
     in_flight: deque = deque()
     busy_ms = 0.0
+    batch: list[Frame] = []
+    copied: list[Future] = []
+    filling = None
 
     def collect() -> None:
         nonlocal busy_ms
-        batch, pending = in_flight.popleft()
+        done, pending = in_flight.popleft()
         with waits.timed("gpu"):
             edges, gpu_ms = pending.result()
         busy_ms += sum(gpu_ms.values())
-        encoded = CountDown(len(batch), pending.release)
-        for frame, frame_edges in zip(batch, edges, strict=True):
+        encoded = CountDown(len(done), pending.release)
+        for frame, frame_edges in zip(done, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
-                clock.record(stage, ms / len(batch), frame.out_name)
+                clock.record(stage, ms / len(done), frame.out_name)
             writer.submit(writer.encode_write, frame.out_name, frame_edges, encoded.done)
 
-    for batch in batches:
-        if len(in_flight) == streams:
-            collect()
-        # Includes waiting for the slab's last encoders, and for the batch's gather.
-        with waits.timed("submit"):
-            in_flight.append((batch, ring.submit([frame.pixels for frame in batch])))
+    def submit() -> None:
+        with waits.timed("submit"):  # the batch's last copies into pinned memory
+            wait(copied)
+        for copy in copied:
+            copy.result()  # raises a copy's error, if any
+        in_flight.append((list(batch), filling.submit(len(batch))))
+        batch.clear()
+        copied.clear()
+
+    for frame in frames:
+        shape = frame.pixels.shape
+        if batch and (len(batch) == options.batch or shape != batch[0].pixels.shape):
+            submit()
+        if not batch:
+            if len(in_flight) == options.streams:
+                collect()
+            with waits.timed("submit"):  # the encoders of the slab's last batch
+                filling = ring.fill(shape, options.batch)
+        copied.append(copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)]))
+        batch.append(frame)
+    if batch:
+        submit()
     while in_flight:
         collect()
     return busy_ms / 1e3
@@ -396,19 +401,21 @@ def run(
         reader = FrameReader(pool.at(DECODE), clock, options, wanted, window)
         ring = None
         if not backend.runs_on_host:
-            # A batch is copied into its slab's pinned memory by the workers, a frame a task,
-            # then uploaded with one call: the main thread waits once per batch, where staging
-            # each frame cost it one upload call per frame, each giving up the GIL and
-            # winning it back from busy workers (on the H200, JPEG: the main thread blocked
-            # 94% of the run, 60% of it in those per-frame uploads).
-            ring = backend.slab_ring(options.streams + SPARE_SLABS, gather_on(pool.at(GATHER)))
+            ring = backend.slab_ring(options.streams + SPARE_SLABS)
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                batches = same_shape_batches(decoded_frames(reader), options.batch)
-                gpu_busy_s = run_on_gpu(ring, batches, options.streams, clock, writer, reader.waits)
+                gpu_busy_s = run_on_gpu(
+                    ring,
+                    decoded_frames(reader),
+                    options,
+                    pool.at(COPY),
+                    clock,
+                    writer,
+                    reader.waits,
+                )
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish

@@ -2,9 +2,9 @@
 
 Where the bytes go, per batch:
 
-    gather:        the batch's decoded frames -> the slab's pinned input buffer, by the
-                   ``gather`` the ring is given (the pipeline copies the frames in parallel on
-                   threads of its own, and the main thread waits once per batch, not per frame)
+    main thread:   takes the next slab for a batch (``SlabRing.fill``)
+    worker:        each decoded frame -> its place in the slab's pinned input, as soon as the
+                   main thread has it (a task per frame, in parallel; the pipeline does this)
     main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel;
                    one async D2H into the slab's pinned output -- all on the slab's stream,
                    with CUDA events between the stages (they time them, and say when they are
@@ -19,7 +19,6 @@ from busy workers. Imports CuPy: only :mod:`edgecli.gpu` imports this module.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
 
 import cupy as cp
 import cupyx
@@ -40,8 +39,8 @@ def _allocation_error(what: str, nbytes: int, exc: Exception) -> GpuMemoryError:
 
 
 class Slab:
-    """Device buffers and a pinned output buffer for one batch, the stream that uses them,
-    and the events that mark its stages. Buffers grow to the largest batch seen."""
+    """Pinned input and output buffers and device buffers for one batch, the stream that uses
+    them, and the events that mark its stages. Buffers grow to the largest batch asked for."""
 
     def __init__(self):
         self.stream = cp.cuda.Stream(non_blocking=True)
@@ -49,7 +48,7 @@ class Slab:
         self.started, self.uploaded, self.computed, self.downloaded = (
             cp.cuda.Event() for _ in range(4)
         )
-        # Set while no one reads edges_pinned; cleared from submit until release().
+        # Set while no one reads edges_pinned; cleared from fill() until release().
         self.free = threading.Event()
         self.free.set()
 
@@ -65,30 +64,50 @@ class Slab:
             raise _allocation_error("GPU and pinned memory for a batch", pixels * 8, exc) from None
         self.capacity = pixels
 
-    def submit(self, frames: Sequence[np.ndarray], launch, gather: Gather) -> InFlight:
-        """Gather same-shape ``frames`` into this slab's pinned input, then queue upload,
-        kernel and download on this slab's stream. The frames are free once this returns."""
-        self.free.wait()  # the encoders of this slab's previous batch are done with it
+    def fill(self, shape: tuple[int, ...], capacity: int, device: int, launch) -> Filling:
+        """This slab, once the encoders of its previous batch are done with it, for a batch
+        of up to ``capacity`` frames of ``shape`` (H, W, 3)."""
+        self.free.wait()
         self.free.clear()
-        n = len(frames)
-        h, w = frames[0].shape[:2]
-        self._reserve(n * h * w)
-        # Prefix slices of fresh allocations: 16-byte aligned, as the kernel requires.
-        frames_dev = self.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
-        edges_dev = self.edges_dev[: n * h * w].reshape(n, h, w)
-        edges_pinned = self.edges_pinned[: n * h * w].reshape(n, h, w)
-        # The previous batch's upload from this buffer is done: its result was collected
+        h, w = shape[:2]
+        self._reserve(capacity * h * w)
+        # The previous batch's upload from frames_pinned is done: its result was collected
         # before the slab was freed.
-        frames_pinned = self.frames_pinned[: n * h * w * 3].reshape(n, h, w, 3)
-        gather(frames, frames_pinned)
-        self.started.record(self.stream)
-        frames_dev.set(frames_pinned, stream=self.stream)  # one async copy from pinned memory
-        self.uploaded.record(self.stream)
-        launch(frames_dev, edges_dev, self.stream)
-        self.computed.record(self.stream)
-        edges_dev.get(stream=self.stream, out=edges_pinned)  # async into pinned memory
-        self.downloaded.record(self.stream)
-        return InFlight(self, edges_pinned)
+        inputs = self.frames_pinned[: capacity * h * w * 3].reshape(capacity, h, w, 3)
+        return Filling(self, inputs, device, launch)
+
+
+class Filling:
+    """A batch being put together in a slab: the caller copies its frames into ``inputs``
+    (pinned memory; from any thread), then submits the first n of them."""
+
+    def __init__(self, slab: Slab, inputs: np.ndarray, device: int, launch):
+        self.slab, self.inputs, self.device, self.launch = slab, inputs, device, launch
+
+    def submit(self, n: int) -> InFlight:
+        """Queue the upload of ``inputs[:n]``, the kernel and the download on the slab's
+        stream. The copies into those inputs must be done."""
+        if not 1 <= n <= len(self.inputs):
+            raise ValueError(f"a batch of {n} frames in a slab filled for {len(self.inputs)}")
+        slab = self.slab
+        h, w = self.inputs.shape[1:3]
+        # Prefix slices of fresh allocations: 16-byte aligned, as the kernel requires.
+        frames_dev = slab.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
+        edges_dev = slab.edges_dev[: n * h * w].reshape(n, h, w)
+        edges_pinned = slab.edges_pinned[: n * h * w].reshape(n, h, w)
+        with cp.cuda.Device(self.device):
+            slab.started.record(slab.stream)
+            frames_dev.set(self.inputs[:n], stream=slab.stream)  # one async copy, from pinned
+            slab.uploaded.record(slab.stream)
+            self.launch(frames_dev, edges_dev, slab.stream)
+            slab.computed.record(slab.stream)
+            edges_dev.get(stream=slab.stream, out=edges_pinned)  # async into pinned memory
+            slab.downloaded.record(slab.stream)
+        return InFlight(slab, edges_pinned)
+
+    def release(self) -> None:
+        """Give the slab back (once done with the batch's result, or if never submitted)."""
+        self.slab.free.set()
 
 
 class InFlight:
@@ -115,32 +134,28 @@ class InFlight:
         self.slab.free.set()
 
 
-# gather(frames, out): copy same-shape frames into ``out`` (N, H, W, 3); return once done
-# (edgecli.pipeline.gather_frames, on whichever thread the caller chooses).
-Gather = Callable[[Sequence[np.ndarray], np.ndarray], None]
-
-
 class SlabRing:
-    """``size`` slabs used in turn; ``gather`` fills a slab's pinned input from a batch.
+    """``size`` slabs used in turn.
 
     The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
-    slab it reuses is always the one whose batch it collected longest ago.
+    slab it fills next is always the one whose batch it collected longest ago.
     """
 
-    def __init__(self, size: int, device: int, launch, gather: Gather):
+    def __init__(self, size: int, device: int, launch):
         with cp.cuda.Device(device):
             self.slabs = [Slab() for _ in range(size)]
         self.device = device
         self.launch = launch
-        self.gather = gather
         self.turn = 0
 
     @property
     def size(self) -> int:
         return len(self.slabs)
 
-    def submit(self, frames: Sequence[np.ndarray]) -> InFlight:
+    def fill(self, shape: tuple[int, ...], capacity: int) -> Filling:
+        """The next slab, for a batch of up to ``capacity`` frames of ``shape`` (H, W, 3);
+        waits until the encoders of its last batch are done with it."""
         slab = self.slabs[self.turn]
         self.turn = (self.turn + 1) % len(self.slabs)
         with cp.cuda.Device(self.device):
-            return slab.submit(frames, self.launch, self.gather)
+            return slab.fill(shape, capacity, self.device, self.launch)

@@ -1,11 +1,11 @@
 """Stand-in backends, for tests and benchmarks on machines without a GPU.
 
 A normal run never uses this module. The pipeline drives the CUDA backend through a small
-protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size, gather)`` gives
-a ring whose ``submit(frames)`` copies the batch into a slab's input buffer with
-``gather(frames, out)`` and returns a batch in flight with ``result()`` (wait; edge maps and
-GPU milliseconds) and ``release()`` (its encoders are done with the output); the frames are
-the caller's again once ``submit`` returns. :class:`StandInGpuBackend` implements
+protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size)`` gives a ring
+whose ``fill(shape, capacity)`` takes its next slab, once released, for a batch: the caller
+copies frames into its ``inputs`` (capacity, H, W, 3), then ``submit(n)`` gives a batch in
+flight with ``result()`` (wait; edge maps and GPU milliseconds) and ``release()`` (its
+encoders are done with the output). :class:`StandInGpuBackend` implements
 that protocol with host memory and one thread per batch in place of a CUDA stream, so the
 pipeline's batching, ordering, slab reuse and bounded memory run anywhere, and it checks
 the pipeline keeps the protocol's rules. What it computes is a function it is given: the
@@ -88,16 +88,18 @@ class StandInBatch:
 
 class StandInRing:
     """Stands in for ``streaming.SlabRing``: ``size`` slabs used in turn, each with one input
-    and one output buffer, filled from a batch's frames by ``gather``.
+    and one output buffer.
 
-    It raises if the pipeline breaks the protocol: more than ``streams`` batches in flight,
-    a batch of mixed shapes, a slab never released.
+    It raises if the pipeline breaks the protocol: a slab filled while another is, more than
+    ``streams`` batches in flight, a batch larger than its slab was filled for, a slab never
+    released.
     """
 
-    def __init__(self, size: int, streams: int, compute: Compute, gather, max_delay_s=0.0):
+    def __init__(
+        self, size: int, streams: int, compute: Compute, max_delay_s=0.0, poison: bool = True
+    ):
         self.size, self.streams, self.compute = size, streams, compute
-        self.gather = gather
-        self.max_delay_s = max_delay_s
+        self.max_delay_s, self.poison = max_delay_s, poison
         self.rng = np.random.default_rng(0)
         self.lock = threading.Lock()
         self.free = [threading.Event() for _ in range(size)]
@@ -106,32 +108,55 @@ class StandInRing:
         self.inputs: list[np.ndarray | None] = [None] * size
         self.outputs: list[np.ndarray | None] = [None] * size
         self.turn = self.submitted = self.collected = 0
+        self.filling: StandInFilling | None = None
         self.batch_sizes: list[int] = []
 
-    def submit(self, frames: list[np.ndarray]) -> StandInBatch:
-        with self.lock:
-            in_flight = self.submitted - self.collected
-        if in_flight >= self.streams:
-            raise RuntimeError(f"{in_flight + 1} batches on the GPU, more than {self.streams}")
-        if len({f.shape for f in frames}) != 1:
-            raise RuntimeError("a batch mixed frame shapes")
+    def fill(self, shape: tuple[int, ...], capacity: int) -> StandInFilling:
+        if self.filling is not None:
+            raise RuntimeError("a slab was filled while another one was being filled")
         slab, self.turn = self.turn, (self.turn + 1) % self.size
         if not self.free[slab].wait(SLAB_TIMEOUT_S):
             raise RuntimeError(f"slab {slab} was never released by its encoders")
         self.free[slab].clear()
-        # Like the real slab, the batch is computed from the slab's own input buffer, which
-        # the caller may refill once this returns.
-        n, shape = len(frames), frames[0].shape
-        size = n * int(np.prod(shape))
+        size = capacity * int(np.prod(shape))
         buffer = self.inputs[slab]
         if buffer is None or buffer.size < size:
             buffer = self.inputs[slab] = np.empty(size, np.uint8)
-        inputs = buffer[:size].reshape(n, *shape)
-        self.gather(frames, inputs)
+        if self.poison:  # a frame the caller never copied in then shows in the PNGs
+            buffer[:size].fill(0x5A)
+        self.filling = StandInFilling(self, slab, buffer[:size].reshape(capacity, *shape))
+        return self.filling
+
+    def submit(self, filling: StandInFilling, n: int) -> StandInBatch:
+        if filling is not self.filling:
+            raise RuntimeError("a batch was submitted from a slab not being filled")
+        if not 1 <= n <= len(filling.inputs):
+            raise RuntimeError(f"a batch of {n} in a slab filled for {len(filling.inputs)}")
         with self.lock:
+            in_flight = self.submitted - self.collected
+            if in_flight >= self.streams:
+                raise RuntimeError(f"{in_flight + 1} batches on the GPU, more than {self.streams}")
             self.submitted += 1
+        self.filling = None
         self.batch_sizes.append(n)
-        return StandInBatch(self, slab, list(inputs), self.max_delay_s * self.rng.random())
+        # Like the real slab, the batch is computed from the slab's own input buffer.
+        frames = list(filling.inputs[:n])
+        return StandInBatch(self, filling.slab, frames, self.max_delay_s * self.rng.random())
+
+
+class StandInFilling:
+    """A slab of a :class:`StandInRing` being filled with a batch's frames."""
+
+    def __init__(self, ring: StandInRing, slab: int, inputs: np.ndarray):
+        self.ring, self.slab, self.inputs = ring, slab, inputs
+
+    def submit(self, n: int) -> StandInBatch:
+        return self.ring.submit(self, n)
+
+    def release(self) -> None:
+        if self.ring.filling is self:
+            self.ring.filling = None
+        self.ring.free[self.slab].set()
 
 
 class StandInGpuBackend:
@@ -139,23 +164,30 @@ class StandInGpuBackend:
 
     ``compute`` maps a batch's frames to their edge maps; by default the CPU reference.
     ``max_delay_s`` delays each batch by a random time up to it, so batches finish out of
-    step with submission, as on CUDA streams.
+    step with submission, as on CUDA streams. ``poison`` fills each slab's input with a
+    value no frame copy leaves there (0x5A) before the caller copies a batch in, so that a
+    frame never copied in makes wrong PNGs rather than stale right ones; it costs a memset of
+    the slab a batch, which a benchmark of the pipeline's own cost leaves out.
     """
 
     name = "stand-in-gpu"
     device_name = "host threads"
     runs_on_host = False
 
-    def __init__(self, options: Options, compute: Compute | None = None, max_delay_s=0.0):
+    def __init__(
+        self,
+        options: Options,
+        compute: Compute | None = None,
+        max_delay_s: float = 0.0,
+        poison: bool = True,
+    ):
         self.options = options
         self.compute = compute or (lambda frames: detect_batch(np.stack(frames), options))
-        self.max_delay_s = max_delay_s
+        self.max_delay_s, self.poison = max_delay_s, poison
         self.rings: list[StandInRing] = []
 
-    def slab_ring(self, slabs: int, gather) -> StandInRing:
-        ring = StandInRing(
-            slabs, self.options.streams, self.compute, gather, max_delay_s=self.max_delay_s
-        )
+    def slab_ring(self, slabs: int) -> StandInRing:
+        ring = StandInRing(slabs, self.options.streams, self.compute, self.max_delay_s, self.poison)
         self.rings.append(ring)
         return ring
 

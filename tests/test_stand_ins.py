@@ -89,38 +89,58 @@ def test_run_uses_the_backend_it_is_given(folder, tmp_path, monkeypatch):
     assert sum(backend.rings[0].batch_sizes) == 9
 
 
-def test_frames_are_free_once_submitted():
-    """A ring computes a batch from its slab's own input, filled by the gather it was given:
-    the caller may overwrite the frames as soon as submit returns."""
+def test_a_batch_is_computed_from_its_slab():
+    """A ring computes a batch from the frames copied into its slab's inputs, and nothing
+    else: a slab is poisoned when filled, so a frame never copied in shows."""
     options = Options()
-    backend = StandInGpuBackend(options)
-    ring = backend.slab_ring(3, pipeline.gather_frames)
+    ring = StandInGpuBackend(options).slab_ring(3)
     frames = [photo(9, 14, seed=i) for i in range(4)]
-    expected = detect_batch(np.stack(frames), options)
-    pending = ring.submit(frames)
-    for frame in frames:
-        frame[...] = 0
+    filling = ring.fill(frames[0].shape, capacity=5)
+    assert filling.inputs.shape == (5, 9, 14, 3) and (filling.inputs == 0x5A).all()
+    for i, frame in enumerate(frames[:3]):
+        np.copyto(filling.inputs[i], frame)
+    pending = filling.submit(4)  # the fourth frame was never copied in
     edges, _ = pending.result()
-    np.testing.assert_array_equal(edges, expected)
     pending.release()
+    np.testing.assert_array_equal(edges[:3], detect_batch(np.stack(frames[:3]), options))
+    poisoned = np.full_like(frames[3], 0x5A)
+    np.testing.assert_array_equal(edges[3], detect_batch(poisoned[np.newaxis], options)[0])
 
 
-def test_batches_are_gathered_off_the_main_thread(tmp_path, monkeypatch):
+def test_the_ring_refuses_a_broken_protocol():
+    """Filling two slabs at once, a batch larger than its slab, more batches in flight than
+    streams: each raises, so that a pipeline that does it fails its tests."""
+    ring = StandInGpuBackend(Options(streams=1)).slab_ring(3)
+    shape = (4, 5, 3)
+    filling = ring.fill(shape, capacity=2)
+    with pytest.raises(RuntimeError, match="another one was being filled"):
+        ring.fill(shape, capacity=2)
+    with pytest.raises(RuntimeError, match="a batch of 3 in a slab filled for 2"):
+        filling.submit(3)
+    first = filling.submit(2)
+    second = ring.fill(shape, capacity=2)
+    with pytest.raises(RuntimeError, match="2 batches on the GPU, more than 1"):
+        second.submit(1)
+    first.result()
+    second.submit(1).result()
+
+
+def test_frames_are_copied_into_slabs_on_the_workers(tmp_path, monkeypatch):
     """On the GPU path each frame is copied into its slab by a task on the worker pool, not
     on the main thread; the PNGs are the CPU backend's."""
-    copies: list[tuple[str, int]] = []
-    gather = pipeline.gather_frames
+    threads: list[str] = []
+    copy_frame = pipeline.copy_frame
 
-    def recording(frames, out):
-        copies.append((threading.current_thread().name.rsplit("_", 1)[0], len(frames)))
-        gather(frames, out)
+    def recording(pixels, out):
+        threads.append(threading.current_thread().name.rsplit("_", 1)[0])
+        copy_frame(pixels, out)
 
-    monkeypatch.setattr(pipeline, "gather_frames", recording)
+    monkeypatch.setattr(pipeline, "copy_frame", recording)
     write_video(tmp_path / "clip.avi", [photo(16, 24, seed=i) for i in range(12)])
     options = Options(workers=2, batch=4)
     backend = StandInGpuBackend(options, max_delay_s=0.002)
     pipeline.run(tmp_path / "clip.avi", tmp_path / "out", options, backend=backend)
     edgecli.process(tmp_path / "clip.avi", tmp_path / "cpu", backend="cpu")
     assert backend.rings[0].batch_sizes == [4, 4, 4]
-    assert copies == [("edgecli-worker", 1)] * 12
+    assert threads == ["edgecli-worker"] * 12
     same_outputs(tmp_path / "cpu", tmp_path / "out")
