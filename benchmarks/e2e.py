@@ -1367,7 +1367,8 @@ def _rss_cell(result: dict, name: str) -> str:
 
 
 def _bottleneck_cell(figures: dict) -> str:
-    """'decode 92%' from edgecli's 'decode-bound: decode kept ... busy 92% of the wall time'."""
+    """'decode 79%' from edgecli's 'decode-bound: the 16 worker thread(s) were busy 79% of the
+    wall time, 41% on decode': the stage, and how busy it kept its resource's (all stages)."""
     detail = figures.get("bottleneck_detail")
     if not detail:
         return runner_cells(figures, "bottleneck")

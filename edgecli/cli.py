@@ -125,19 +125,19 @@ def main() -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Threads for decoding, and as many for encoding.  [default: one per CPU core]",
+    help="Worker threads: they decode, encode and write.  [default: one per CPU core]",
 )
 @click.option(
     "--batch",
     type=click.IntRange(min=1),
-    default=16,
+    default=Options.batch,
     show_default=True,
     help="Same-size frames per GPU launch.",
 )
 @click.option(
     "--streams",
     type=click.IntRange(min=1),
-    default=2,
+    default=Options.streams,
     show_default=True,
     help="CUDA streams to overlap copies with compute.",
 )

@@ -51,8 +51,11 @@ class Options:
     png_bits: int = 1
     recursive: bool = False
     workers: int | None = None  # None: one per CPU core
-    batch: int = 16
-    streams: int = 2
+    # Chosen by benchmarks/sweep.py on the H200 (benchmarks/RESULTS.md, session 3): batches of
+    # 4 beat 8, 16 and 32 on JPEG and H.264 input (a frame waits less for its batch to fill
+    # before it is encoded), and 4 streams beat 2 on JPEG.
+    batch: int = 4
+    streams: int = 4
     device: int = 0
     on_error: str = "fail"
     skip_existing: bool = False

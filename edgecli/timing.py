@@ -95,20 +95,34 @@ class WaitClock:
 
 
 def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
-    """The stage that kept its resource busiest, and a sentence saying so.
+    """The stage that kept the busiest resource busiest, and a sentence saying so.
 
-    Host stages share ``workers`` threads; device stages share one GPU. Busy fraction is a
-    stage's total time over the time its resource had (wall x threads, or wall).
+    Host stages share the ``workers`` threads; device stages share one GPU. A resource's busy
+    fraction is its stages' total time over the time it had (wall x threads, or wall). The
+    busier of the two names the bottleneck: the GPU stage that took it longest, or the host
+    stage that took the most of the workers' time.
     """
     if not stages or wall_s <= 0:
         return "none", "no frames were processed"
-    busy = {
-        name: s["total_ms"] / 1e3 / (wall_s * (1 if name in DEVICE_STAGES else workers))
+    host = {
+        name: s["total_ms"] / 1e3 / (wall_s * workers)
         for name, s in stages.items()
+        if name not in DEVICE_STAGES
     }
-    name = max(busy, key=busy.get)
-    where = "the GPU" if name in DEVICE_STAGES else f"{workers} worker thread(s)"
-    return name, f"{name}-bound: {name} kept {where} busy {busy[name]:.0%} of the wall time"
+    device = {
+        name: s["total_ms"] / 1e3 / wall_s for name, s in stages.items() if name in DEVICE_STAGES
+    }
+    if device and (not host or sum(device.values()) > sum(host.values())):
+        name = max(device, key=device.get)
+        return name, (
+            f"{name}-bound: the GPU was busy {sum(device.values()):.0%} of the wall time, "
+            f"{device[name]:.0%} on {name}"
+        )
+    name = max(host, key=host.get)
+    return name, (
+        f"{name}-bound: the {workers} worker thread(s) were busy {sum(host.values()):.0%} of "
+        f"the wall time, {host[name]:.0%} on {name}"
+    )
 
 
 @dataclass
