@@ -1,7 +1,7 @@
 """The run: sources -> decode -> backend -> encode and write -> summary.
 
-One pool of worker threads does the host work, by priority: copying batches into the GPU's
-pinned memory first, then encoding and writing (and, for the CPU backend, computing first, so
+One pool of worker threads does the host work, by priority: copying frames into the GPU's
+pinned buffers first, then encoding and writing (and, for the CPU backend, computing first, so
 every core computes), then decoding (see :mod:`edgecli.workers`). OpenCV and NumPy release the
 GIL in their heavy loops, so threads scale over cores without copying frames between
 processes. The main thread submits the decodes, batches, drives the GPU and hands edge maps to

@@ -26,12 +26,12 @@ def _blocked_pool() -> tuple[PriorityPool, threading.Event]:
 def test_lowest_priority_first_and_in_order_within_one():
     pool, release = _blocked_pool()
     ran: list[str] = []
-    for priority, name in [(2, "decode a"), (1, "encode a"), (2, "decode b"), (0, "gather")]:
+    for priority, name in [(2, "decode a"), (1, "encode a"), (2, "decode b"), (0, "copy")]:
         pool.submit(priority, ran.append, name)
     pool.at(1).submit(ran.append, "encode b")
     release.set()
     pool.shutdown(wait=True)
-    assert ran == ["gather", "encode a", "encode b", "decode a", "decode b"]
+    assert ran == ["copy", "encode a", "encode b", "decode a", "decode b"]
 
 
 def test_results_and_errors_come_back_through_the_futures():
