@@ -4,8 +4,8 @@ On the 16-core host, decode and encode+write running at the same time reach only
 of the floor ``1 / (1/decode_fps + 1/encode_fps)``, each measured alone on W threads. This
 script separates three explanations by running the same codec work in different shapes:
 
-(a) oversubscription: edgecli has a decode pool and an encode pool of W threads each, 2W
-    threads on W cores. If so, "one pool" (one task decodes frame i then encodes and writes
+(a) oversubscription: edgecli had a decode pool and an encode pool of W threads each, 2W
+    threads on W cores (one pool since; benchmarks/RESULTS.md, session 3). If so, "one pool" (one task decodes frame i then encodes and writes
     its edges) and "two pools, W/2 each" get near the floor; involuntary context switches
     per frame are high in "two pools".
 (b) GIL convoys: a thread that leaves a GIL-free codec call waits up to the switch interval
