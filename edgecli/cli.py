@@ -20,7 +20,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError
-from .params import BACKENDS, BORDERS, DEFAULT_MAX_PIXELS, NORMS, ON_ERROR, Options
+from .params import BACKENDS, BORDERS, NORMS, ON_ERROR, Options
 
 
 class EdgecliClickError(click.ClickException):
@@ -88,35 +88,35 @@ def main() -> None:
     "-t",
     "--threshold",
     type=click.IntRange(min=0),
-    default=100,
+    default=Options.threshold,
     show_default=True,
     help="Edge when the gradient magnitude is strictly greater than this.",
 )
 @click.option(
     "--norm",
     type=click.Choice(NORMS),
-    default="l1",
+    default=Options.norm,
     show_default=True,
     help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2.",
 )
 @click.option(
     "--border",
     type=click.Choice(BORDERS),
-    default="replicate",
+    default=Options.border,
     show_default=True,
     help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00.",
 )
 @click.option(
     "--backend",
     type=click.Choice(BACKENDS),
-    default="auto",
+    default=Options.backend,
     show_default=True,
     help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
 )
 @click.option(
     "--png-bits",
     type=click.Choice(["1", "8"]),
-    default="1",
+    default=str(Options.png_bits),
     show_default=True,
     help="1-bit grayscale PNG (smallest, fastest) or 8-bit; both read back as 0/255.",
 )
@@ -144,14 +144,14 @@ def main() -> None:
 @click.option(
     "--device",
     type=click.IntRange(min=0),
-    default=0,
+    default=Options.device,
     show_default=True,
     help="CUDA device index.",
 )
 @click.option(
     "--on-error",
     type=click.Choice(ON_ERROR),
-    default="fail",
+    default=Options.on_error,
     show_default=True,
     help="fail: stop at the first bad frame (exit 1). skip: report it, go on (exit 3).",
 )
@@ -163,7 +163,7 @@ def main() -> None:
 @click.option(
     "--max-pixels",
     type=click.IntRange(min=1),
-    default=DEFAULT_MAX_PIXELS,
+    default=Options.max_pixels,
     show_default=True,
     help="Refuse frames whose header declares more pixels than this.",
 )

@@ -148,10 +148,6 @@ class SlabRing:
         self.launch = launch
         self.turn = 0
 
-    @property
-    def size(self) -> int:
-        return len(self.slabs)
-
     def fill(self, shape: tuple[int, ...], capacity: int) -> Filling:
         """The next slab, for a batch of up to ``capacity`` frames of ``shape`` (H, W, 3);
         waits until the encoders of its last batch are done with it."""
