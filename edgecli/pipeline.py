@@ -206,6 +206,10 @@ class CountDown:
 # the noise let us see: benchmarks/RESULTS.md, version 4.)
 SPARE_SLABS = 2
 
+# Decoded frames read ahead of the main thread, and edge maps waiting for their PNGs, at most,
+# each: this many per worker, plus a batch.
+WINDOW_PER_WORKER = 2
+
 # The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
 # main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
 COPY, ENCODE, DECODE = 0, 1, 2
@@ -230,7 +234,8 @@ def run_on_gpu(
     of its own and uploaded by one call per frame, each of which made the main thread give
     up the GIL and win it back from busy workers; on the H200 with JPEG input, the main
     thread was blocked 94% of the run, 60% of it in those calls.) Batches are collected in the
-    order submitted; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
+    order submitted, each as soon as a batch starts after it is done, or when its stream is
+    needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
     is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
     directly).
     """
@@ -242,22 +247,23 @@ def run_on_gpu(
 
     def collect() -> None:
         nonlocal busy_ms
-        done, pending = in_flight.popleft()
+        names, pending = in_flight.popleft()
         with waits.timed("gpu"):
             edges, gpu_ms = pending.result()
         busy_ms += sum(gpu_ms.values())
-        encoded = CountDown(len(done), pending.release)
-        for frame, frame_edges in zip(done, edges, strict=True):
+        encoded = CountDown(len(names), pending.release)
+        for name, frame_edges in zip(names, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
-                clock.record(stage, ms / len(done), frame.out_name)
-            writer.submit(writer.encode_write, frame.out_name, frame_edges, encoded.done)
+                clock.record(stage, ms / len(names), name)
+            writer.submit(writer.encode_write, name, frame_edges, encoded.done)
 
     def submit() -> None:
         with waits.timed("submit"):  # the batch's last copies into pinned memory
             wait(copied)
         for copy in copied:
             copy.result()  # raises a copy's error, if any
-        in_flight.append((list(batch), filling.submit(len(batch))))
+        # Only the names stay: the frames' pixels are in the slab now, and can be freed.
+        in_flight.append(([frame.out_name for frame in batch], filling.submit(len(batch))))
         batch.clear()
         copied.clear()
 
@@ -266,7 +272,9 @@ def run_on_gpu(
         if batch and (len(batch) == options.batch or shape != batch[0].pixels.shape):
             submit()
         if not batch:
-            if len(in_flight) == options.streams:
+            # Hand finished batches to the encoders now, not when their stream is next
+            # needed: their slabs come free sooner, and the encoders get work while it waits.
+            while in_flight and (len(in_flight) == options.streams or in_flight[0][1].ready()):
                 collect()
             with waits.timed("submit"):  # the encoders of the slab's last batch
                 filling = ring.fill(shape, options.batch)
@@ -370,7 +378,7 @@ def run(
 
     clock = StageClock(per_frame=timings_csv is not None)
     workers = options.worker_count
-    window = 2 * workers + options.batch
+    window = WINDOW_PER_WORKER * workers + options.batch
     failures: list[Failure] = []
     megapixels = 0.0
     gpu_busy_s = None

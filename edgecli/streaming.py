@@ -117,6 +117,10 @@ class InFlight:
         self.slab = slab
         self.edges_pinned = edges_pinned
 
+    def ready(self) -> bool:
+        """Whether :meth:`result` would return at once; never waits."""
+        return self.slab.downloaded.done
+
     def result(self) -> tuple[np.ndarray, dict[str, float]]:
         """The batch's edge maps, as a view of pinned memory that stays valid until
         :meth:`release`, and the GPU milliseconds of each stage for the whole batch."""

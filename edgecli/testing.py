@@ -4,13 +4,13 @@ A normal run never uses this module. The pipeline drives the CUDA backend throug
 protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size)`` gives a ring
 whose ``fill(shape, capacity)`` takes its next slab, once released, for a batch: the caller
 copies frames into its ``inputs`` (capacity, H, W, 3), then ``submit(n)`` gives a batch in
-flight with ``result()`` (wait; edge maps and GPU milliseconds) and ``release()`` (its
-encoders are done with the output). :class:`StandInGpuBackend` implements
-that protocol with host memory and one thread per batch in place of a CUDA stream, so the
-pipeline's batching, ordering, slab reuse and bounded memory run anywhere, and it checks
-the pipeline keeps the protocol's rules. What it computes is a function it is given: the
-CPU reference (tests), or :class:`PrecomputedEdges` (a zero-cost backend, for measuring the
-pipeline's own ceiling in ``benchmarks/e2e.py``).
+flight with ``ready()`` (done yet? never waits), ``result()`` (wait; edge maps and GPU
+milliseconds) and ``release()`` (its encoders are done with the output).
+:class:`StandInGpuBackend` implements that protocol with host memory and one thread per
+batch in place of a CUDA stream, so the pipeline's batching, ordering, slab reuse and bounded
+memory run anywhere, and it checks the pipeline keeps the protocol's rules. What it computes
+is a function it is given: the CPU reference (tests), or :class:`PrecomputedEdges` (a
+zero-cost backend, for measuring the pipeline's own ceiling in ``benchmarks/e2e.py``).
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ class StandInBatch:
             self.error = exc
         finally:
             self.done.set()
+
+    def ready(self) -> bool:
+        return self.done.is_set()
 
     def result(self) -> tuple[np.ndarray, dict[str, float]]:
         self.done.wait()

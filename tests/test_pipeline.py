@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import threading
 import time
+import weakref
 
 import cv2
 import numpy as np
@@ -19,8 +20,10 @@ import pytest
 import edgecli
 from edgecli import pipeline
 from edgecli.backends import BackendChoice
-from edgecli.sources import ImageSource
+from edgecli.sources import Frame, ImageSource
 from edgecli.testing import StandInGpuBackend
+from edgecli.timing import StageClock, WaitClock
+from edgecli.workers import PriorityPool
 
 from .media import photo, write_video
 from .oracle import plain_edges
@@ -108,7 +111,7 @@ def test_frames_in_flight_are_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(ImageSource, "decode", counting(ImageSource.decode, +1))
     monkeypatch.setattr(pipeline, "write_atomic", counting(slow_write, -1))
     edgecli.process(folder, tmp_path / "out", backend="cpu", workers=2, batch=3)
-    window = 2 * 2 + 3  # pipeline.run: 2 x workers + batch
+    window = pipeline.WINDOW_PER_WORKER * 2 + 3  # pipeline.run: per worker, plus a batch
     assert counts["now"] == 0
     assert 0 < counts["peak"] <= 2 * window + 2  # read-ahead + unwritten + the two workers'
 
@@ -142,3 +145,48 @@ def test_slow_encoders_never_read_a_reused_slab(fake_gpu, tmp_path, monkeypatch)
         frame = cv2.imread(str(folder / f"f{i:03d}.png"))
         edges = cv2.imread(str(tmp_path / "out" / f"f{i:03d}.png"), cv2.IMREAD_GRAYSCALE)
         np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
+
+
+def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
+    """A batch the GPU has finished is handed to the encoders when the next batch starts,
+    not only once every stream is busy: its slab comes free, and the encoders get its frames,
+    sooner. Only names are kept in flight: a frame's pixels are in its slab."""
+    options = edgecli.Options(batch=2, streams=4, workers=1)
+    ring = StandInGpuBackend(options).slab_ring(options.streams + pipeline.SPARE_SLABS)
+    batches = []
+    real_submit = ring.submit
+
+    def submit(filling, n):
+        batches.append(real_submit(filling, n))
+        return batches[-1]
+
+    ring.submit = submit
+
+    class Recorder:  # the writer: notes each frame handed over, done with its edges at once
+        encode_write = None
+
+        def __init__(self):
+            self.names = []
+
+        def submit(self, fn, name, edges, done):
+            self.names.append(name)
+            done()
+
+    writer = Recorder()
+    handed_over = []  # frames handed to the encoders when frame i was asked for
+    pixels = []  # weak references to each frame's pixels
+
+    def frames():
+        for i in range(6):
+            if i == 4:  # the first batch (frames 0, 1) has long finished on the "GPU"
+                assert batches[0].done.wait(10)
+                assert all(ref() is None for ref in pixels[:2])  # freed once copied
+            handed_over.append(list(writer.names))
+            frame = Frame(f"f{i}.png", f"f{i}", np.full((4, 5, 3), i, np.uint8))
+            pixels.append(weakref.ref(frame.pixels))
+            yield frame
+
+    with PriorityPool(1, "test") as pool:
+        pipeline.run_on_gpu(ring, frames(), options, pool.at(0), StageClock(), writer, WaitClock())
+    assert handed_over[5][:2] == ["f0.png", "f1.png"]  # with 3 of 4 streams busy
+    assert writer.names == [f"f{i}.png" for i in range(6)]
