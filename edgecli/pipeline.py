@@ -28,7 +28,7 @@ from .backends import select_backend
 from .errors import FrameError, OptionError
 from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
-from .sources import Frame, Recycler, count_frames, discover
+from .sources import Frame, count_frames, discover
 from .timing import StageClock, Summary, WaitClock
 from .workers import Lane, PriorityPool
 
@@ -119,7 +119,6 @@ class FrameReader:
         self.window = window
         self.waits = WaitClock()
         self.skipped_existing = 0
-        self.recycler = Recycler()  # a video's frames decode into arrays read already
 
     def _decode(self, source) -> Frame | Failure:
         try:
@@ -134,7 +133,7 @@ class FrameReader:
         return Failure(exc.source, exc.reason)
 
     def _sequence_items(self, source) -> Iterator[Frame | Failure]:
-        frames = source.frames(self.options.max_pixels, self.recycler)
+        frames = source.frames(self.options.max_pixels)
         while True:
             start = time.perf_counter()
             try:
@@ -146,7 +145,6 @@ class FrameReader:
                 return
             if not self.wanted(frame.out_name):
                 self.skipped_existing += 1
-                frame.done()
                 continue
             self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
@@ -181,10 +179,9 @@ class FrameReader:
             yield oldest()
 
 
-def copy_frame(frame: Frame, out: np.ndarray) -> None:
+def copy_frame(pixels: np.ndarray, out: np.ndarray) -> None:
     """Copy a decoded frame into its place in a slab's pinned input: a worker's task."""
-    np.copyto(out, frame.pixels)
-    frame.done()
+    np.copyto(out, pixels)
 
 
 class CountDown:
@@ -281,7 +278,7 @@ def run_on_gpu(
                 collect()
             with waits.timed("submit"):  # the encoders of the slab's last batch
                 filling = ring.fill(shape, options.batch)
-        copied.append(copies.submit(copy_frame, frame, filling.inputs[len(batch)]))
+        copied.append(copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)]))
         batch.append(frame)
     if batch:
         submit()
@@ -325,7 +322,6 @@ class Writer:
     def compute_encode_write(self, backend, frame: Frame) -> None:
         with self.clock.timed("compute", frame.out_name):
             edges = backend.detect(frame.pixels[np.newaxis])[0]
-        frame.done()
         self.encode_write(frame.out_name, edges)
 
     def submit(self, fn: Callable, *args) -> None:

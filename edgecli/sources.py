@@ -15,9 +15,8 @@ import glob
 import os
 import re
 import struct
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -118,50 +117,11 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Frame:
-    """One decoded frame, with the name of the PNG it becomes.
-
-    Whoever reads the pixels last calls :meth:`done`; after it, they may be overwritten by
-    a frame decoded later (and their shape stays).
-    """
+    """One decoded frame, with the name of the PNG it becomes."""
 
     out_name: str
     source: str
     pixels: np.ndarray
-    recycle: Callable[[np.ndarray], None] | None = field(default=None, repr=False, compare=False)
-
-    def done(self) -> None:
-        """The pixels are read and needed no more: a reader may decode into them again."""
-        if self.recycle is not None:
-            self.recycle(self.pixels)
-
-
-class Recycler:
-    """Frame arrays given back once read (:meth:`Frame.done`), for a video's reader to
-    decode the next frames into.
-
-    Decoding into memory that is already mapped saves the reader, the one thread a video's
-    frames come from in order, cv2's allocation of each frame (which takes the GIL) and the
-    kernel's zeroing of fresh pages. Arrays never given back (a run stopped early) are
-    simply freed; so are those left here when the recycler goes.
-    """
-
-    def __init__(self):
-        self._free: list[np.ndarray] = []
-        self._lock = threading.Lock()
-
-    def take(self, shape: tuple[int, ...]) -> np.ndarray | None:
-        """An array of ``shape`` given back earlier, or None."""
-        with self._lock:
-            for i, array in enumerate(self._free):
-                if array.shape == shape:
-                    return self._free.pop(i)
-        return None
-
-    def give(self, array: np.ndarray) -> None:
-        with self._lock:
-            if any(free is array for free in self._free):
-                raise RuntimeError("a frame's pixels were given back twice")
-            self._free.append(array)
 
 
 @dataclass(frozen=True)
@@ -190,23 +150,13 @@ class SequenceSource:
     def frame_name(self, index: int) -> str:
         return f"{self.out_stem}_{index:0{FRAME_INDEX_DIGITS}d}.png"
 
-    def frames(self, max_pixels: int, recycler: Recycler | None = None) -> Iterator[Frame]:
-        """The frames in order. A video decodes into arrays ``recycler`` has been given back,
-        where it has one of the right shape, and its frames give theirs back to it."""
-        if self.kind == "video":
-            pixels = _video_frames(self.path, max_pixels, recycler)
-        elif self.kind == "tiff":
-            pixels, recycler = _tiff_frames(self.path, max_pixels), None
-        else:
-            pixels, recycler = _animation_frames(self.path, max_pixels), None
-        recycle = recycler.give if recycler is not None else None
-        for index, frame in enumerate(pixels):
-            yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", frame, recycle)
+    def frames(self, max_pixels: int) -> Iterator[Frame]:
+        readers = {"video": _video_frames, "tiff": _tiff_frames, "animation": _animation_frames}
+        for index, pixels in enumerate(readers[self.kind](self.path, max_pixels)):
+            yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
 
 
-def _video_frames(
-    path: Path, max_pixels: int, recycler: Recycler | None = None
-) -> Iterator[np.ndarray]:
+def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
     try:
         if not capture.isOpened():
@@ -216,14 +166,10 @@ def _video_frames(
         check_size(str(path), width * height, max_pixels)
         expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         count = 0
-        shape = None  # the frames' own, once one is read (a rotated video's differs from W x H)
         while True:
-            into = recycler.take(shape) if recycler is not None and shape else None
-            # read(into) decodes into `into` if its shape fits, else into a new array.
-            ok, frame = capture.read(into) if into is not None else capture.read()
+            ok, frame = capture.read()
             if not ok:
                 break
-            shape = frame.shape
             count += 1
             yield frame
         if count == 0:

@@ -14,7 +14,7 @@ import pytest
 import edgecli
 from edgecli import InputError, OptionError
 from edgecli.params import BORDERS, NORMS
-from edgecli.sources import Recycler, discover
+from edgecli.sources import discover
 
 from .media import photo, write_video
 from .oracle import plain_edges
@@ -113,33 +113,6 @@ def test_video_written_by_opencv(tmp_path):
     for i, frame in enumerate(decoded):
         expected = plain_edges(frame, 100, "l1", "replicate")
         np.testing.assert_array_equal(outputs[f"clip_{i:06d}.png"], expected)
-
-
-def test_video_decodes_into_frames_given_back():
-    """A video's frames decode into the arrays of frames done with (the same objects),
-    once a frame of the video has shown the shape; the frames are the same as read()'s."""
-    source = discover(H264_CLIP)[0]
-    expected = [frame.pixels for frame in source.frames(10**8)]
-    recycler = Recycler()
-    seen = []
-    for i, frame in enumerate(source.frames(10**8, recycler)):
-        np.testing.assert_array_equal(frame.pixels, expected[i])
-        seen.append(frame.pixels)
-        frame.done()
-    assert all(pixels is seen[0] for pixels in seen)  # one array, decoded into again and again
-    assert len(seen) == len(expected) == 24
-
-
-def test_recycler_gives_arrays_of_the_shape_asked_for():
-    recycler = Recycler()
-    small, large = np.zeros((2, 3, 3), np.uint8), np.zeros((4, 5, 3), np.uint8)
-    recycler.give(small)
-    recycler.give(large)
-    assert recycler.take((3, 3, 3)) is None
-    assert recycler.take((4, 5, 3)) is large
-    assert recycler.take((4, 5, 3)) is None
-    with pytest.raises(RuntimeError, match="given back twice"):
-        recycler.give(small)
 
 
 @pytest.mark.parametrize("kind", ["gif", "apng", "webp", "tiff"])
