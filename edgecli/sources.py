@@ -59,8 +59,58 @@ def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
     raise FrameError(source, f"unsupported image shape {pixels.shape}")
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# JPEG's start-of-frame markers, which hold the frame's height and width.
+JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
 def declared_pixels(path: Path) -> int | None:
-    """Width x height from the file's header, without decoding; None if unknown."""
+    """Width x height from the file's header, without decoding; None if unknown.
+
+    PNG and JPEG headers are read here, in a few small reads: the decoding threads share
+    the GIL, and PIL's parsers, which read the other formats, hold it for tens of
+    microseconds a frame (benchmarks/RESULTS.md, session 4).
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(24)
+            if head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
+                width, height = struct.unpack(">II", head[16:24])
+                return width * height
+            if head[:2] == b"\xff\xd8":
+                pixels = _jpeg_pixels(handle)
+                if pixels is not None:
+                    return pixels
+    except OSError:
+        return None  # the decoder will say why
+    return _pil_pixels(path)
+
+
+def _jpeg_pixels(handle) -> int | None:
+    """Width x height from a JPEG's first frame header, walking the segments before it;
+    None where the walk finds something unexpected (PIL then has its say)."""
+    position = 2
+    for _ in range(256):  # segments before the frame header: a few, in any real file
+        handle.seek(position)
+        segment = handle.read(9)
+        if len(segment) < 4 or segment[0] != 0xFF:
+            return None
+        marker = segment[1]
+        if marker == 0xFF:  # a fill byte before the marker
+            position += 1
+            continue
+        if marker in JPEG_FRAME_MARKERS:
+            if len(segment) < 9:
+                return None
+            height, width = struct.unpack(">HH", segment[5:9])
+            return width * height if height else None  # height 0: given later (DNL)
+        if marker in (0xD8, 0xD9, 0xDA) or 0xD0 <= marker <= 0xD7 or marker == 0x01:
+            return None  # no frame header before the image data: unusual, let PIL say
+        position += 2 + struct.unpack(">H", segment[2:4])[0]
+    return None
+
+
+def _pil_pixels(path: Path) -> int | None:
     from PIL import Image
 
     try:
@@ -100,8 +150,9 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
             raise FrameError(source, "not a decodable image (no frames)")
         return frame
     check_size(source, declared_pixels(path), max_pixels)
-    # imdecode of the bytes, not imread, so an unreadable file is told apart from a
-    # file that is not an image, and both get a reason.
+    # imdecode of the bytes, not imread, so an unreadable file is told apart from a file
+    # that is not an image, and both get a reason. (imread also decodes a truncated JPEG
+    # that imdecode refuses, with a warning on stderr.)
     try:
         data = np.fromfile(path, dtype=np.uint8)
     except OSError as exc:

@@ -282,3 +282,36 @@ def test_exif_orientation_is_applied_like_imread(tmp_path):
     np.testing.assert_array_equal(
         outputs["turned.png"], plain_edges(upright, 100, "l1", "replicate")
     )
+
+
+def test_header_sizes_read_without_pil_agree_with_pil(tmp_path):
+    """PNG and JPEG sizes read from their headers here are PIL's: baseline, progressive,
+    with a large EXIF block (the frame header far into the file), 16-bit PNG; a JPEG cut
+    before its frame header, and other formats, are left to PIL."""
+    from PIL import Image
+
+    from edgecli.sources import _jpeg_pixels, _pil_pixels, declared_pixels
+
+    image = Image.fromarray(photo(37, 53)[:, :, ::-1])
+    exif = image.getexif()
+    exif[0x010E] = "x" * 60_000  # ImageDescription: 60 KB before the frame header
+    files = {
+        "baseline.jpg": lambda p: image.save(p),
+        "progressive.jpg": lambda p: image.save(p, progressive=True),
+        "exif.jpg": lambda p: image.save(p, exif=exif.tobytes()),
+        "gray.jpg": lambda p: image.convert("L").save(p),
+        "rgb.png": lambda p: image.save(p),
+        "deep.png": lambda p: cv2.imwrite(str(p), (photo(37, 53) * 257.0).astype(np.uint16)),
+        "image.bmp": lambda p: image.save(p),
+    }
+    for name, save in files.items():
+        save(tmp_path / name)
+        assert declared_pixels(tmp_path / name) == _pil_pixels(tmp_path / name) == 37 * 53, name
+    with open(tmp_path / "exif.jpg", "rb") as handle:
+        assert _jpeg_pixels(handle) == 37 * 53  # read here, not by PIL
+    cut = (tmp_path / "exif.jpg").read_bytes()[:30_000]
+    (tmp_path / "cut.jpg").write_bytes(cut)
+    with open(tmp_path / "cut.jpg", "rb") as handle:
+        assert _jpeg_pixels(handle) is None
+    assert declared_pixels(tmp_path / "cut.jpg") == _pil_pixels(tmp_path / "cut.jpg")
+    assert declared_pixels(tmp_path / "missing.jpg") is None
