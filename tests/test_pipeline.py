@@ -20,6 +20,7 @@ import pytest
 import edgecli
 from edgecli import pipeline
 from edgecli.backends import BackendChoice
+from edgecli.errors import FrameError
 from edgecli.sources import Frame, ImageSource
 from edgecli.testing import StandInGpuBackend
 from edgecli.timing import StageClock, WaitClock
@@ -190,3 +191,75 @@ def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
         pipeline.run_on_gpu(ring, frames(), options, pool.at(0), StageClock(), writer, WaitClock())
     assert handed_over[5][:2] == ["f0.png", "f1.png"]  # with 3 of 4 streams busy
     assert writer.names == [f"f{i}.png" for i in range(6)]
+
+
+class Sequence:
+    """A stand-in video: ``count`` frames from ``frames()``, which calls ``on_start`` when it
+    starts, ``before_last`` before its last frame, and raises FrameError at ``broken_at``."""
+
+    multi_frame = True
+
+    def __init__(self, name, count, on_start=None, before_last=None, broken_at=None):
+        self.name, self.count, self.broken_at = name, count, broken_at
+        self.on_start, self.before_last = on_start, before_last
+
+    def frames(self, max_pixels):
+        if self.on_start:
+            self.on_start()
+        for i in range(self.count):
+            if i == self.broken_at:
+                raise FrameError(self.name, "broken")
+            if i == self.count - 1 and self.before_last:
+                self.before_last()
+            yield Frame(f"{self.name}_{i}.png", self.name, np.full((2, 2, 3), i, np.uint8))
+
+
+def frame_reader(window=4, on_error="fail"):
+    options = edgecli.Options(on_error=on_error)
+    return pipeline.FrameReader(None, StageClock(), options, lambda name: True, window)
+
+
+def test_the_next_video_is_opened_and_read_while_this_one_is():
+    """Opening a video costs its reader about 130 ms on the H200 (a quarter of 240 frames'
+    decoding): the next one is opened, and read ahead, while the one before is read."""
+    opened = threading.Event()
+    waited = []
+    first = Sequence("a", 6, before_last=lambda: waited.append(opened.wait(2)))
+    second = Sequence("b", 3, on_start=opened.set)
+    third = Sequence("c", 2)
+    names = [frame.out_name for frame in frame_reader().frames([first, second, third])]
+    assert names == [f"a_{i}.png" for i in range(6)] + ["b_0.png", "b_1.png", "b_2.png"] + [
+        "c_0.png",
+        "c_1.png",
+    ]
+    assert waited == [True]  # b had started before a's last frame
+
+
+def test_readers_stop_when_the_run_ends_early():
+    """A video that fails ends the run; the next video's reader, started already and
+    blocked on its full queue, is stopped rather than left running."""
+    first = Sequence("a", 5, broken_at=3)
+    second = Sequence("b", 50)
+    reader = frame_reader(window=4)
+    with pytest.raises(FrameError, match="broken"):
+        list(reader.frames([first, second]))
+    alive = [thread for thread in threading.enumerate() if thread.name == "edgecli-reader"]
+    assert alive == []
+
+
+def test_several_videos_keep_their_frames_and_names(fake_gpu, tmp_path):
+    """Videos read ahead of their turn still come out in order, each frame under its name."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    decoded = {}
+    for k, count in enumerate([7, 1, 5]):
+        frames = [photo(16, 24, seed=10 * k + i) for i in range(count)]
+        decoded[f"clip{k}"] = write_video(folder / f"clip{k}.avi", frames)
+    edgecli.process(str(folder / "*.avi"), tmp_path / "out", batch=3, streams=2, workers=2)
+    outputs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert outputs == sorted(f"{c}_{i:06d}.png" for c, d in decoded.items() for i in range(len(d)))
+    for clip, frames in decoded.items():
+        for i, frame in enumerate(frames):
+            png = tmp_path / "out" / f"{clip}_{i:06d}.png"
+            edges = cv2.imread(str(png), cv2.IMREAD_GRAYSCALE)
+            np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
