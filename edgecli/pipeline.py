@@ -160,7 +160,7 @@ class FrameReader:
             if not self.wanted(frame.out_name):
                 self._skipped()
                 continue
-            self.clock.record("decode", (time.perf_counter() - start) * 1e3, frame.out_name)
+            self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
             yield frame
 
     def _sequence(self, source) -> RunAhead:

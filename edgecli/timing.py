@@ -12,10 +12,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-# Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; the others
-# on the worker threads, timed with perf_counter.
+# Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; "read", a
+# video's (or multi-frame file's) frames decoded in order, on its reader thread; the others on
+# the worker threads. Host stages are timed with perf_counter.
 DEVICE_STAGES = ("upload", "kernel", "download")
-STAGE_ORDER = ("decode", "compute", "upload", "kernel", "download", "encode", "write")
+READER_STAGES = ("read",)
+STAGE_ORDER = ("read", "decode", "compute", "upload", "kernel", "download", "encode", "write")
 SCHEMA_VERSION = 1
 
 
@@ -97,31 +99,32 @@ class WaitClock:
 def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
     """The stage that kept the busiest resource busiest, and a sentence saying so.
 
-    Host stages share the ``workers`` threads; device stages share one GPU. A resource's busy
-    fraction is its stages' total time over the time it had (wall x threads, or wall). The
-    busier of the two names the bottleneck: the GPU stage that took it longest, or the host
-    stage that took the most of the workers' time.
+    The resources: the ``workers`` threads, which the worker stages share; the GPU, which
+    the device stages share; and the readers of videos and multi-frame files, one a file
+    (two at most at once: the next is read ahead). A resource's busy fraction is its stages'
+    total time over the time it had (wall x threads, or wall). The busiest names the
+    bottleneck: the GPU stage that took it longest, the worker stage that took the most of
+    the workers' time, or reading.
     """
     if not stages or wall_s <= 0:
         return "none", "no frames were processed"
-    host = {
-        name: s["total_ms"] / 1e3 / (wall_s * workers)
-        for name, s in stages.items()
-        if name not in DEVICE_STAGES
-    }
-    device = {
-        name: s["total_ms"] / 1e3 / wall_s for name, s in stages.items() if name in DEVICE_STAGES
-    }
-    if device and (not host or sum(device.values()) > sum(host.values())):
-        name = max(device, key=device.get)
+
+    def busy(names, threads: int = 1) -> dict[str, float]:
+        return {n: stages[n]["total_ms"] / 1e3 / (wall_s * threads) for n in stages if n in names}
+
+    host = busy([n for n in stages if n not in DEVICE_STAGES + READER_STAGES], workers)
+    device, reader = busy(DEVICE_STAGES), busy(READER_STAGES)
+    busiest = max((f for f in (host, device, reader) if f), key=lambda f: sum(f.values()))
+    name = max(busiest, key=busiest.get)
+    total = sum(busiest.values())
+    if busiest is reader:
         return name, (
-            f"{name}-bound: the GPU was busy {sum(device.values()):.0%} of the wall time, "
-            f"{device[name]:.0%} on {name}"
+            f"{name}-bound: reading videos and multi-frame files, in order (a reader a file), "
+            f"took {total:.0%} of the wall time"
         )
-    name = max(host, key=host.get)
+    who = "the GPU was" if busiest is device else f"the {workers} worker thread(s) were"
     return name, (
-        f"{name}-bound: the {workers} worker thread(s) were busy {sum(host.values()):.0%} of "
-        f"the wall time, {host[name]:.0%} on {name}"
+        f"{name}-bound: {who} busy {total:.0%} of the wall time, {busiest[name]:.0%} on {name}"
     )
 
 

@@ -1,4 +1,5 @@
-"""The summary's bottleneck: the busier of the worker threads and the GPU, and its stage."""
+"""The summary's bottleneck: the busiest of the worker threads, the GPU and the video readers,
+and its stage."""
 
 from __future__ import annotations
 
@@ -37,3 +38,18 @@ def test_a_stage_that_is_not_the_busiest_alone_can_still_name_the_resource():
 
 def test_no_frames():
     assert find_bottleneck({}, wall_s=1.0, workers=4) == ("none", "no frames were processed")
+
+
+def test_reading_videos_in_order_can_be_the_bottleneck():
+    """A video's frames come from its one reader: read 0.9 s of 1 s is the cap, though the
+    16 workers are busy only 25% of theirs (the old answer named their encode)."""
+    stages = _stages(read=900, encode=3000, write=1000, upload=40, kernel=5, download=10)
+    assert find_bottleneck(stages, wall_s=1.0, workers=16) == (
+        "read",
+        "read-bound: reading videos and multi-frame files, in order (a reader a file), took "
+        "90% of the wall time",
+    )
+
+
+def test_a_gpu_with_no_time_still_names_a_stage():
+    assert find_bottleneck(_stages(kernel=0), wall_s=1.0, workers=4)[0] == "kernel"
