@@ -6,8 +6,10 @@ every core computes), then decoding (see :mod:`edgecli.workers`). OpenCV and Num
 GIL in their heavy loops, so threads scale over cores without copying frames between
 processes. The main thread submits the decodes, batches, drives the GPU and hands edge maps to
 the encoders.
-Queues are bounded: at most ``window`` decoded frames and ``window`` unwritten edge maps exist
-at once, whatever the number of frames.
+Queues are bounded, whatever the number of frames: ``window`` decoded frames wait for the main
+thread (plus, for videos and multi-frame files, up to ``window`` more in each of two readers'
+queues: the file being read and the next one), and at most ``window`` edge maps wait for
+their PNGs.
 """
 
 from __future__ import annotations
@@ -114,13 +116,13 @@ class RunAhead:
 class FrameReader:
     """Decoded frames in input order, read ``window`` ahead.
 
-    Still images decode on the pool. A video or multi-frame file decodes in order from its
-    one reader, on a thread of its own, so that reader never waits for the consumer; and
-    while one is read, the next input, if it is one too, is opened and read ahead by a
-    reader of its own, so that opening it (on the H200 about 130 ms for an H.264 clip: a
-    quarter of the time one reader takes for 240 frames) overlaps the frames before it.
-    Frames whose output ``wanted`` rejects (they exist already, under --skip-existing) are
-    not decoded where that can be avoided.
+    Still images decode on the pool. A video or multi-frame file decodes in order from its one
+    reader, on a thread of its own, so that reader never waits for the consumer; and while one
+    is read, the next input, if it is one too, is opened and read ahead by a reader of its own,
+    so that opening it (on the H200 about 130 ms for an H.264 clip: a quarter of the time one
+    reader takes for 240 frames) overlaps the frames before it. Each reader runs at most
+    ``window`` frames ahead. Frames whose output ``wanted`` rejects (they exist already, under
+    --skip-existing) are not decoded where that can be avoided.
     """
 
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int):
