@@ -101,8 +101,9 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
 
     The resources: the ``workers`` threads, which the worker stages share; the GPU, which
     the device stages share; and the readers of videos and multi-frame files, one a file
-    (two at most at once: the next is read ahead). A resource's busy fraction is its stages'
-    total time over the time it had (wall x threads, or wall). The busiest names the
+    (two at most at once, the next file read ahead: their time can pass the wall time). A
+    resource's busy fraction is its stages' total time over the time it had (wall x threads,
+    or wall). The busiest names the
     bottleneck: the GPU stage that took it longest, the worker stage that took the most of
     the workers' time, or reading.
     """
