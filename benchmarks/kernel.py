@@ -165,13 +165,13 @@ def probe_launchers(height: int, width: int) -> dict[str, object]:
     launchers["probe: edges.cu staging and stores, no arithmetic"] = lambda f, e, s: (
         gpu.launch_edges(staging, f, e, OPTIONS.effective_threshold, s)
     )
-    # The same, each row staged without its two halo columns: 12 sectors a row instead of 14.
-    # As fast as the direct loads (0.90x), the sector count is what costs; as slow as the
-    # staging above, the bulk copies themselves.
+    # The same, each row staged from the item's first column, not the one before it: 400
+    # bytes from a 128-byte boundary (13 sectors in 4 lines) instead of 416 from 16 bytes
+    # before one (14 sectors in 5 lines). What the left halo column costs the copies.
     no_halo = gpu._compile(
         0, DEFAULT, kernel_defines(DEFAULT) + ("-DEDGES_PROBE_STAGING", "-DEDGES_PROBE_NO_HALO")
     )
-    launchers["probe: staging without halo columns, no arithmetic"] = lambda f, e, s: (
+    launchers["probe: staging without the left halo column, no arithmetic"] = lambda f, e, s: (
         gpu.launch_edges(no_halo, f, e, OPTIONS.effective_threshold, s)
     )
     if width % 128:

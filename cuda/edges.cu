@@ -12,7 +12,7 @@
 //                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
 //   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
-//   EDGES_PROBE_NO_HALO  with it: rows staged without the columns beside the item
+//   EDGES_PROBE_NO_HALO  with it: rows staged without the column left of the item
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
 // clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.Variant.shared_bytes
 // per block, which gpu.py allows past the 48 KB default.
@@ -315,8 +315,9 @@ __device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames&
     c.zero = ys < 0;
     if (ys >= 0) {
 #ifdef EDGES_PROBE_NO_HALO
-        // benchmarks/kernel.py --probes only: the item's own 128 columns, not the columns
-        // beside it (so its rows are 12 whole sectors when 3 * x0 is a multiple of 32).
+        // benchmarks/kernel.py --probes only: rows staged from column x0, not x0 - 1 (the
+        // end stays: the column right of the item is still staged), so a fast item's row is
+        // 400 bytes from a 128-byte boundary, 13 sectors, instead of 416 bytes, 14 sectors.
         const int xe = min(it.x0 + TILE_W, f.width);
         const u64 first =
             f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.x0;
