@@ -7,9 +7,8 @@ GIL in their heavy loops, so threads scale over cores without copying frames bet
 processes. The main thread submits the decodes, batches, drives the GPU and hands edge maps to
 the encoders.
 Queues are bounded, whatever the number of frames: ``window`` decoded frames wait for the main
-thread (plus, for videos and multi-frame files, up to ``window`` more in each of two readers'
-queues: the file being read and the next one), and at most ``window`` edge maps wait for
-their PNGs.
+thread (a video's or multi-frame file's in its reader's queue, and up to ``window`` more in the
+next file's), and at most ``window`` edge maps wait for their PNGs.
 """
 
 from __future__ import annotations
@@ -41,12 +40,6 @@ class Failure:
 
     source: str
     reason: str
-
-
-def _done(value) -> Future:
-    future: Future = Future()
-    future.set_result(value)
-    return future
 
 
 class _End:
@@ -171,7 +164,7 @@ class FrameReader:
         return RunAhead(items, self.window, "edgecli-reader", self.waits, "decode")
 
     def frames(self, sources: list) -> Iterator[Frame | Failure]:
-        pending: deque[Future] = deque()
+        pending: deque[Future] = deque()  # still images on the pool, oldest first
         reader: RunAhead | None = None  # the sequence being read
         following: RunAhead | None = None  # the next one's reader, once started
 
@@ -185,10 +178,9 @@ class FrameReader:
                     reader, following = following or self._sequence(source), None
                     if i + 1 < len(sources) and sources[i + 1].multi_frame:
                         following = self._sequence(sources[i + 1])
-                    for item in reader:
-                        pending.append(_done(item))
-                        while len(pending) >= self.window:
-                            yield oldest()
+                    while pending:  # the images before it come first
+                        yield oldest()
+                    yield from reader  # its frames, read ahead in the reader's own queue
                 elif self.wanted(source.out_name):
                     pending.append(self.pool.submit(self._decode, source))
                 else:
