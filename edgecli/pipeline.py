@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,9 +275,8 @@ def run_on_gpu(
 
     def submit() -> None:
         with waits.timed("submit"):  # the batch's last copies into pinned memory
-            wait(copied)
-        for copy in copied:
-            copy.result()  # raises a copy's error, if any
+            for copy in copied:
+                copy.result()  # raises a copy's error, if any
         # Only the names stay: the frames' pixels are in the slab now, and can be freed.
         in_flight.append(([frame.out_name for frame in batch], filling.submit(len(batch))))
         batch.clear()
