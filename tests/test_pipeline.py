@@ -202,6 +202,7 @@ class Sequence:
     def __init__(self, name, count, on_start=None, before_last=None, broken_at=None):
         self.name, self.count, self.broken_at = name, count, broken_at
         self.on_start, self.before_last = on_start, before_last
+        self.made = 0  # frames decoded so far
 
     def frames(self, max_pixels):
         if self.on_start:
@@ -211,6 +212,7 @@ class Sequence:
                 raise FrameError(self.name, "broken")
             if i == self.count - 1 and self.before_last:
                 self.before_last()
+            self.made += 1
             yield Frame(f"{self.name}_{i}.png", self.name, np.full((2, 2, 3), i, np.uint8))
 
 
@@ -233,6 +235,32 @@ def test_the_next_video_is_opened_and_read_while_this_one_is():
         "c_1.png",
     ]
     assert waited == [True]  # b had started before a's last frame
+
+
+def settled(count, at_least: int) -> int:
+    """``count()`` once it has reached ``at_least`` and then not moved for 0.2 s (5 s at most)."""
+    deadline = time.monotonic() + 5
+    seen = count()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = count()
+        if now == seen and now >= at_least:
+            return now
+        seen = now
+    return seen
+
+
+def test_the_next_video_reads_only_a_little_ahead_until_its_turn():
+    """While one video is consumed, the next one's reader holds FOLLOWING_DEPTH frames (and
+    the one it is handing over), not a window: a run of videos holds one window of frames.
+    Once its turn comes, it reads a whole window ahead."""
+    first, second = Sequence("a", 3), Sequence("b", 40)
+    frames = frame_reader(window=12).frames([first, second])
+    assert next(frames).out_name == "a_0.png"
+    assert settled(lambda: second.made, 1) == pipeline.FOLLOWING_DEPTH + 1
+    assert [next(frames).out_name for _ in range(3)] == ["a_1.png", "a_2.png", "b_0.png"]
+    assert settled(lambda: second.made, 12) == 1 + 12 + 1  # taken, queued, handing over
+    assert [frame.out_name for frame in frames] == [f"b_{i}.png" for i in range(1, 40)]
 
 
 def test_readers_stop_when_the_run_ends_early():
