@@ -46,6 +46,9 @@ OTHER_VARIANTS = [  # item heights and warps per block tested in tests/test_gpu.
     Variant(tile_h=18, warps=8),
     Variant(tile_h=6, warps=8),
     Variant(norm="l2"),
+    Variant(halo_loads=True),
+    Variant(halo_loads=True, warps=8),
+    Variant(halo_loads=True, norm="l2"),
 ]
 COPY_BYTES = 1 << 30
 NAIVE_SOURCE = Path(__file__).with_name("naive_edges.cu")

@@ -11,6 +11,8 @@
 //   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
 //                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
+//   EDGES_HALO_LOADS  1: fast items stage only their own 128 columns (384 bytes from a 16-byte
+//                  boundary) and load the two halo columns with plain loads (see step 1)
 //   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
 //   EDGES_PROBE_NO_HALO  with it: rows staged without the column left of the item
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
@@ -29,8 +31,13 @@
 //      constant border and for rows past the bottom halo. Each lane plans its row's copy for
 //      the next item when the warp starts an item, and issues it as soon as the warp has read
 //      the slot that row goes to: the next item's rows stream in one slot behind this item's.
+//      With EDGES_HALO_LOADS, a fast item's rows are staged from x0 to x0 + 127 only (384
+//      bytes, 12 sectors, from a 16-byte boundary; the halo columns cost the staging 2 more
+//      sectors and 2 more 128-byte lines a row), and lane s loads the two halo pixels of its
+//      row itself when it plans the copy: they arrive while the item before is computed.
 //   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
-//      x0 - 1 and x0 + 128, of staged row s, per the border mode.
+//      x0 - 1 and x0 + 128, of staged row s (or of the pixels lane s loaded), per the border
+//      mode.
 //   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
 //      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
 //      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
@@ -63,6 +70,9 @@
 #endif
 #ifndef EDGES_WARPS
 #define EDGES_WARPS 4
+#endif
+#ifndef EDGES_HALO_LOADS
+#define EDGES_HALO_LOADS 0
 #endif
 
 #if EDGES_NORM != EDGES_NORM_L1 && EDGES_NORM != EDGES_NORM_L2
@@ -281,17 +291,22 @@ struct Frames {
 
 struct Item {
     int n, x0, y0;      // frame, first column, first output row
-    int xs;             // first staged column: x0 - 1, or 0
+    int xs;             // first staged column: x0 - 1, or 0 (x0 for fast items with
+                        // EDGES_HALO_LOADS)
+    bool fast;          // a whole 128 x TILE_H rectangle of a fast frame (see above)
 };
 
-__device__ __forceinline__ Item item_at(int item, const Frames& f) {
+// fast_frames: rows whose byte length is a multiple of 16 (one skew per item) and 4-byte
+// aligned output rows.
+__device__ __forceinline__ Item item_at(int item, const Frames& f, bool fast_frames) {
     Item it;
     it.n = item / f.tiles_per_frame;
     const int tile = item - it.n * f.tiles_per_frame;
     const int tile_y = tile / f.tiles_x;
     it.x0 = (tile - tile_y * f.tiles_x) * TILE_W;
     it.y0 = tile_y * TILE_H;
-    it.xs = max(it.x0 - 1, 0);
+    it.fast = fast_frames && it.x0 + TILE_W <= f.width && it.y0 + TILE_H <= f.height;
+    it.xs = EDGES_HALO_LOADS && it.fast ? it.x0 : max(it.x0 - 1, 0);
     return it;
 }
 
@@ -303,7 +318,18 @@ struct RowCopy {
     int tail;           // bytes after those, copied by hand (the buffer's last row only)
     int skew;           // where the row's first staged pixel starts in the staged row
     bool zero;          // a constant-border row, or one past the bottom halo: all zeros
+    u32 left, right;    // EDGES_HALO_LOADS, fast items: the row's halo pixels x0 - 1 and
+                        // x0 + 128 (their border sources) as B | G << 8 | R << 16; 0 (black,
+                        // luma 0) for a zero row or a constant border's column
 };
+
+// The pixel at column x (a border source: -1 for black) of the input row at `row`, as
+// B | G << 8 | R << 16.
+__device__ __forceinline__ u32 load_pixel(u64 row, int x) {
+    if (x < 0) return 0u;
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(row + 3ull * (u64)x);
+    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16);
+}
 
 __device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames& f) {
     RowCopy c;
@@ -311,9 +337,19 @@ __device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames&
     c.bytes = 0;
     c.tail = 0;
     c.skew = 0;
+    c.left = 0u;
+    c.right = 0u;
     const int ys = border_source(it.y0 - 1 + s, f.height);
     c.zero = ys < 0;
-    if (ys >= 0) {
+    if (ys >= 0 && EDGES_HALO_LOADS && it.fast) {
+        // 384 bytes from a 16-byte boundary (width % 16 == 0), never past the buffer; the halo
+        // pixels by hand.
+        const u64 row = f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys;
+        c.base = row + 3ull * (u64)it.x0;
+        c.bytes = 3 * TILE_W;
+        c.left = load_pixel(row, border_source(it.x0 - 1, f.width));
+        c.right = load_pixel(row, border_source(it.x0 + TILE_W, f.width));
+    } else if (ys >= 0) {
 #ifdef EDGES_PROBE_NO_HALO
         // benchmarks/kernel.py --probes only: rows staged from column x0, not x0 - 1 (the
         // end stays: the column right of the item is still staged), so a fast item's row is
@@ -464,26 +500,29 @@ __device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item&
 }
 
 // Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`;
-// lane s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the
-// next item that `next` (lane s: row s) plans, when there is one. The rows are unrolled: the
-// three rows in hand rotate through h[0..2] without copies.
+// lane s holds the skew of staged row s and, with EDGES_HALO_LOADS in a fast item, its halo
+// luma `loaded_halo`. Each slot, once read, is restaged with the rows of the next item that
+// `next` (lane s: row s) plans, when there is one. The rows are unrolled: the three rows in
+// hand rotate through h[0..2] without copies.
 template <bool FAST>
 __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 parity,
                                           unsigned char* edges, const Item& it, int skew,
-                                          const RowCopy& next, bool has_next, const Frames& f,
-                                          const Lane& ln, const Thresholds& k) {
+                                          u32 loaded_halo, const RowCopy& next, bool has_next,
+                                          const Frames& f, const Lane& ln,
+                                          const Thresholds& k) {
+    const bool halo_loaded = EDGES_HALO_LOADS && FAST;
     const u64 row = (u64)f.width;
     unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
     const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
     unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
     Horizontal h[3];
-    u32 halo = 0u;
+    u32 halo = halo_loaded ? loaded_halo : 0u;
 #pragma unroll
     for (int s = 0; s < STAGED_ROWS; ++s) {
         const int j = s / SLOT_ROWS;
         if (s % SLOT_ROWS == 0) {
             barrier_wait(&bars[j], parity);
-            if (my_slot == j) halo = row_halo(my_row, skew, ln);
+            if (!halo_loaded && my_slot == j) halo = row_halo(my_row, skew, ln);
         }
         h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
         if (s % SLOT_ROWS == SLOT_ROWS - 1) {
@@ -533,8 +572,6 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
     f.tiles_x = tiles_x;
     f.tiles_per_frame = tiles_per_frame;
     const Thresholds k = make_thresholds(threshold);
-    // Fast items need rows whose byte length is a multiple of 16 (one skew per item) and
-    // 4-byte aligned output rows.
     const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
     unsigned char* stage = shared + warp * WARP_SHARED_BYTES;
@@ -545,14 +582,19 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();  // barriers initialised before any lane arrives or waits
-    Item it = item_at(first_item, f);
+    Item it = item_at(first_item, f, fast_frames);
     RowCopy copy = plan_row(lane, it, f);
     if (lane < STAGED_ROWS) issue_row(copy, stage + lane * STAGE_STRIDE, &bars[lane / SLOT_ROWS]);
 
     for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
         const int skew = copy.skew;  // of this lane's row of `it`
+        // Its halo pixels' luma (EDGES_HALO_LOADS, fast items): loaded an item ago.
+        const u32 loaded_halo = (luma_of(copy.left & 255u, (copy.left >> 8) & 255u,
+                                         copy.left >> 16) << 16)
+                              | luma_of(copy.right & 255u, (copy.right >> 8) & 255u,
+                                        copy.right >> 16);
         const bool has_next = item + item_step < n_items;
-        const Item next = item_at(has_next ? item + item_step : item, f);
+        const Item next = item_at(has_next ? item + item_step : item, f, fast_frames);
         copy = plan_row(lane, next, f);
         Lane ln;
         ln.lane = lane;
@@ -564,10 +606,12 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
         ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
         const u32 parity = round & 1;  // each slot's barrier completes once per item
-        if (fast_frames && it.x0 + TILE_W <= width && it.y0 + TILE_H <= height)
-            item_rows<true>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
+        if (it.fast)
+            item_rows<true>(stage, bars, parity, edges, it, skew, loaded_halo, copy, has_next,
+                            f, ln, k);
         else
-            item_rows<false>(stage, bars, parity, edges, it, skew, copy, has_next, f, ln, k);
+            item_rows<false>(stage, bars, parity, edges, it, skew, loaded_halo, copy, has_next,
+                             f, ln, k);
         it = next;
     }
 }

@@ -60,13 +60,16 @@ class Variant:
     border: str = "replicate"
     tile_h: int = TILE_H  # output rows per work item
     warps: int = WARPS  # warps per block
+    # Fast items stage only their own columns and load the two halo columns by hand.
+    halo_loads: bool = False
 
     def __post_init__(self) -> None:
         kernel_defines(self)  # validates
 
     @property
     def name(self) -> str:
-        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}"
+        loads = "-hl" if self.halo_loads else ""
+        return f"{self.norm}-{self.border}-{TILE_W}x{self.tile_h}-w{self.warps}{loads}"
 
     @property
     def threads(self) -> int:
@@ -93,17 +96,24 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
     warps = variant.warps
     if not isinstance(warps, int) or not 1 <= warps <= MAX_WARPS:
         raise OptionError(f"kernel warps per block must be in 1..{MAX_WARPS}, got {warps!r}")
+    if not isinstance(variant.halo_loads, bool):
+        raise OptionError(f"kernel halo_loads must be True or False, got {variant.halo_loads!r}")
     return (
         f"-DEDGES_NORM={_NORM_DEFINES[variant.norm]}",
         f"-DEDGES_BORDER={_BORDER_DEFINES[variant.border]}",
         f"-DEDGES_TILE_H={tile_h}",
         f"-DEDGES_WARPS={warps}",
+        f"-DEDGES_HALO_LOADS={int(variant.halo_loads)}",
     )
 
 
 def all_variants() -> list[Variant]:
-    """Every norm x border at the default tile: what ``--check`` compiles."""
-    return [Variant(norm, border) for norm, border in itertools.product(NORMS, BORDERS)]
+    """Every norm x border at the default tile, with the halo columns staged and loaded: what
+    ``--check`` compiles."""
+    return [
+        Variant(norm, border, halo_loads=loads)
+        for loads, norm, border in itertools.product((False, True), NORMS, BORDERS)
+    ]
 
 
 def cuda_dir() -> Path:

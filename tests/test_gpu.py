@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from edgecli import reference
+from edgecli.kernels import Variant
 from edgecli.params import BORDERS, NORMS, Options
 
 pytestmark = pytest.mark.gpu
@@ -140,12 +141,19 @@ def test_kernel_matches_reference(gpu, cp, stream, height, width, border, norm):
         )
 
 
+@pytest.mark.parametrize("halo_loads", [False, True])
 @pytest.mark.parametrize(("warps", "resident_blocks"), [(1, 1), (4, 1), (4, 2), (4, 7)])
-@pytest.mark.parametrize(("height", "width"), [(33, 65), (61, 257), (481, 641), (120, 512)])
-def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, warps, resident_blocks):
-    """A grid smaller than the work (each warp takes many items, double-buffered) is exact."""
+@pytest.mark.parametrize(
+    ("height", "width"), [(33, 65), (61, 257), (481, 641), (120, 512), (75, 640)]
+)
+def test_few_blocks_loop_over_many_tiles(
+    gpu, cp, stream, height, width, warps, resident_blocks, halo_loads
+):
+    """A grid smaller than the work (each warp takes many items, double-buffered, and with
+    halo loads, the next item's halo pixels loaded while one is computed) is exact."""
     frames, gradients = _batch_and_gradients(height, width, "reflect101")
-    kernel = gpu.load_kernel(0, gpu.Variant("l1", "reflect101", warps=warps))
+    variant = gpu.Variant("l1", "reflect101", warps=warps, halo_loads=halo_loads)
+    kernel = gpu.load_kernel(0, variant)
     kernel = dataclasses.replace(kernel, resident_blocks=resident_blocks)
     options = Options(threshold=60, border="reflect101")
     actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
@@ -154,19 +162,24 @@ def test_few_blocks_loop_over_many_tiles(gpu, cp, stream, height, width, warps, 
     )
 
 
-# Other item heights and warps per block, as the benchmark measures them, so that any of them can
-# become the default on the strength of these tests.
+# Other item heights, warps per block and halo columns (staged or loaded, whichever is not the
+# default), as the benchmark measures them, so that any of them can become the default on the
+# strength of these tests.
+OTHER_HALO = not Variant().halo_loads
 OTHER_VARIANTS = [
     {"tile_h": 6},
     {"tile_h": 18, "warps": 2},
     {"tile_h": 18, "warps": 8},
     {"warps": 1},
     {"warps": 8},
+    {"halo_loads": OTHER_HALO},
+    {"halo_loads": OTHER_HALO, "tile_h": 6},
+    {"halo_loads": OTHER_HALO, "tile_h": 18, "warps": 8},
 ]
 VARIANT_CASES = [
     (layout, h, w, border, norm)
     for layout in OTHER_VARIANTS
-    for h, w in [(17, 31), (33, 65), (61, 144), (481, 641), (1080, 1920)]
+    for h, w in [(17, 31), (33, 65), (61, 144), (481, 641), (75, 640), (1080, 1920)]
     for border in BORDERS
     for norm in NORMS
 ]

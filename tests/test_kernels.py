@@ -26,6 +26,7 @@ def test_default_defines():
         "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
         f"-DEDGES_TILE_H={kernels.TILE_H}",
         f"-DEDGES_WARPS={kernels.WARPS}",
+        "-DEDGES_HALO_LOADS=0",
     )
 
 
@@ -42,6 +43,7 @@ def test_default_defines():
         ("warps", 0),
         ("warps", kernels.MAX_WARPS + 1),
         ("warps", 1.5),
+        ("halo_loads", 1),
     ],
 )
 def test_defines_reject_bad_values(field, value):
@@ -51,10 +53,15 @@ def test_defines_reject_bad_values(field, value):
 
 
 def test_all_variants_cover_every_norm_and_border():
-    """--check compiles each norm x border once."""
-    pairs = {(v.norm, v.border) for v in all_variants()}
-    assert pairs == {(n, b) for n in ("l1", "l2") for b in ("replicate", "reflect101", "constant")}
-    assert len(all_variants()) == len(pairs)
+    """--check compiles each norm x border once with the halo columns staged, once loaded."""
+    keys = {(v.norm, v.border, v.halo_loads) for v in all_variants()}
+    assert keys == {
+        (n, b, h)
+        for n in ("l1", "l2")
+        for b in ("replicate", "reflect101", "constant")
+        for h in (False, True)
+    }
+    assert len(all_variants()) == len(keys)
 
 
 def test_source_is_found_in_the_checkout():
