@@ -291,14 +291,22 @@ def bench_resolution(
     return results
 
 
-def launch_twice(n_frames: int) -> int:
-    """Two launches of the default variant on a random 1080p batch: what a profiler looks at."""
+def variant_named(name: str) -> Variant:
+    """The benchmark's variant called ``name`` (``Variant.name``), for --single."""
+    variants = {v.name: v for v in [DEFAULT, *OTHER_VARIANTS]}
+    if name not in variants:
+        raise SystemExit(f"kernel.py: no variant {name!r}; one of {', '.join(variants)}")
+    return variants[name]
+
+
+def launch_twice(n_frames: int, variant: Variant = DEFAULT) -> int:
+    """Two launches of ``variant`` on a random 1080p batch: what a profiler looks at."""
     height, width = RESOLUTIONS["1080p"]
     frames = random_bytes((n_frames, height, width, 3))
     edges = cp.empty((n_frames, height, width), dtype=cp.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
     cp.cuda.Device().synchronize()  # frames were made on the default stream
-    kernel = gpu.load_kernel(0, DEFAULT)
+    kernel = gpu.load_kernel(0, variant)
     for _ in range(2):
         gpu.launch_edges(kernel, frames, edges, OPTIONS.effective_threshold, stream)
     stream.synchronize()
@@ -339,8 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--single",
         action="store_true",
-        help="launch the default kernel twice on one 1080p batch and exit (for a profiler: "
-        "ncu -k edges_bgr)",
+        help="launch the default kernel (or --variant) twice on one 1080p batch and exit (for "
+        "a profiler: ncu -k edges_bgr)",
+    )
+    parser.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="with --single: this variant of the table instead, by name (l2-replicate-128x30-w4)",
     )
     parser.add_argument(
         "--probes",
@@ -348,8 +361,10 @@ def main(argv: list[str] | None = None) -> int:
         help="also time memory-only probes of the fast path (staging and stores, direct loads)",
     )
     args = parser.parse_args(argv)
+    if args.variant and not args.single:
+        parser.error("--variant goes with --single")
     if args.single:
-        return launch_twice(args.frames)
+        return launch_twice(args.frames, variant_named(args.variant or DEFAULT.name))
 
     device = cp.cuda.Device(0)
     props = cp.cuda.runtime.getDeviceProperties(0)
