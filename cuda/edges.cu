@@ -34,7 +34,9 @@
 //      With EDGES_HALO_LOADS, a fast item's rows are staged from x0 to x0 + 127 only (384
 //      bytes, 12 sectors, from a 16-byte boundary; the halo columns cost the staging 2 more
 //      sectors and 2 more 128-byte lines a row), and lane s loads the two halo pixels of its
-//      row itself when it plans the copy: they arrive while the item before is computed.
+//      row itself when it plans the copy. The bytes are packed at once, so the warp waits
+//      for them there (an L2 round trip an item); carrying the loaded words unpacked to the
+//      next item, so that nothing waits, measured slower (benchmarks/RESULTS.md, session 5).
 //   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
 //      x0 - 1 and x0 + 128, of staged row s (or of the pixels lane s loaded), per the border
 //      mode.
@@ -324,7 +326,7 @@ struct RowCopy {
 };
 
 // The pixel at column x (a border source: -1 for black) of the input row at `row`, as
-// B | G << 8 | R << 16.
+// B | G << 8 | R << 16: three byte loads, used as soon as they arrive.
 __device__ __forceinline__ u32 load_pixel(u64 row, int x) {
     if (x < 0) return 0u;
     const unsigned char* p = reinterpret_cast<const unsigned char*>(row + 3ull * (u64)x);
@@ -588,7 +590,7 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
 
     for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
         const int skew = copy.skew;  // of this lane's row of `it`
-        // Its halo pixels' luma (EDGES_HALO_LOADS, fast items): loaded an item ago.
+        // Its halo pixels' luma (EDGES_HALO_LOADS, fast items): loaded and packed an item ago.
         const u32 loaded_halo = (luma_of(copy.left & 255u, (copy.left >> 8) & 255u,
                                          copy.left >> 16) << 16)
                               | luma_of(copy.right & 255u, (copy.right >> 8) & 255u,
