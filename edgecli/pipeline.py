@@ -7,8 +7,8 @@ GIL in their heavy loops, so threads scale over cores without copying frames bet
 processes. The main thread submits the decodes, batches, drives the GPU and hands edge maps to
 the encoders.
 Queues are bounded, whatever the number of frames: ``window`` decoded frames wait for the main
-thread (a video's or multi-frame file's in its reader's queue, and up to ``window`` more in the
-next file's), and at most ``window`` edge maps wait for their PNGs.
+thread (a video's or multi-frame file's in its reader's queue, and ``FOLLOWING_DEPTH`` more in
+the next file's), and at most ``window`` edge maps wait for their PNGs.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ class FrameReader:
             for i, source in enumerate(sources):
                 if source.multi_frame:
                     reader, following = following or self._sequence(source, self.window), None
-                    reader.widen(self.window)
+                    reader.widen(self.window)  # started as the next one: now at full depth
                     if i + 1 < len(sources) and sources[i + 1].multi_frame:
                         following = self._sequence(sources[i + 1], FOLLOWING_DEPTH)
                     while pending:  # the images before it come first

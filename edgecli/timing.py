@@ -103,9 +103,8 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
     the device stages share; and the readers of videos and multi-frame files, one a file
     (two at most at once, the next file read ahead: their time can pass the wall time). A
     resource's busy fraction is its stages' total time over the time it had (wall x threads,
-    or wall). The busiest names the
-    bottleneck: the GPU stage that took it longest, the worker stage that took the most of
-    the workers' time, or reading.
+    or wall). The busiest names the bottleneck: the GPU stage that took it longest, the worker
+    stage that took the most of the workers' time, or reading.
     """
     if not stages or wall_s <= 0:
         return "none", "no frames were processed"
