@@ -27,7 +27,7 @@ import argparse
 import datetime
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cupy as cp
@@ -252,6 +252,23 @@ def bench_resolution(
         results.append(
             measure(
                 label,
+                lambda f, e, s, k=kernel: gpu.launch_edges(k, f, e, OPTIONS.effective_threshold, s),
+                runs,
+                warmup=5,
+                norm=variant.norm,
+            )
+        )
+    # The grid held to WARPS_PER_SM (the default) against every block that fits, per norm.
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    for variant in (DEFAULT, Variant(norm="l2")):
+        loaded = gpu.load_kernel(0, variant)
+        if loaded.fitting_blocks == loaded.resident_blocks:
+            continue
+        kernel = replace(loaded, resident_blocks=loaded.fitting_blocks)
+        results.append(
+            measure(
+                f"edgecli fused ({variant.name}, all {loaded.fitting_blocks // sms} blocks "
+                f"an SM that fit, not {loaded.resident_blocks // sms})",
                 lambda f, e, s, k=kernel: gpu.launch_edges(k, f, e, OPTIONS.effective_threshold, s),
                 runs,
                 warmup=5,

@@ -549,7 +549,8 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
 //         edgecli.kernels.Variant.shared_bytes of dynamic shared memory; n_items = n_frames *
 //         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
 // (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, 94-108 and
-// no spills; shared memory, not registers, sets how many blocks share an SM: 4 of 4 warps.)
+// no spills; shared memory, not registers, sets how many blocks fit an SM: 4 of 4 warps.
+// gpu.py holds the grid to fewer, edgecli.kernels.WARPS_PER_SM warps an SM per norm.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,

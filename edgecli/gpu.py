@@ -23,7 +23,15 @@ from cupy.cuda import compiler as cupy_compiler
 
 from . import reference
 from .errors import EdgecliError
-from .kernels import KERNEL_FILE, KERNEL_NAME, TILE_W, Variant, kernel_defines, kernel_source
+from .kernels import (
+    KERNEL_FILE,
+    KERNEL_NAME,
+    TILE_W,
+    Variant,
+    blocks_per_sm,
+    kernel_defines,
+    kernel_source,
+)
 from .params import MAX_L1_MAGNITUDE, Options
 from .streaming import SlabRing
 
@@ -47,7 +55,8 @@ class LoadedKernel:
     function: cupy.RawKernel
     variant: Variant
     device: int
-    resident_blocks: int  # blocks the whole device runs at once: the largest useful grid
+    resident_blocks: int  # the persistent grid: blocks_per_sm an SM, over every SM
+    fitting_blocks: int  # blocks the whole device could run at once (the occupancy limit)
 
 
 _kernels: dict[tuple[int, tuple[str, ...]], LoadedKernel] = {}
@@ -79,7 +88,7 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
             if variant.shared_bytes <= limit:
                 # Past 48 KB a kernel must opt in to its dynamic shared memory.
                 function.max_dynamic_shared_size_bytes = variant.shared_bytes
-                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fitting = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                     function.kernel.ptr, variant.threads, variant.shared_bytes
                 )
         except cupy_compiler.CompileException as exc:
@@ -91,13 +100,14 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
                 f"cannot build {KERNEL_FILE} ({variant.name}) on CUDA device {device}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        if variant.shared_bytes > limit or per_sm < 1:
+        if variant.shared_bytes > limit or fitting < 1:
             raise KernelResourceError(
                 f"{KERNEL_FILE} ({variant.name}) needs more registers or shared memory per "
                 f"block ({variant.shared_bytes} bytes) than CUDA device {device} has"
             )
         sms = attributes["MultiProcessorCount"]
-    return LoadedKernel(function, variant, device, per_sm * sms)
+    per_sm = blocks_per_sm(variant, fitting)
+    return LoadedKernel(function, variant, device, per_sm * sms, fitting * sms)
 
 
 def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:

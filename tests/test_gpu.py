@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli import reference
+from edgecli import kernels, reference
 from edgecli.kernels import Variant
 from edgecli.params import BORDERS, NORMS, Options
 
@@ -222,6 +222,27 @@ def test_output_at_any_alignment(gpu, cp, stream, offset, height, width):
     actual = everything[offset : offset + size].reshape(frames.shape[:3])
     assert_same(actual, expected_edges(gradients, options), f"output offset {offset}")
     assert (everything[:offset] == POISON).all() and (everything[offset + size :] == POISON).all()
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_the_grid_is_held_to_its_warps_an_sm_and_every_block_that_fits_is_exact_too(
+    gpu, cp, stream, norm
+):
+    """The persistent grid is blocks_per_sm blocks an SM, never more than fit; a grid of
+    every block that fits (the benchmark's comparison) computes the same bytes."""
+    sms = cp.cuda.Device(0).attributes["MultiProcessorCount"]
+    kernel = gpu.load_kernel(0, gpu.Variant(norm))
+    fitting = kernel.fitting_blocks // sms
+    assert kernel.fitting_blocks == fitting * sms and fitting >= 1
+    assert kernel.resident_blocks == kernels.blocks_per_sm(kernel.variant, fitting) * sms
+    assert gpu.grid_for(kernel, 32, 1080, 1920)[0] == kernel.resident_blocks
+    # Enough 1080p frames that every warp of the larger grid has items.
+    frames = np.random.default_rng(11).integers(0, 256, (6, 1080, 1920, 3), dtype=np.uint8)
+    options = Options(threshold=120, norm=norm)
+    expected = reference.detect_batch(frames, options)
+    for grid in (kernel, dataclasses.replace(kernel, resident_blocks=kernel.fitting_blocks)):
+        actual = run_kernel(gpu, cp, stream, grid, frames, options.effective_threshold)
+        assert_same(actual, expected, f"{grid.resident_blocks} blocks")
 
 
 def test_more_frames_than_a_grid_dimension_holds(gpu, cp, stream):

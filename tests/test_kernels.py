@@ -64,6 +64,25 @@ def test_all_variants_cover_every_norm_and_border():
     assert len(all_variants()) == len(keys)
 
 
+@pytest.mark.parametrize(
+    ("variant", "fitting", "expected"),
+    [
+        (Variant("l1"), 4, 2),  # 8 warps an SM: 2 blocks of 4
+        (Variant("l2"), 4, 3),  # 12 warps an SM: 3 blocks of 4
+        (Variant("l1"), 1, 1),  # never more than fit
+        (Variant("l2", warps=8), 2, 1),  # never less than one block
+        (Variant("l1", warps=1), 20, 8),
+        (Variant("l1", warps=8), 2, 1),
+    ],
+)
+def test_blocks_per_sm_holds_the_grid_to_its_warps_an_sm(variant, fitting, expected):
+    assert kernels.blocks_per_sm(variant, fitting) == expected
+
+
+def test_every_norm_has_its_warps_an_sm():
+    assert set(kernels.WARPS_PER_SM) == set(kernels.NORMS)
+
+
 def test_source_is_found_in_the_checkout():
     """The .cu file is found beside the package (checkout) or inside it (wheel)."""
     path = kernel_path()
