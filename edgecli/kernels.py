@@ -38,9 +38,9 @@ SLOTS = 4
 TILE_HEIGHTS = (6, 18, 30)
 MAX_WARPS = 8
 # The persistent grid's warps an SM, per norm: where more blocks would fit, the grid is held to
-# this many warps an SM (blocks_per_sm). On the H200, with the default layout, l1 ran 3% faster
+# this many warps an SM (blocks_per_sm), for staged 30-row items. On the H200, l1 ran 3% faster
 # at 8 (2 blocks of 4 warps) than at the 16 that fit, and l2 2.5% faster at 12 (interleaved A/B,
-# benchmarks/RESULTS.md, session 6): fewer warps contend less for the L2 and the copy engine.
+# benchmarks/RESULTS.md, session 6).
 WARPS_PER_SM = {"l1": 8, "l2": 12}
 # Shared memory: one ring of TILE_H + 2 rows of STAGE_STRIDE bytes per warp (dynamic), and
 # SLOTS 8-byte mbarriers per warp (static). At most 8 x 32 x 416 = 106,496 bytes a block:
@@ -113,8 +113,13 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
 
 
 def blocks_per_sm(variant: Variant, fitting: int) -> int:
-    """Blocks of ``variant`` the persistent grid puts on an SM, where ``fitting`` fit at once:
-    held to :data:`WARPS_PER_SM` warps for its norm, and at least one block."""
+    """Blocks of ``variant`` the persistent grid puts on an SM, where ``fitting`` fit at once.
+
+    Staged 30-row items (the layout the cap was measured on) are held to :data:`WARPS_PER_SM`
+    warps for their norm, at least one block; other layouts take every block that fits (held
+    to the same warps, shorter items and halo loads ran slower: session 6)."""
+    if variant.halo_loads or variant.tile_h != TILE_H:
+        return fitting
     return max(1, min(fitting, WARPS_PER_SM[variant.norm] // variant.warps))
 
 

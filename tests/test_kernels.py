@@ -73,9 +73,12 @@ def test_all_variants_cover_every_norm_and_border():
         (Variant("l2", warps=8), 2, 1),  # never less than one block
         (Variant("l1", warps=1), 20, 8),
         (Variant("l1", warps=8), 2, 1),
+        (Variant("l1", halo_loads=True), 3, 3),  # other layouts: every block that fits
+        (Variant("l1", tile_h=18, warps=8), 2, 2),
+        (Variant("l2", tile_h=6, warps=8), 2, 2),
     ],
 )
-def test_blocks_per_sm_holds_the_grid_to_its_warps_an_sm(variant, fitting, expected):
+def test_blocks_per_sm_holds_staged_30_row_items_to_their_warps_an_sm(variant, fitting, expected):
     assert kernels.blocks_per_sm(variant, fitting) == expected
 
 
