@@ -11,7 +11,7 @@ CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 	| head -n 1 | awk '$$1 >= 13 { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
 
-.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e \
+.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
 	sample-frames clean
 
 $(STAMP): pyproject.toml
@@ -54,6 +54,10 @@ bench-media: $(STAMP)
 
 bench-e2e: $(STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
+
+# 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
+bench-png: $(STAMP)
+	$(PY) benchmarks/png_encode.py
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
 sample-frames: $(STAMP)
