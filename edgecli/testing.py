@@ -6,8 +6,8 @@ whose ``fill(shape, capacity)`` takes its next slab, once released, for a batch:
 copies frames into its ``inputs`` (capacity, H, W, 3), then ``submit(n)`` gives a batch in
 flight with ``ready()`` (done yet? never waits), ``result()`` (wait; edge maps and GPU
 milliseconds) and ``release()`` (its encoders are done with the output).
-:class:`StandInGpuBackend` implements that protocol with host memory and one thread per
-batch in place of a CUDA stream, so the pipeline's batching, ordering, slab reuse and bounded
+:class:`StandInGpuBackend` implements that protocol with host memory and a pool of threads
+in place of CUDA streams, so the pipeline's batching, ordering, slab reuse and bounded
 memory run anywhere, and it checks the pipeline keeps the protocol's rules. What it computes
 is a function it is given: the CPU reference (tests), or :class:`PrecomputedEdges` (a
 zero-cost backend, for measuring the pipeline's own ceiling in ``benchmarks/e2e.py``).
@@ -32,11 +32,27 @@ from .sources import discover
 # How long a stand-in slab waits for its encoders before calling it a deadlock.
 SLAB_TIMEOUT_S = 30.0
 
+# Threads that run the stand-in batches, as many streams' worth as any test or benchmark uses:
+# shared by every ring, started once. (A thread started per batch made the pipeline's main
+# thread wait for each start, up to milliseconds under a busy GIL: 28% of its time in a JPEG
+# run of benchmarks/e2e.py on the H200, which then under-stated the GPU path's ceiling.)
+STREAM_THREADS = 8
+_streams: ThreadPoolExecutor | None = None
+_streams_lock = threading.Lock()
+
 Compute = Callable[[Sequence[np.ndarray]], Sequence[np.ndarray]]
 
 
+def _stream_pool() -> ThreadPoolExecutor:
+    global _streams
+    with _streams_lock:
+        if _streams is None:
+            _streams = ThreadPoolExecutor(STREAM_THREADS, thread_name_prefix="edgecli-stand-in")
+        return _streams
+
+
 class StandInBatch:
-    """A submitted batch, computed on a thread of its own as a CUDA stream would."""
+    """A submitted batch, computed on a stand-in stream thread as a CUDA stream would."""
 
     def __init__(self, ring: StandInRing, slab: int, frames: list[np.ndarray], delay_s: float):
         self.ring, self.slab = ring, slab
@@ -44,8 +60,7 @@ class StandInBatch:
         self.error: BaseException | None = None
         self.edges: np.ndarray | None = None
         self.gpu_ms: dict[str, float] = {}
-        args = (frames, delay_s)
-        threading.Thread(target=self._run, args=args, name="edgecli-stand-in", daemon=True).start()
+        _stream_pool().submit(self._run, frames, delay_s)
 
     def _run(self, frames: list[np.ndarray], delay_s: float) -> None:
         try:

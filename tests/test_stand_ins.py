@@ -144,3 +144,25 @@ def test_frames_are_copied_into_slabs_on_the_workers(tmp_path, monkeypatch):
     assert backend.rings[0].batch_sizes == [4, 4, 4]
     assert threads == ["edgecli-worker"] * 12
     same_outputs(tmp_path / "cpu", tmp_path / "out")
+
+
+def test_stand_in_batches_run_on_a_few_lasting_threads():
+    """A ring's batches run on the stand-in's few stream threads, not on a thread started per
+    batch (whose start the pipeline's main thread would wait for)."""
+    threads = set()
+
+    def compute(frames):
+        threads.add(threading.current_thread())  # kept alive here: no object is reused
+        return detect_batch(np.stack(frames), Options())
+
+    options = Options(streams=2)
+    ring = StandInGpuBackend(options, compute=compute).slab_ring(4)
+    frame = photo(6, 7)
+    for _ in range(3 * testing.STREAM_THREADS):
+        filling = ring.fill(frame.shape, capacity=1)
+        np.copyto(filling.inputs[0], frame)
+        batch = filling.submit(1)
+        batch.result()
+        batch.release()
+    assert 1 <= len(threads) <= testing.STREAM_THREADS
+    assert all(t.name.startswith("edgecli-stand-in") for t in threads)
