@@ -23,7 +23,7 @@ PNG_8BIT: list[int] = []
 # 1-bit grayscale PNG, the default, is written here: NumPy packs the rows (a nonzero pixel is
 # a 1 bit, which reads back as 255), each row has filter type 0 (none), and zlib compresses
 # with its run-length strategy, as libpng does for OpenCV's IMWRITE_PNG_BILEVEL: the same
-# size within 0.6%, 2.4-3.7x faster than cv2.imencode on one core (benchmarks/png_encode.py,
+# size within 0.6%, 2.3-3.3x faster than cv2.imencode on one core (benchmarks/png_encode.py,
 # benchmarks/RESULTS.md, session 6). zlib lets go of the GIL while it compresses and
 # checksums.
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
