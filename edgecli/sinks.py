@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from .errors import OutputError
+from .sources import PNG_SIGNATURE
 
 TEMP_PREFIX = ".edgecli-"
 TEMP_SUFFIX = ".tmp"
@@ -26,7 +27,6 @@ PNG_8BIT: list[int] = []
 # size within 0.6%, 2.3-3.3x faster than cv2.imencode on one core (benchmarks/png_encode.py,
 # benchmarks/RESULTS.md, session 6). zlib lets go of the GIL while it compresses and
 # checksums.
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
 
 # mkstemp creates files 0600; outputs get the usual 0666 & ~umask. The umask can only be
