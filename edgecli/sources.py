@@ -12,6 +12,7 @@ Output names are fixed here, before any work starts: an image ``a/b.jpg`` become
 from __future__ import annotations
 
 import glob
+import io
 import os
 import re
 import struct
@@ -64,15 +65,16 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
-def declared_pixels(path: Path) -> int | None:
-    """Width x height from the file's header, without decoding; None if unknown.
+def declared_pixels(source: Path | bytes) -> int | None:
+    """Width x height from the header of a file, given by its path or its bytes already read,
+    without decoding; None if unknown.
 
     PNG and JPEG headers are read here, in a few small reads: the decoding threads share
     the GIL, and PIL's parsers, which read the other formats, hold it for tens of
     microseconds a frame (benchmarks/RESULTS.md, session 4).
     """
     try:
-        with open(path, "rb") as handle:
+        with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
             head = handle.read(24)
             if head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
                 width, height = struct.unpack(">II", head[16:24])
@@ -83,7 +85,7 @@ def declared_pixels(path: Path) -> int | None:
                     return pixels
     except OSError:
         return None  # the decoder will say why
-    return _pil_pixels(path)
+    return _pil_pixels(source if isinstance(source, Path) else io.BytesIO(source))
 
 
 def _jpeg_pixels(handle) -> int | None:
@@ -110,11 +112,11 @@ def _jpeg_pixels(handle) -> int | None:
     return None
 
 
-def _pil_pixels(path: Path) -> int | None:
+def _pil_pixels(file: Path | io.BytesIO) -> int | None:
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
+        with Image.open(file) as image:
             width, height = image.size
             return width * height
     except Image.DecompressionBombError as exc:  # PIL's own, lower limit: it says the size
@@ -149,16 +151,17 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
         if frame is None:
             raise FrameError(source, "not a decodable image (no frames)")
         return frame
-    check_size(source, declared_pixels(path), max_pixels)
     # imdecode of the bytes, not imread, so an unreadable file is told apart from a file
     # that is not an image, and both get a reason. (imread also decodes a truncated JPEG
-    # that imdecode refuses, with a warning on stderr.)
+    # that imdecode refuses, with a warning on stderr.) The file is read once: its header's
+    # size is checked in the bytes read, before they are decoded.
     try:
-        data = np.fromfile(path, dtype=np.uint8)
+        data = path.read_bytes()
     except OSError as exc:
         raise FrameError(source, exc.strerror or str(exc)) from None
+    check_size(source, declared_pixels(data), max_pixels)
     try:
-        frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+        frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs
         raise FrameError(source, f"cannot decode ({exc.err or exc})") from None
     if frame is None:

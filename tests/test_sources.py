@@ -307,6 +307,7 @@ def test_header_sizes_read_without_pil_agree_with_pil(tmp_path):
     for name, save in files.items():
         save(tmp_path / name)
         assert declared_pixels(tmp_path / name) == _pil_pixels(tmp_path / name) == 37 * 53, name
+        assert declared_pixels((tmp_path / name).read_bytes()) == 37 * 53, name  # bytes read
     with open(tmp_path / "exif.jpg", "rb") as handle:
         assert _jpeg_pixels(handle) == 37 * 53  # read here, not by PIL
     cut = (tmp_path / "exif.jpg").read_bytes()[:30_000]
@@ -314,4 +315,5 @@ def test_header_sizes_read_without_pil_agree_with_pil(tmp_path):
     with open(tmp_path / "cut.jpg", "rb") as handle:
         assert _jpeg_pixels(handle) is None
     assert declared_pixels(tmp_path / "cut.jpg") == _pil_pixels(tmp_path / "cut.jpg")
+    assert declared_pixels(cut) == _pil_pixels(tmp_path / "cut.jpg")
     assert declared_pixels(tmp_path / "missing.jpg") is None
