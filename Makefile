@@ -11,7 +11,7 @@ CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 	| head -n 1 | awk '$$1 >= 13 { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
 
-.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
+.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-kernel-ab bench-media bench-e2e bench-png \
 	sample-frames clean
 
 $(STAMP): pyproject.toml
@@ -46,6 +46,10 @@ kernel-check: $(STAMP)
 
 bench-kernel: $(STAMP)
 	$(PY) benchmarks/kernel.py
+
+# Kernel forms x blocks an SM, timed in interleaved rounds (GPU): A/B comparisons that see 2-3%.
+bench-kernel-ab: $(STAMP)
+	$(PY) benchmarks/kernel_ab.py
 
 # Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
 bench-media: $(STAMP)
