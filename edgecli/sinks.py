@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -29,11 +30,9 @@ PNG_8BIT: list[int] = []
 # checksums.
 _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
 
-# mkstemp creates files 0600; outputs get the usual 0666 & ~umask. The umask can only be
-# read by setting it, so read it once here, before any worker thread exists.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-FILE_MODE = 0o666 & ~_UMASK
+# Temporaries are named by the process and a count: unique in this process, and a dead run's
+# leftover of the same name (its PID reused) is stepped over, as O_EXCL refuses it.
+_temp_numbers = itertools.count()
 
 
 def encode_png(edges: np.ndarray, bits: int) -> bytes:
@@ -91,24 +90,46 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that ``path`` is either absent, old, or complete.
 
     The bytes go to a temporary file in the same folder (same filesystem, so the rename is
-    atomic), which replaces the final name only once it is fully written and closed.
+    atomic), which replaces the final name only once it is fully written and closed. It is
+    created with mode 0666, less the umask, as any new file. Four system calls (open, write,
+    close, rename) where tempfile, a file object and a mkdir a frame made thirteen: each lets
+    go of the GIL and must win it back (see sources.read_file).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
-    prefix = f"{TEMP_PREFIX}{os.getpid()}-"
-    fd, temp = tempfile.mkstemp(prefix=prefix, suffix=TEMP_SUFFIX, dir=path.parent)
+    temp = None
     try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), FILE_MODE)
-            handle.write(data)
+        fd, temp = _create_temporary(path)
+        try:
+            with memoryview(data) as view:
+                written = 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+        finally:
+            os.close(fd)
         os.replace(temp, path)
     except OSError as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         raise OutputError(f"{path}: cannot write ({reason})") from None
+
+
+def _create_temporary(path: Path) -> tuple[int, Path]:
+    """A new, empty temporary beside ``path``, open for writing (its folder made if missing),
+    and its path; OSError if it cannot be made."""
+    made_folder = False
+    while True:
+        # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
+        temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{next(_temp_numbers)}{TEMP_SUFFIX}")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), temp
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            if made_folder:
+                raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made_folder = True
 
 
 def _process_alive(pid: int) -> bool:

@@ -15,6 +15,7 @@ import glob
 import io
 import os
 import re
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -135,19 +136,48 @@ def check_size(source: str, pixels: int | None, max_pixels: int) -> None:
         )
 
 
+READ_CHUNK = 1 << 20  # reads of a file that is not regular, or that grew while it was read
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of one input file, or FrameError naming it and why they cannot be had.
+
+    Four system calls (open, fstat, read, close), where ``stat``, ``os.access`` and
+    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, and a
+    worker waits for it a fraction of a millisecond when 16 of them share it at JPEG's frame
+    rate (benchmarks/RESULTS.md, session 7).
+    """
+    source = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except PermissionError:
+        raise FrameError(source, "permission denied") from None
+    except OSError as exc:
+        raise FrameError(source, exc.strerror or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        size = info.st_size if stat.S_ISREG(info.st_mode) else -1
+        data = os.read(fd, size + 1 if size >= 0 else READ_CHUNK)
+        if size < 0 or len(data) > size:  # not a regular file, or it grew: read to its end
+            parts = [data]
+            while part := os.read(fd, READ_CHUNK):
+                parts.append(part)
+            data = b"".join(parts)
+    except OSError as exc:
+        raise FrameError(source, exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    if not data:
+        raise FrameError(source, "empty file")
+    return data
+
+
 def read_image(path: Path, max_pixels: int) -> np.ndarray:
     """Decode one still image, or raise FrameError naming the file and the reason."""
     source = str(path)
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
-    if size == 0:
-        raise FrameError(source, "empty file")
-    if not os.access(path, os.R_OK):
-        raise FrameError(source, "permission denied")
+    data = read_file(path)
     if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
-        frame = next(_animation_frames(path, max_pixels), None)
+        frame = next(_animation_frames(path, max_pixels), None)  # (imageio reads it again)
         if frame is None:
             raise FrameError(source, "not a decodable image (no frames)")
         return frame
@@ -155,10 +185,6 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
     # that is not an image, and both get a reason. (imread also decodes a truncated JPEG
     # that imdecode refuses, with a warning on stderr.) The file is read once: its header's
     # size is checked in the bytes read, before they are decoded.
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
     check_size(source, declared_pixels(data), max_pixels)
     try:
         frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)

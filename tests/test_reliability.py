@@ -124,11 +124,14 @@ def test_fail_stops_without_partial_files(mixed_folder, tmp_path):
 def test_unreadable_file(tmp_path, monkeypatch):
     """A file the user may not read is reported as such (simulated: tests may run as root)."""
     folder = make_folder(tmp_path / "in", 1)
-    real_access = os.access
-    monkeypatch.setattr(
-        "edgecli.sources.os.access",
-        lambda path, mode: False if str(path).endswith(".png") else real_access(path, mode),
-    )
+    real_open = os.open
+
+    def refusing_open(path, flags, *args, **kwargs):
+        if str(path).endswith(".png"):  # the input frame (outputs are opened as .tmp)
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("edgecli.sources.os.open", refusing_open)
     with pytest.raises(FrameError, match="frame_0000.png: permission denied"):
         edgecli.process(folder, tmp_path / "out", backend="cpu")
 
@@ -219,26 +222,15 @@ def test_output_below_a_file(tmp_path):
 
 def test_disk_full_names_the_file_and_leaves_nothing_partial(tmp_path, monkeypatch):
     """ENOSPC while writing: exit 1 naming the file, no temporary or partial PNG left."""
-    real_fdopen = os.fdopen
+    real_write = os.write
 
-    class FullDisk:
-        def __init__(self, handle):
-            self.handle = handle
+    def full_disk_write(fd, data):
+        if ".edgecli-" not in os.readlink(f"/proc/self/fd/{fd}"):  # not an output's temporary
+            return real_write(fd, data)
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.handle.close()
-
-        def fileno(self):
-            return self.handle.fileno()
-
-        def write(self, data):
-            self.handle.write(data[: len(data) // 2])
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr("edgecli.sinks.os.fdopen", lambda fd, mode: FullDisk(real_fdopen(fd, mode)))
+    monkeypatch.setattr("edgecli.sinks.os.write", full_disk_write)
     out = tmp_path / "out"
     result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu")
     assert result.exit_code == 1
