@@ -153,10 +153,8 @@ def test_write_atomic_makes_a_missing_folder(tmp_path):
 
 def test_write_atomic_makes_four_system_calls(tmp_path, monkeypatch):
     """open, write, close and rename: no mkdir, stat or chmod a frame."""
-    calls = {name: counting(monkeypatch, os, name) for name in ("open", "write", "close")}
-    calls["replace"] = counting(monkeypatch, os, "replace")
-    calls["mkdir"] = counting(monkeypatch, os, "mkdir")
-    calls["fchmod"] = counting(monkeypatch, os, "fchmod")
+    names = ("open", "write", "close", "replace", "mkdir", "fchmod")
+    calls = {name: counting(monkeypatch, os, name) for name in names}
     write_atomic(tmp_path / "a.png", b"png")
     assert {name: len(c) for name, c in calls.items()} == {
         "open": 1, "write": 1, "close": 1, "replace": 1, "mkdir": 0, "fchmod": 0,
