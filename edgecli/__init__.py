@@ -10,6 +10,7 @@ Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
 
 from __future__ import annotations
 
+from .allocator import keep_freed_memory
 from .errors import (
     CudaUnavailableError,
     EdgecliError,
@@ -32,6 +33,7 @@ __all__ = [
     "OutputError",
     "__version__",
     "detect_edges",
+    "keep_freed_memory",
     "process",
 ]
 
@@ -65,7 +67,8 @@ def process(input, output, **options):
     """Run the whole job (decode, detect, write PNGs) and return its :class:`Summary`.
 
     ``input`` is a folder, a video, an image, a multi-frame image or a glob; ``output`` is
-    the folder to write into. Keyword options are the fields of :class:`Options`.
+    the folder to write into. Keyword options are the fields of :class:`Options`. (The
+    command line also calls :func:`keep_freed_memory` first; a script may too.)
     """
     from .pipeline import run
 

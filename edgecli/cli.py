@@ -197,7 +197,10 @@ def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, 
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
         # Decoders warn about the corrupt files we already report in one line each.
         warnings.simplefilter("ignore")
+    from .allocator import keep_freed_memory
     from .pipeline import run as run_pipeline
+
+    keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
 
     def warn(message: str) -> None:
         click.echo(f"edgecli: {message}", err=True)
