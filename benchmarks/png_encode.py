@@ -31,6 +31,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from edgecli.allocator import keep_freed_memory
 from edgecli.params import Options
 from edgecli.reference import detect_frame
 from edgecli.sinks import encode_png_1bit
@@ -96,7 +97,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=5, help="single-thread runs a map")
     parser.add_argument("--rounds", type=int, default=10, help="threaded passes over the maps")
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="leave glibc's malloc as it is (by default it is set as edgecli's CLI sets it)",
+    )
     args = parser.parse_args()
+    if not args.default_malloc:
+        keep_freed_memory()
     width, height = (int(v) for v in args.size.split("x"))
     maps = edge_maps(args.input, (width, height), args.thresholds)
     density = statistics.mean(float((m > 0).mean()) for m in maps)
