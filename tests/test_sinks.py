@@ -1,4 +1,5 @@
-"""The 1-bit PNG encoder (edgecli.sinks.encode_png_1bit): valid PNGs, exact pixels."""
+"""The 1-bit PNG encoder (edgecli.sinks.encode_png_1bit, and from packed rows): valid PNGs,
+exact pixels."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from edgecli.params import Options
 from edgecli.reference import detect_frame
-from edgecli.sinks import PNG_SIGNATURE, encode_png, encode_png_1bit
+from edgecli.sinks import PNG_SIGNATURE, PackedEdges, encode_png, encode_png_1bit, png_rows_1bit
 
 from .media import photo
 
@@ -100,3 +101,32 @@ def test_encode_png_picks_the_bit_depth():
     np.testing.assert_array_equal(
         cv2.imdecode(np.frombuffer(eight, np.uint8), cv2.IMREAD_GRAYSCALE), edges
     )
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_packed_rows_are_png_scanlines(shape):
+    """png_rows_1bit: a filter byte 0, then the bits, the first pixel in the most significant
+    bit, any nonzero pixel a 1, the last byte padded with 0 bits; and a PNG made from
+    PackedEdges of those rows is the very PNG of the edge map."""
+    rng = np.random.default_rng(shape[0] * 7 + shape[1])
+    edges = rng.integers(0, 2, shape, dtype=np.uint8) * rng.integers(1, 256, shape, dtype=np.uint8)
+    rows = png_rows_1bit(edges)
+    width = shape[1]
+    assert rows.dtype == np.uint8 and rows.shape == (shape[0], 1 + (width + 7) // 8)
+    assert (rows[:, 0] == 0).all()
+    bits = np.unpackbits(rows[:, 1:], axis=1)
+    np.testing.assert_array_equal(bits[:, :width], edges != 0)
+    assert not bits[:, width:].any()
+    assert encode_png(PackedEdges(rows, width), 1) == encode_png_1bit(edges)
+
+
+def test_packed_edges_are_checked():
+    """Rows of the wrong width or type are refused, naming the shape wanted; packed rows make
+    1-bit PNGs only."""
+    with pytest.raises(ValueError, match=r"\(H, 3\)"):
+        PackedEdges(np.zeros((4, 2), np.uint8), 13)
+    with pytest.raises(ValueError, match="uint8"):
+        PackedEdges(np.zeros((4, 3), np.int16), 13)
+    packed = PackedEdges(np.zeros((4, 3), np.uint8), 13)
+    with pytest.raises(ValueError, match="1-bit"):
+        encode_png(packed, 8)
