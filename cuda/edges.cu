@@ -618,3 +618,37 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         it = next;
     }
 }
+
+// ---- 1-bit PNG rows ---------------------------------------------------------------------------
+
+// The edge maps as the scanlines of 1-bit grayscale PNGs (edgecli --png-bits 1), so that the
+// host copies back an eighth of the bytes and its encoders only compress.
+// edges: n_rows x width bytes (the frames' rows, one after another), C-contiguous.
+// rows:  n_rows x row_bytes, row_bytes = 1 + ceil(width / 8): each row's PNG filter byte (0,
+//        none), then its pixels as bits, the first pixel in the most significant bit, a nonzero
+//        pixel a 1 and the last byte padded with 0 bits (edgecli.sinks.png_rows_1bit).
+// grid:  any; a thread per output byte, grid-stride.
+extern "C" __global__ void pack_rows_1bit(const unsigned char* __restrict__ edges,
+                                          unsigned char* __restrict__ rows, long long n_rows,
+                                          int width, int row_bytes) {
+    const long long total = n_rows * (long long)row_bytes;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += step) {
+        const long long r = i / row_bytes;
+        const int j = (int)(i - r * row_bytes) - 1;  // the byte's first pixel / 8; -1: filter
+        u32 byte = 0u;
+        if (j >= 0) {
+            const unsigned char* p = edges + r * (long long)width + 8ll * j;
+            const int n = min(8, width - 8 * j);
+            if (n == 8 && ((u64)p & 7ull) == 0) {
+                const u64 v = *reinterpret_cast<const u64*>(p);
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+                    byte |= (u32)(((v >> (8 * k)) & 255ull) != 0) << (7 - k);
+            } else {
+                for (int k = 0; k < n; ++k) byte |= (u32)(p[k] != 0) << (7 - k);
+            }
+        }
+        rows[i] = (unsigned char)byte;
+    }
+}

@@ -26,6 +26,7 @@ from .errors import EdgecliError
 from .kernels import (
     KERNEL_FILE,
     KERNEL_NAME,
+    PACK_KERNEL_NAME,
     TILE_W,
     Variant,
     blocks_per_sm,
@@ -37,6 +38,10 @@ from .streaming import SlabRing
 
 # The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
+# The pipeline's batches for 1-bit PNGs are packed into PNG scanlines on the device, so the
+# encoders need not pack them on the host (np.packbits holds the GIL); False copies back the
+# edge maps and packs on the host, as the CPU backend does (benchmarks flip it for an A/B).
+PACK_ON_GPU = True
 _INT32_MAX = 2**31 - 1
 
 
@@ -53,6 +58,7 @@ class LoadedKernel:
     """One compiled variant on one device, with the persistent grid size that fits it."""
 
     function: cupy.RawKernel
+    pack: cupy.RawKernel  # pack_rows_1bit, from the same module (launch_pack_rows)
     variant: Variant
     device: int
     resident_blocks: int  # the persistent grid: blocks_per_sm an SM, over every SM
@@ -83,6 +89,7 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
         module = cupy.RawModule(code=kernel_source(), options=("--std=c++17", *defines))
         try:
             function = module.get_function(KERNEL_NAME)
+            pack = module.get_function(PACK_KERNEL_NAME)
             attributes = cupy.cuda.Device(device).attributes
             limit = attributes["MaxSharedMemoryPerBlockOptin"]
             if variant.shared_bytes <= limit:
@@ -107,7 +114,7 @@ def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedK
             )
         sms = attributes["MultiProcessorCount"]
     per_sm = blocks_per_sm(variant, fitting)
-    return LoadedKernel(function, variant, device, per_sm * sms, fitting * sms)
+    return LoadedKernel(function, pack, variant, device, per_sm * sms, fitting * sms)
 
 
 def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
@@ -191,6 +198,45 @@ def launch_edges(
         ) from exc
 
 
+# pack_rows_1bit: a thread an output byte, in blocks of PACK_THREADS, at most PACK_BLOCKS blocks
+# (grid-stride past that).
+PACK_THREADS = 256
+PACK_BLOCKS = 4096
+
+
+def launch_pack_rows(
+    kernel: LoadedKernel, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream
+) -> None:
+    """Enqueue the packing of ``edges_dev`` (N, H, W) uint8 into 1-bit PNG scanlines in
+    ``rows_dev`` (N, H, 1 + ceil(W / 8)) uint8 (``edgecli.sinks.png_rows_1bit`` on the host)
+    on ``stream``. Asynchronous."""
+    if edges_dev.dtype != np.uint8 or edges_dev.ndim != 3:
+        raise ValueError(
+            f"edges_dev must be uint8 shaped (N, H, W), got {edges_dev.dtype} {edges_dev.shape}"
+        )
+    n_frames, height, width = edges_dev.shape
+    row_bytes = 1 + (width + 7) // 8
+    if rows_dev.dtype != np.uint8 or rows_dev.shape != (n_frames, height, row_bytes):
+        raise ValueError(
+            f"rows_dev must be uint8 shaped {(n_frames, height, row_bytes)}, "
+            f"got {rows_dev.dtype} {rows_dev.shape}"
+        )
+    if not (edges_dev.flags.c_contiguous and rows_dev.flags.c_contiguous):
+        raise ValueError("edges_dev and rows_dev must be C-contiguous")
+    if edges_dev.device.id != kernel.device or rows_dev.device.id != kernel.device:
+        raise ValueError(
+            f"arrays are on devices {edges_dev.device.id}/{rows_dev.device.id}, "
+            f"the kernel on {kernel.device}"
+        )
+    total = rows_dev.size
+    if total == 0:
+        return
+    blocks = min(-(-total // PACK_THREADS), PACK_BLOCKS)
+    args = (edges_dev, rows_dev, np.int64(n_frames * height), np.int32(width), np.int32(row_bytes))
+    with cupy.cuda.Device(kernel.device):
+        kernel.pack((blocks,), (PACK_THREADS,), args, stream=stream)
+
+
 # The kernel stages rows with the bulk-copy engine and mbarrier transaction counts (sm_90).
 MIN_COMPUTE_CAPABILITY = (9, 0)
 
@@ -258,15 +304,21 @@ class CudaBackend:
         """:func:`launch_edges` with this backend's kernel and threshold."""
         launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
 
+    def pack(self, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream) -> None:
+        """:func:`launch_pack_rows` with this backend's module."""
+        launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
+
     def slab_ring(self, slabs: int) -> SlabRing:
-        """``slabs`` buffer sets, each with its own stream, for the pipeline."""
-        return SlabRing(slabs, self.device, self.launch)
+        """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs
+        (and :data:`PACK_ON_GPU`), its batches come back packed as PNG scanlines."""
+        pack = self.pack if PACK_ON_GPU and self.options.png_bits == 1 else None
+        return SlabRing(slabs, self.device, self.launch, pack)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
         frames = reference.check_frames(frames_bgr)
         if self._detect_ring is None:
-            self._detect_ring = self.slab_ring(1)
+            self._detect_ring = SlabRing(1, self.device, self.launch)
         filling = self._detect_ring.fill(frames.shape[1:], len(frames))
         try:
             np.copyto(filling.inputs[: len(frames)], frames)

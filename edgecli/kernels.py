@@ -25,6 +25,7 @@ from .params import BORDERS, NORMS
 
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
+PACK_KERNEL_NAME = "pack_rows_1bit"  # in the same file: edge maps into 1-bit PNG scanlines
 
 # The work item one warp computes: 128 columns (32 lanes x 4 pixels) by TILE_H rows, staged as
 # TILE_H + 2 rows in a ring of SLOTS slots. TILE_H is a multiple of 3 (a lane walks the rows three

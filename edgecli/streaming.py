@@ -5,8 +5,9 @@ Where the bytes go, per batch:
     main thread:   takes the next slab for a batch (``SlabRing.fill``)
     worker:        each decoded frame -> its place in the slab's pinned input, as soon as the
                    main thread has it (a task per frame, in parallel; the pipeline does this)
-    main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel;
-                   one async D2H into the slab's pinned output -- all on the slab's stream,
+    main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel
+                   (for 1-bit PNGs, then the packing of its rows into PNG scanlines); one
+                   async D2H into the slab's pinned output -- all on the slab's stream,
                    with CUDA events between the stages (they time them, and say when they are
                    done)
     encode worker: PNG straight from the slab's pinned output; the last one releases the slab
@@ -19,12 +20,14 @@ from busy workers. Imports CuPy: only :mod:`edgecli.gpu` imports this module.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import cupy as cp
 import cupyx
 import numpy as np
 
 from .errors import EdgecliError
+from .sinks import PackedEdges
 
 
 class GpuMemoryError(EdgecliError):
@@ -40,53 +43,72 @@ def _allocation_error(what: str, nbytes: int, exc: Exception) -> GpuMemoryError:
 
 class Slab:
     """Pinned input and output buffers and device buffers for one batch, the stream that uses
-    them, and the events that mark its stages. Buffers grow to the largest batch asked for."""
+    them, and the events that mark its stages. Buffers grow to the largest batch asked for.
 
-    def __init__(self):
+    ``packed``: the host gets the edge maps as 1-bit PNG scanlines, packed on the device after
+    the kernel (an eighth of the bytes to copy back, and nothing for the encoders to pack);
+    else as the edge maps themselves."""
+
+    def __init__(self, packed: bool = False):
         self.stream = cp.cuda.Stream(non_blocking=True)
-        self.capacity = 0  # pixels (frames x height x width) the buffers hold
+        self.packed = packed
+        self.capacity = 0  # pixels (frames x height x width) the input buffers hold
+        self.out_capacity = 0  # bytes the output buffers hold
         self.started, self.uploaded, self.computed, self.downloaded = (
             cp.cuda.Event() for _ in range(4)
         )
-        # Set while no one reads edges_pinned; cleared from fill() until release().
+        # Set while no one reads out_pinned; cleared from fill() until release().
         self.free = threading.Event()
         self.free.set()
 
-    def _reserve(self, pixels: int) -> None:
-        if pixels <= self.capacity:
-            return
+    def _reserve(self, pixels: int, out_bytes: int) -> None:
         try:
-            self.edges_pinned = cupyx.empty_pinned(pixels, dtype=np.uint8)
-            self.frames_pinned = cupyx.empty_pinned(pixels * 3, dtype=np.uint8)
-            self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
-            self.edges_dev = cp.empty(pixels, dtype=np.uint8)
+            if pixels > self.capacity:
+                self.frames_pinned = cupyx.empty_pinned(pixels * 3, dtype=np.uint8)
+                self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
+                self.edges_dev = cp.empty(pixels, dtype=np.uint8)
+                self.capacity = pixels
+            if out_bytes > self.out_capacity:
+                self.out_pinned = cupyx.empty_pinned(out_bytes, dtype=np.uint8)
+                if self.packed:
+                    self.rows_dev = cp.empty(out_bytes, dtype=np.uint8)
+                self.out_capacity = out_bytes
         except (cp.cuda.memory.OutOfMemoryError, cp.cuda.runtime.CUDARuntimeError) as exc:
-            raise _allocation_error("GPU and pinned memory for a batch", pixels * 8, exc) from None
-        self.capacity = pixels
+            # Frames pinned and on the device, edge maps on the device; the output pinned,
+            # and packed rows on the device.
+            wanted = pixels * 7 + out_bytes * (2 if self.packed else 1)
+            raise _allocation_error("GPU and pinned memory for a batch", wanted, exc) from None
 
-    def fill(self, shape: tuple[int, ...], capacity: int, device: int, launch) -> Filling:
+    def fill(self, shape: tuple[int, ...], capacity: int, device: int, launch, pack) -> Filling:
         """This slab, once the encoders of its previous batch are done with it, for a batch
         of up to ``capacity`` frames of ``shape`` (H, W, 3)."""
         self.free.wait()
         self.free.clear()
         h, w = shape[:2]
-        self._reserve(capacity * h * w)
+        self._reserve(capacity * h * w, capacity * h * out_row_bytes(w, self.packed))
         # The previous batch's upload from frames_pinned is done: its result was collected
         # before the slab was freed.
         inputs = self.frames_pinned[: capacity * h * w * 3].reshape(capacity, h, w, 3)
-        return Filling(self, inputs, device, launch)
+        return Filling(self, inputs, device, launch, pack)
+
+
+def out_row_bytes(width: int, packed: bool) -> int:
+    """Bytes of one row of a slab's output: a 1-bit PNG scanline (a filter byte, then
+    ceil(width / 8) bytes of bits) or an edge map's row."""
+    return 1 + (width + 7) // 8 if packed else width
 
 
 class Filling:
     """A batch being put together in a slab: the caller copies its frames into ``inputs``
     (pinned memory; from any thread), then submits the first n of them."""
 
-    def __init__(self, slab: Slab, inputs: np.ndarray, device: int, launch):
-        self.slab, self.inputs, self.device, self.launch = slab, inputs, device, launch
+    def __init__(self, slab: Slab, inputs: np.ndarray, device: int, launch, pack):
+        self.slab, self.inputs, self.device = slab, inputs, device
+        self.launch, self.pack = launch, pack
 
     def submit(self, n: int) -> InFlight:
-        """Queue the upload of ``inputs[:n]``, the kernel and the download on the slab's
-        stream. The copies into those inputs must be done."""
+        """Queue the upload of ``inputs[:n]``, the kernel (and the packing) and the download on
+        the slab's stream. The copies into those inputs must be done."""
         if not 1 <= n <= len(self.inputs):
             raise ValueError(f"a batch of {n} frames in a slab filled for {len(self.inputs)}")
         slab = self.slab
@@ -94,16 +116,25 @@ class Filling:
         # Prefix slices of fresh allocations: 16-byte aligned, as the kernel requires.
         frames_dev = slab.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
         edges_dev = slab.edges_dev[: n * h * w].reshape(n, h, w)
-        edges_pinned = slab.edges_pinned[: n * h * w].reshape(n, h, w)
+        row_bytes = out_row_bytes(w, slab.packed)
+        out_pinned = slab.out_pinned[: n * h * row_bytes].reshape(n, h, row_bytes)
+        out_dev = (
+            slab.rows_dev[: n * h * row_bytes].reshape(n, h, row_bytes)
+            if slab.packed
+            else edges_dev
+        )
         with cp.cuda.Device(self.device):
             slab.started.record(slab.stream)
             frames_dev.set(self.inputs[:n], stream=slab.stream)  # one async copy, from pinned
             slab.uploaded.record(slab.stream)
             self.launch(frames_dev, edges_dev, slab.stream)
+            if slab.packed:
+                self.pack(edges_dev, out_dev, slab.stream)
             slab.computed.record(slab.stream)
-            edges_dev.get(stream=slab.stream, out=edges_pinned)  # async into pinned memory
+            out_dev.get(stream=slab.stream, out=out_pinned)  # async into pinned memory
             slab.downloaded.record(slab.stream)
-        return InFlight(slab, edges_pinned)
+        outputs = [PackedEdges(rows, w) for rows in out_pinned] if slab.packed else out_pinned
+        return InFlight(slab, outputs)
 
     def release(self) -> None:
         """Give the slab back (once done with the batch's result, or if never submitted)."""
@@ -113,17 +144,18 @@ class Filling:
 class InFlight:
     """A submitted batch. ``result`` waits for it; ``release`` frees its slab for reuse."""
 
-    def __init__(self, slab: Slab, edges_pinned: np.ndarray):
+    def __init__(self, slab: Slab, outputs):
         self.slab = slab
-        self.edges_pinned = edges_pinned
+        self.outputs = outputs
 
     def ready(self) -> bool:
         """Whether :meth:`result` would return at once; never waits."""
         return self.slab.downloaded.done
 
-    def result(self) -> tuple[np.ndarray, dict[str, float]]:
-        """The batch's edge maps, as a view of pinned memory that stays valid until
-        :meth:`release`, and the GPU milliseconds of each stage for the whole batch."""
+    def result(self) -> tuple[Sequence[np.ndarray | PackedEdges], dict[str, float]]:
+        """The batch's edge maps (a packed slab's as :class:`PackedEdges`), views of pinned
+        memory that stay valid until :meth:`release`, and the GPU milliseconds of each stage
+        for the whole batch (the packing is part of the kernel's)."""
         slab = self.slab
         slab.downloaded.synchronize()  # also means the uploads are done with the inputs
         elapsed = cp.cuda.get_elapsed_time
@@ -132,7 +164,7 @@ class InFlight:
             "kernel": elapsed(slab.uploaded, slab.computed),
             "download": elapsed(slab.computed, slab.downloaded),
         }
-        return self.edges_pinned, stages
+        return self.outputs, stages
 
     def release(self) -> None:
         self.slab.free.set()
@@ -142,14 +174,16 @@ class SlabRing:
     """``size`` slabs used in turn.
 
     The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
-    slab it fills next is always the one whose batch it collected longest ago.
+    slab it fills next is always the one whose batch it collected longest ago. ``launch(frames,
+    edges, stream)`` runs the kernel; ``pack(edges, rows, stream)``, if given, packs its output
+    into 1-bit PNG scanlines, which the batches then give as :class:`PackedEdges`.
     """
 
-    def __init__(self, size: int, device: int, launch):
+    def __init__(self, size: int, device: int, launch, pack=None):
         with cp.cuda.Device(device):
-            self.slabs = [Slab() for _ in range(size)]
+            self.slabs = [Slab(packed=pack is not None) for _ in range(size)]
         self.device = device
-        self.launch = launch
+        self.launch, self.pack = launch, pack
         self.turn = 0
 
     def fill(self, shape: tuple[int, ...], capacity: int) -> Filling:
@@ -158,4 +192,4 @@ class SlabRing:
         slab = self.slabs[self.turn]
         self.turn = (self.turn + 1) % len(self.slabs)
         with cp.cuda.Device(self.device):
-            return slab.fill(shape, capacity, self.device, self.launch)
+            return slab.fill(shape, capacity, self.device, self.launch, self.pack)

@@ -1,10 +1,13 @@
 """The streaming GPU pipeline end to end: byte-identical to the CPU backend (needs CUDA).
 
-Output buffers are poisoned before every launch, so a pixel the kernel never wrote fails.
+Output buffers are poisoned before every launch, so a pixel the kernel never wrote fails: the
+edge maps, and the 1-bit PNG rows packed from them (with a poison that is a different packing of
+bits from run to run: one value could be a right byte by chance).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -23,18 +26,26 @@ pytestmark = pytest.mark.gpu
 
 H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
 POISON = 0x5A
+PACKED_POISONS = (0x5A, 0xA5)
 
 
 @pytest.fixture(autouse=True)
 def poisoned_launches(gpu, cp, monkeypatch):
-    """Fill each batch's device output with POISON right before the kernel is queued."""
-    launch = gpu.CudaBackend.launch
+    """Fill each batch's device outputs with poison right before their kernels are queued:
+    the edge maps with POISON, the packed rows with a byte that changes with each batch."""
+    launch, pack = gpu.CudaBackend.launch, gpu.CudaBackend.pack
+    batches = itertools.count()
 
     def poisoned(self, frames_dev, edges_dev, stream):
         edges_dev.data.memset_async(POISON, edges_dev.nbytes, stream)
         launch(self, frames_dev, edges_dev, stream)
 
+    def poisoned_pack(self, edges_dev, rows_dev, stream):
+        rows_dev.data.memset_async(PACKED_POISONS[next(batches) % 2], rows_dev.nbytes, stream)
+        pack(self, edges_dev, rows_dev, stream)
+
     monkeypatch.setattr(gpu.CudaBackend, "launch", poisoned)
+    monkeypatch.setattr(gpu.CudaBackend, "pack", poisoned_pack)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +75,14 @@ def test_gpu_pipeline_equals_cpu(mixed_folder, tmp_path, batch, streams):
     assert summary.backend == "cuda" and summary.frames == 19
     assert {"upload", "kernel", "download"} <= set(summary.stages)
     assert 0 < summary.gpu_busy_fraction <= 1
+    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def test_packing_on_the_host_gives_the_same_bytes(gpu, mixed_folder, tmp_path, monkeypatch):
+    """With PACK_ON_GPU off, the encoders pack the edge maps themselves: the same PNGs."""
+    monkeypatch.setattr(gpu, "PACK_ON_GPU", False)
+    edgecli.process(mixed_folder, tmp_path / "cpu", backend="cpu")
+    edgecli.process(mixed_folder, tmp_path / "gpu", backend="cuda", batch=4, streams=2)
     same_bytes(tmp_path / "cpu", tmp_path / "gpu")
 
 
