@@ -12,7 +12,7 @@ CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-kernel-ab bench-media bench-e2e bench-png \
-	sample-frames clean
+	bench-png-threads sample-frames clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,9 @@ bench-e2e: $(STAMP)
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(STAMP)
 	$(PY) benchmarks/png_encode.py
+
+bench-png-threads: $(STAMP)
+	$(PY) benchmarks/png_threads.py sample_frames
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
 sample-frames: $(STAMP)

@@ -1,0 +1,106 @@
+"""The 1-bit PNG encoder's pieces on 1 to 16 threads: which of them stop scaling.
+
+Each piece runs over the edge maps of ``--input``'s first 40 ``*.jpg`` frames (resized to
+1920x1080, thresholds 40 and 100, CPU reference), ``--frames`` maps a run, on 1, 4, 8 and 16
+plain threads (best of 2 runs); the table gives frames/s and the 16-thread rate over 16 times
+the 1-thread rate. The pieces:
+
+- OpenCV's bilevel ``cv2.imencode`` (one call that lets go of the GIL);
+- ``edgecli.sinks.encode_png_1bit``: the packing and the compression;
+- ``png_from_rows_1bit``: the compression alone, of rows packed beforehand (what the encoders
+  do when the GPU packs the rows);
+- ``png_rows_1bit``: the packing alone (``np.packbits``, which holds the GIL);
+- the packing by NumPy ufuncs, which let go of the GIL: ``(edges != 0)`` as 8-byte words,
+  times 0x8040201008040201, the top byte (checked equal to ``png_rows_1bit`` first).
+
+    PYTHONPATH=. python3 benchmarks/png_threads.py bench_data/jpeg
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from edgecli.allocator import keep_freed_memory
+from edgecli.params import Options
+from edgecli.reference import detect_frame
+from edgecli.sinks import encode_png_1bit, png_from_rows_1bit, png_rows_1bit
+
+OPENCV_BILEVEL = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
+GATHER = np.uint64(0x8040201008040201)  # byte k's low bit to bit 63 - k: pixel k to bit 7 - k
+THREADS = (4, 8, 16)
+
+
+def rows_by_ufuncs(edges: np.ndarray) -> np.ndarray:
+    """png_rows_1bit for widths that are multiples of 8, by ufuncs only (GIL released)."""
+    height, width = edges.shape
+    rows = np.empty((height, 1 + width // 8), np.uint8)
+    rows[:, 0] = 0
+    words = np.multiply(np.not_equal(edges, 0).view(np.uint64), GATHER)
+    np.right_shift(words, np.uint64(56), out=words)
+    rows[:, 1:] = words
+    return rows
+
+
+def rate(piece, maps: list[np.ndarray], threads: int, n: int) -> float:
+    """Frames/s of ``piece`` over ``n`` maps on ``threads`` threads."""
+    taken = itertools.count()
+
+    def work() -> None:
+        while (i := next(taken)) < n:
+            piece(maps[i % len(maps)])
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return n / (time.perf_counter() - start)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("input", type=Path, help="a folder of .jpg frames")
+    parser.add_argument("--frames", type=int, default=960, help="maps a threaded run")
+    args = parser.parse_args()
+    keep_freed_memory()  # as the CLI runs
+    paths = sorted(args.input.glob("*.jpg"))[:40]
+    if not paths:
+        sys.exit(f"png_threads.py: no .jpg files in {args.input}")
+    maps = []
+    for path in paths:
+        frame = cv2.resize(cv2.imread(str(path)), (1920, 1080), interpolation=cv2.INTER_CUBIC)
+        maps += [detect_frame(frame, Options(threshold=t)) for t in (40, 100)]
+    packed = {id(m): png_rows_1bit(m) for m in maps}
+    if not all(np.array_equal(rows_by_ufuncs(m), packed[id(m)]) for m in maps):
+        sys.exit("png_threads.py: the ufunc packing differs from png_rows_1bit")
+    pieces = {
+        "OpenCV imencode (bilevel)": lambda m: cv2.imencode(".png", m, OPENCV_BILEVEL),
+        "edgecli encode_png_1bit": encode_png_1bit,
+        "compression only (png_from_rows_1bit)": lambda m: png_from_rows_1bit(packed[id(m)], 1920),
+        "packing only (png_rows_1bit, np.packbits)": png_rows_1bit,
+        "packing only, by ufuncs": rows_by_ufuncs,
+    }
+    density = float(np.mean([(m > 0).mean() for m in maps]))
+    print(f"{len(maps)} maps of 1920x1080 from {args.input}, {density:.1%} edge pixels")
+    print("| piece | ms, 1 thread | fps, 1 | fps, 4 | fps, 8 | fps, 16 | 16-thread scaling |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, piece in pieces.items():
+        rate(piece, maps, 16, 96)  # warm-up
+        one = rate(piece, maps, 1, 96)
+        many = {t: max(rate(piece, maps, t, args.frames) for _ in range(2)) for t in THREADS}
+        cells = " | ".join(f"{many[t]:.0f}" for t in THREADS)
+        print(f"| {name} | {1e3 / one:.3f} | {one:.0f} | {cells} | {many[16] / 16 / one:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
