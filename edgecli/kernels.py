@@ -217,13 +217,16 @@ def compile_with_nvrtc(variant: Variant, arch: str = CHECK_ARCH) -> CheckResult:
 
 
 def _resource_summary(report: str) -> str:
-    """The ptxas lines that matter: registers, shared memory, stack and spills."""
-    keep = [
-        line.split("info    :", 1)[-1].strip()
-        for line in report.splitlines()
-        if "registers" in line or "spill" in line
-    ]
-    return "; ".join(keep)
+    """The ptxas lines that matter, per kernel of the file: registers, shared memory, stack and
+    spills, as ``name: …, …; name: …``."""
+    kernels: dict[str, list[str]] = {}
+    name = "?"
+    for line in report.splitlines():
+        if "Function properties for " in line:
+            name = line.split("Function properties for ", 1)[1].strip()
+        elif "registers" in line or "spill" in line:
+            kernels.setdefault(name, []).append(line.split("info    :", 1)[-1].strip())
+    return "; ".join(f"{name}: {', '.join(lines)}" for name, lines in kernels.items())
 
 
 def check(variants: list[Variant], *, resources: bool = False, out=sys.stdout) -> int:

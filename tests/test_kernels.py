@@ -184,3 +184,23 @@ def test_importing_kernels_does_not_import_cupy():
         [sys.executable, "-c", code], cwd=Path(__file__).parent.parent, check=False
     )
     assert done.returncode == 0
+
+
+def test_the_resource_report_names_each_kernel():
+    """--check --resources gives each kernel of the file its own registers and spills."""
+    report = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'pack_rows_1bit' for 'sm_90'
+ptxas info    : Function properties for pack_rows_1bit
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : Compile time = 15.465 ms
+ptxas info    : Compiling entry function 'edges_bgr' for 'sm_90'
+ptxas info    : Function properties for edges_bgr
+    0 bytes stack frame, 0 bytes spill stores, 8 bytes spill loads
+ptxas info    : Used 96 registers, used 0 barriers, 128 bytes smem"""
+    assert kernels._resource_summary(report) == (
+        "pack_rows_1bit: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads, "
+        "Used 32 registers, used 0 barriers; "
+        "edges_bgr: 0 bytes stack frame, 0 bytes spill stores, 8 bytes spill loads, "
+        "Used 96 registers, used 0 barriers, 128 bytes smem"
+    )
