@@ -132,6 +132,22 @@ def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tu
     return min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame
 
 
+def _check_arrays(
+    kernel: LoadedKernel, source, source_name: str, out, out_name: str, shape
+) -> None:
+    """Refuse an output ``out`` that is not uint8 of ``shape``, and a ``source`` and ``out``
+    that are not both C-contiguous and on the kernel's device: a launch's own checks."""
+    if out.dtype != np.uint8 or out.shape != shape:
+        raise ValueError(f"{out_name} must be uint8 shaped {shape}, got {out.dtype} {out.shape}")
+    if not (source.flags.c_contiguous and out.flags.c_contiguous):
+        raise ValueError(f"{source_name} and {out_name} must be C-contiguous")
+    if source.device.id != kernel.device or out.device.id != kernel.device:
+        raise ValueError(
+            f"arrays are on devices {source.device.id}/{out.device.id}, "
+            f"the kernel on {kernel.device}"
+        )
+
+
 def launch_edges(
     kernel: LoadedKernel,
     frames_dev: cupy.ndarray,
@@ -150,13 +166,9 @@ def launch_edges(
             f"got {frames_dev.dtype} {frames_dev.shape}"
         )
     n_frames, height, width = frames_dev.shape[:3]
-    if edges_dev.dtype != np.uint8 or edges_dev.shape != (n_frames, height, width):
-        raise ValueError(
-            f"edges_dev must be uint8 shaped {(n_frames, height, width)}, "
-            f"got {edges_dev.dtype} {edges_dev.shape}"
-        )
-    if not (frames_dev.flags.c_contiguous and edges_dev.flags.c_contiguous):
-        raise ValueError("frames_dev and edges_dev must be C-contiguous")
+    _check_arrays(
+        kernel, frames_dev, "frames_dev", edges_dev, "edges_dev", (n_frames, height, width)
+    )
     if frames_dev.data.ptr % FRAMES_ALIGNMENT:
         raise ValueError(
             f"frames_dev must start {FRAMES_ALIGNMENT}-byte aligned (a fresh allocation or a "
@@ -164,11 +176,6 @@ def launch_edges(
         )
     if not 0 <= threshold <= MAX_L1_MAGNITUDE:
         raise ValueError(f"threshold must be in 0..{MAX_L1_MAGNITUDE}, got {threshold}")
-    if frames_dev.device.id != kernel.device or edges_dev.device.id != kernel.device:
-        raise ValueError(
-            f"arrays are on devices {frames_dev.device.id}/{edges_dev.device.id}, "
-            f"the kernel on {kernel.device}"
-        )
     if min(n_frames, height, width) == 0:
         return
     blocks, tiles_x, tiles_per_frame = grid_for(kernel, n_frames, height, width)
@@ -216,18 +223,9 @@ def launch_pack_rows(
         )
     n_frames, height, width = edges_dev.shape
     row_bytes = 1 + (width + 7) // 8
-    if rows_dev.dtype != np.uint8 or rows_dev.shape != (n_frames, height, row_bytes):
-        raise ValueError(
-            f"rows_dev must be uint8 shaped {(n_frames, height, row_bytes)}, "
-            f"got {rows_dev.dtype} {rows_dev.shape}"
-        )
-    if not (edges_dev.flags.c_contiguous and rows_dev.flags.c_contiguous):
-        raise ValueError("edges_dev and rows_dev must be C-contiguous")
-    if edges_dev.device.id != kernel.device or rows_dev.device.id != kernel.device:
-        raise ValueError(
-            f"arrays are on devices {edges_dev.device.id}/{rows_dev.device.id}, "
-            f"the kernel on {kernel.device}"
-        )
+    _check_arrays(
+        kernel, edges_dev, "edges_dev", rows_dev, "rows_dev", (n_frames, height, row_bytes)
+    )
     total = rows_dev.size
     if total == 0:
         return
