@@ -52,10 +52,14 @@ ENCODERS = {
 }
 
 
-def edge_maps(folder: Path, size: tuple[int, int], thresholds: list[int]) -> list[np.ndarray]:
-    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".png"))
+def edge_maps(
+    folder: Path, size: tuple[int, int], thresholds: list[int], limit: int | None = None
+) -> list[np.ndarray]:
+    """The CPU reference's edge maps of the first ``limit`` (default: every) .jpg / .png
+    frames of ``folder``, resized to ``size``, at each threshold."""
+    paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".png"))[:limit]
     if not paths:
-        sys.exit(f"png_encode.py: no .jpg or .png files in {folder}")
+        sys.exit(f"no .jpg or .png files in {folder}")
     maps = []
     for path in paths:
         frame = cv2.resize(cv2.imread(str(path)), size, interpolation=cv2.INTER_CUBIC)

@@ -1,6 +1,6 @@
 """The 1-bit PNG encoder's pieces on 1 to 16 threads: which of them stop scaling.
 
-Each piece runs over the edge maps of ``--input``'s first 40 ``*.jpg`` frames (resized to
+Each piece runs over the edge maps of ``--input``'s first 40 frames (resized to
 1920x1080, thresholds 40 and 100, CPU reference), ``--frames`` maps a run, on 1, 4, 8 and 16
 plain threads (best of 2 runs); the table gives frames/s and the 16-thread rate over 16 times
 the 1-thread rate. The pieces:
@@ -25,15 +25,12 @@ import threading
 import time
 from pathlib import Path
 
-import cv2
 import numpy as np
+from png_encode import edge_maps, opencv_1bit  # this script's directory is first on sys.path
 
 from edgecli.allocator import keep_freed_memory
-from edgecli.params import Options
-from edgecli.reference import detect_frame
 from edgecli.sinks import encode_png_1bit, png_from_rows_1bit, png_rows_1bit
 
-OPENCV_BILEVEL = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
 GATHER = np.uint64(0x8040201008040201)  # byte k's low bit to bit 63 - k: pixel k to bit 7 - k
 THREADS = (4, 8, 16)
 
@@ -68,22 +65,16 @@ def rate(piece, maps: list[np.ndarray], threads: int, n: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("input", type=Path, help="a folder of .jpg frames")
+    parser.add_argument("input", type=Path, help="a folder of .jpg or .png frames")
     parser.add_argument("--frames", type=int, default=960, help="maps a threaded run")
     args = parser.parse_args()
     keep_freed_memory()  # as the CLI runs
-    paths = sorted(args.input.glob("*.jpg"))[:40]
-    if not paths:
-        sys.exit(f"png_threads.py: no .jpg files in {args.input}")
-    maps = []
-    for path in paths:
-        frame = cv2.resize(cv2.imread(str(path)), (1920, 1080), interpolation=cv2.INTER_CUBIC)
-        maps += [detect_frame(frame, Options(threshold=t)) for t in (40, 100)]
+    maps = edge_maps(args.input, (1920, 1080), [40, 100], limit=40)
     packed = {id(m): png_rows_1bit(m) for m in maps}
     if not all(np.array_equal(rows_by_ufuncs(m), packed[id(m)]) for m in maps):
         sys.exit("png_threads.py: the ufunc packing differs from png_rows_1bit")
     pieces = {
-        "OpenCV imencode (bilevel)": lambda m: cv2.imencode(".png", m, OPENCV_BILEVEL),
+        "OpenCV imencode (bilevel)": opencv_1bit,
         "edgecli encode_png_1bit": encode_png_1bit,
         "compression only (png_from_rows_1bit)": lambda m: png_from_rows_1bit(packed[id(m)], 1920),
         "packing only (png_rows_1bit, np.packbits)": png_rows_1bit,
