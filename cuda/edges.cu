@@ -11,8 +11,8 @@
 //   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
 //                  make 4 slots)
 //   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
-//   EDGES_HALO_LOADS  1: fast items stage only their own 128 columns (384 bytes from a 16-byte
-//                  boundary) and load the two halo columns with plain loads (see step 1)
+//   EDGES_HALO_LOADS  1: fast items stage from their own first column (400 bytes from a
+//                  128-byte line) and load the left halo column with plain loads (see step 1)
 //   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
 //   EDGES_PROBE_NO_HALO  with it: rows staged without the column left of the item
 // Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
@@ -31,15 +31,14 @@
 //      constant border and for rows past the bottom halo. Each lane plans its row's copy for
 //      the next item when the warp starts an item, and issues it as soon as the warp has read
 //      the slot that row goes to: the next item's rows stream in one slot behind this item's.
-//      With EDGES_HALO_LOADS, a fast item's rows are staged from x0 to x0 + 127 only (384
-//      bytes, 12 sectors, from a 16-byte boundary; the halo columns cost the staging 2 more
-//      sectors and 2 more 128-byte lines a row), and lane s loads the two halo pixels of its
-//      row itself when it plans the copy. The bytes are packed at once, so the warp waits
-//      for them there (an L2 round trip an item); carrying the loaded words unpacked to the
-//      next item, so that nothing waits, measured slower (benchmarks/RESULTS.md, session 5).
+//      With EDGES_HALO_LOADS, a fast item's rows are staged from x0, which starts a 128-byte
+//      line, to x0 + 133 (400 bytes, 4 lines; 384 where x0 + 128 is the frame's edge): what
+//      the probe without the left halo column stages (benchmarks/RESULTS.md, session 4), and
+//      lane s loads the left halo pixel of its row itself when it plans the copy. The bytes
+//      are packed at once, so the warp waits for them there (an L2 round trip an item).
 //   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
-//      x0 - 1 and x0 + 128, of staged row s (or of the pixels lane s loaded), per the border
-//      mode.
+//      x0 - 1 and x0 + 128, of staged row s (x0 - 1: of the pixel lane s loaded, with
+//      EDGES_HALO_LOADS in a fast item), per the border mode.
 //   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
 //      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
 //      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
@@ -320,9 +319,9 @@ struct RowCopy {
     int tail;           // bytes after those, copied by hand (the buffer's last row only)
     int skew;           // where the row's first staged pixel starts in the staged row
     bool zero;          // a constant-border row, or one past the bottom halo: all zeros
-    u32 left, right;    // EDGES_HALO_LOADS, fast items: the row's halo pixels x0 - 1 and
-                        // x0 + 128 (their border sources) as B | G << 8 | R << 16; 0 (black,
-                        // luma 0) for a zero row or a constant border's column
+    u32 left;           // EDGES_HALO_LOADS, fast items: the row's left halo pixel x0 - 1 (its
+                        // border source) as B | G << 8 | R << 16; 0 (black, luma 0) for a zero
+                        // row or a constant border's column
 };
 
 // The pixel at column x (a border source: -1 for black) of the input row at `row`, as
@@ -340,17 +339,16 @@ __device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames&
     c.tail = 0;
     c.skew = 0;
     c.left = 0u;
-    c.right = 0u;
     const int ys = border_source(it.y0 - 1 + s, f.height);
     c.zero = ys < 0;
     if (ys >= 0 && EDGES_HALO_LOADS && it.fast) {
-        // 384 bytes from a 16-byte boundary (width % 16 == 0), never past the buffer; the halo
-        // pixels by hand.
+        // 384 bytes from a 128-byte line (width % 16 == 0), and the next 16 where the column
+        // right of the item is in the frame (then at least 16 columns are: still this row);
+        // the left halo pixel by hand.
         const u64 row = f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys;
         c.base = row + 3ull * (u64)it.x0;
-        c.bytes = 3 * TILE_W;
+        c.bytes = 3 * TILE_W + (it.x0 + TILE_W < f.width ? 16 : 0);
         c.left = load_pixel(row, border_source(it.x0 - 1, f.width));
-        c.right = load_pixel(row, border_source(it.x0 + TILE_W, f.width));
     } else if (ys >= 0) {
 #ifdef EDGES_PROBE_NO_HALO
         // benchmarks/kernel.py --probes only: rows staged from column x0, not x0 - 1 (the
@@ -524,7 +522,11 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
         const int j = s / SLOT_ROWS;
         if (s % SLOT_ROWS == 0) {
             barrier_wait(&bars[j], parity);
-            if (!halo_loaded && my_slot == j) halo = row_halo(my_row, skew, ln);
+            if (my_slot == j) {
+                // With the left halo loaded by hand, the staged row gives only the right one.
+                const u32 staged = row_halo(my_row, skew, ln);
+                halo = halo_loaded ? loaded_halo | (staged & 0xFFFFu) : staged;
+            }
         }
         h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
         if (s % SLOT_ROWS == SLOT_ROWS - 1) {
@@ -591,11 +593,10 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
 
     for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
         const int skew = copy.skew;  // of this lane's row of `it`
-        // Its halo pixels' luma (EDGES_HALO_LOADS, fast items): loaded and packed an item ago.
-        const u32 loaded_halo = (luma_of(copy.left & 255u, (copy.left >> 8) & 255u,
-                                         copy.left >> 16) << 16)
-                              | luma_of(copy.right & 255u, (copy.right >> 8) & 255u,
-                                        copy.right >> 16);
+        // Its left halo pixel's luma (EDGES_HALO_LOADS, fast items): loaded and packed an item
+        // ago.
+        const u32 loaded_halo =
+            luma_of(copy.left & 255u, (copy.left >> 8) & 255u, copy.left >> 16) << 16;
         const bool has_next = item + item_step < n_items;
         const Item next = item_at(has_next ? item + item_step : item, f, fast_frames);
         copy = plan_row(lane, next, f);

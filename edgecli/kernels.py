@@ -66,7 +66,8 @@ class Variant:
     border: str = "replicate"
     tile_h: int = TILE_H  # output rows per work item
     warps: int = WARPS  # warps per block
-    # Fast items stage only their own columns and load the two halo columns by hand.
+    # Fast items stage from their own first column (a 128-byte line) and load the left halo
+    # column by hand.
     halo_loads: bool = False
 
     def __post_init__(self) -> None:
@@ -125,8 +126,8 @@ def blocks_per_sm(variant: Variant, fitting: int) -> int:
 
 
 def all_variants() -> list[Variant]:
-    """Every norm x border at the default tile, with the halo columns staged and loaded: what
-    ``--check`` compiles."""
+    """Every norm x border at the default tile, with the halo columns staged, and with the left
+    one loaded by hand: what ``--check`` compiles."""
     return [
         Variant(norm, border, halo_loads=loads)
         for loads, norm, border in itertools.product((False, True), NORMS, BORDERS)

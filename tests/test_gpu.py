@@ -150,7 +150,7 @@ def test_few_blocks_loop_over_many_tiles(
     gpu, cp, stream, height, width, warps, resident_blocks, halo_loads
 ):
     """A grid smaller than the work (each warp takes many items, double-buffered, and with
-    halo loads, the next item's halo pixels loaded when it is planned) is exact."""
+    halo loads, the next item's left halo pixels loaded when it is planned) is exact."""
     frames, gradients = _batch_and_gradients(height, width, "reflect101")
     variant = gpu.Variant("l1", "reflect101", warps=warps, halo_loads=halo_loads)
     kernel = gpu.load_kernel(0, variant)

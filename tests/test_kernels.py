@@ -53,7 +53,8 @@ def test_defines_reject_bad_values(field, value):
 
 
 def test_all_variants_cover_every_norm_and_border():
-    """--check compiles each norm x border once with the halo columns staged, once loaded."""
+    """--check compiles each norm x border once with the halo columns staged, once with the
+    left one loaded by hand."""
     keys = {(v.norm, v.border, v.halo_loads) for v in all_variants()}
     assert keys == {
         (n, b, h)
