@@ -34,6 +34,7 @@ from .kernels import (
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
+from .sinks import png_row_bytes_1bit
 from .streaming import SlabRing
 
 # The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
@@ -222,7 +223,7 @@ def launch_pack_rows(
             f"edges_dev must be uint8 shaped (N, H, W), got {edges_dev.dtype} {edges_dev.shape}"
         )
     n_frames, height, width = edges_dev.shape
-    row_bytes = 1 + (width + 7) // 8
+    row_bytes = png_row_bytes_1bit(width)
     _check_arrays(
         kernel, edges_dev, "edges_dev", rows_dev, "rows_dev", (n_frames, height, row_bytes)
     )

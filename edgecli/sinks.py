@@ -36,6 +36,12 @@ _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive f
 _temp_numbers = itertools.count()
 
 
+def png_row_bytes_1bit(width: int) -> int:
+    """Bytes of one scanline of a 1-bit PNG ``width`` pixels wide: its filter byte, then the
+    pixels' bits, ceil(width / 8) bytes."""
+    return 1 + (width + 7) // 8
+
+
 @dataclass(frozen=True)
 class PackedEdges:
     """An edge map already packed as the scanlines of a 1-bit PNG (by the GPU: cuda/edges.cu,
@@ -46,11 +52,11 @@ class PackedEdges:
     width: int
 
     def __post_init__(self) -> None:
-        rows = self.rows
-        if rows.dtype != np.uint8 or rows.ndim != 2 or rows.shape[1] != 1 + (self.width + 7) // 8:
+        rows, row_bytes = self.rows, png_row_bytes_1bit(self.width)
+        if rows.dtype != np.uint8 or rows.ndim != 2 or rows.shape[1] != row_bytes:
             raise ValueError(
                 f"packed rows of a {self.width}-pixel-wide map must be uint8 shaped "
-                f"(H, {1 + (self.width + 7) // 8}), got {rows.dtype} {rows.shape}"
+                f"(H, {row_bytes}), got {rows.dtype} {rows.shape}"
             )
 
 
@@ -83,7 +89,7 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     second than on one (benchmarks/RESULTS.md, session 8), so the GPU path packs on the device
     (:class:`PackedEdges`)."""
     height, width = edges.shape
-    rows = np.zeros((height, 1 + (width + 7) // 8), np.uint8)
+    rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)
     rows[:, 1:] = np.packbits(edges, axis=1)
     return rows
 

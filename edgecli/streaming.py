@@ -27,7 +27,7 @@ import cupyx
 import numpy as np
 
 from .errors import EdgecliError
-from .sinks import PackedEdges
+from .sinks import PackedEdges, png_row_bytes_1bit
 
 
 class GpuMemoryError(EdgecliError):
@@ -95,7 +95,7 @@ class Slab:
 def out_row_bytes(width: int, packed: bool) -> int:
     """Bytes of one row of a slab's output: a 1-bit PNG scanline (a filter byte, then
     ceil(width / 8) bytes of bits) or an edge map's row."""
-    return 1 + (width + 7) // 8 if packed else width
+    return png_row_bytes_1bit(width) if packed else width
 
 
 class Filling:
