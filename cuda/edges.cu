@@ -516,7 +516,7 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
     const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
     unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
     Horizontal h[3];
-    u32 halo = halo_loaded ? loaded_halo : 0u;
+    u32 halo = 0u;  // lane s: its staged row's halo luma, from when its slot arrives
 #pragma unroll
     for (int s = 0; s < STAGED_ROWS; ++s) {
         const int j = s / SLOT_ROWS;
