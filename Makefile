@@ -5,19 +5,23 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_output
 
-# The CUDA extra to install, from the driver's CUDA version that nvidia-smi reports:
-# ",cuda13" for 13.x or newer, ",cuda12" for 12.x, nothing without a driver.
-CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' \
-	| head -n 1 | awk '$$1 >= 13 { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
-HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
+# The CUDA extra to install, from the driver's CUDA version that nvidia-smi reports: ",cuda13"
+# for 13.x or newer, ",cuda12" for 12.x or for a Volta GPU (compute capability 7.0: CUDA 13's
+# NVRTC compiles for 7.5 and newer only), nothing without a driver.
+CUDA_VERSION := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' \
+	| head -n 1)
+OLDEST_GPU := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
+	| sort -n | head -n 1)
+CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && ($$2 == "" \
+	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 
-.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-kernel-ab bench-media bench-e2e bench-png \
+.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
 	bench-png-threads sample-frames clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev$(CUDA_EXTRA)]"
+	$(PY) -m pip install --quiet -e ".[dev,kernel-check$(CUDA_EXTRA)]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,11 +31,7 @@ demo: $(STAMP)
 	@echo "edge maps written to $(DEMO_OUT)/"
 
 test: $(STAMP)
-ifneq ($(HAVE_NVCC),)
 	$(MAKE) kernel-check
-else
-	@echo "kernel-check skipped: no nvcc on PATH"
-endif
 	$(PY) -m pytest
 
 test-gpu: $(STAMP)
@@ -41,15 +41,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check edgecli tests benchmarks scripts
 	$(VENV)/bin/ruff format --check edgecli tests benchmarks scripts
 
+# Every variant for sm_70 ... sm_120 through NVRTC (from the kernel-check extra); no GPU needed.
 kernel-check: $(STAMP)
 	$(PY) -m edgecli.kernels --check
 
+# The kernel against a device copy, 1080p and 4K, and the persistent grid's sizes (GPU).
 bench-kernel: $(STAMP)
-	$(PY) benchmarks/kernel.py
-
-# Kernel forms x blocks an SM, timed in interleaved rounds (GPU): A/B comparisons that see 2-3%.
-bench-kernel-ab: $(STAMP)
-	$(PY) benchmarks/kernel_ab.py
+	$(PY) benchmarks/kernel.py --blocks-per-sm
 
 # Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
 bench-media: $(STAMP)

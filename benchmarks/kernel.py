@@ -1,4 +1,4 @@
-"""Kernel benchmark (issue 3): edgecli's fused kernel against the copy ceiling and two baselines.
+"""Kernel benchmark: edgecli's fused kernel against the copy ceiling and two baselines.
 
 Run on a CUDA machine from the repository root:
 
@@ -7,18 +7,21 @@ Run on a CUDA machine from the repository root:
 For 1080p and 4K batches of random frames (never zeros) it times, with CUDA events on one
 non-default stream and inputs rotated over buffers that together exceed the L2 cache:
 
-- a device-to-device copy of a large buffer (cudaMemcpyAsync; read + write bytes): the ceiling;
-- edgecli's fused kernel, one launch per batch (the default variant, and a few other item
-  heights and warps per block, and the l2 norm, for comparison);
-- the previous version of that kernel (benchmarks/previous_edges.cu), in the same run;
+- a device-to-device copy of a large buffer (cudaMemcpyAsync; read + write bytes): the ceiling,
+  before and after the rest;
+- edgecli's fused kernel, one launch per batch, l1 and l2, as compiled for this GPU; and
+  compiled as PTX for sm_80 and sm_75 (edgecli.kernels.ARCH_ENV), the code paths of older GPUs
+  (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
+- with --blocks-per-sm, the persistent grid at every number of blocks an SM that fits, per
+  norm, in interleaved rounds (how edgecli.kernels.WARPS_PER_SM is chosen);
 - a one-pixel-per-thread fused kernel (benchmarks/naive_edges.cu), one launch per frame;
 - an unfused CuPy pipeline per frame: luma (elementwise), cupyx.scipy.ndimage.sobel x 2,
   |Gx| + |Gy|, threshold.
 
 Reported per implementation: median microseconds per frame, effective GB/s at 4 bytes per pixel
 (3 read, 1 written), that as a fraction of the copy bandwidth, the ratios to both baselines, and
-whether the first frame's output equals edgecli.reference bit for bit. The markdown table comes
-last.
+whether the first frame's output equals edgecli.reference bit for bit (the output is poisoned
+first). The markdown table comes last.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,36 +39,16 @@ import cupy as cp
 import cupyx.scipy.ndimage as ndi
 import numpy as np
 
-from edgecli import gpu, reference
-from edgecli.kernels import Variant, kernel_defines
+from edgecli import gpu, kernels, reference
+from edgecli.kernels import Variant
 from edgecli.params import Options
 
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840)}
 DEFAULT = Variant()
-OTHER_VARIANTS = [  # item heights and warps per block tested in tests/test_gpu.py, and l2
-    Variant(warps=1),
-    Variant(warps=8),
-    Variant(tile_h=18, warps=8),
-    Variant(tile_h=6, warps=8),
-    Variant(norm="l2"),
-    Variant(halo_loads=True),
-    Variant(halo_loads=True, warps=8),
-    Variant(halo_loads=True, norm="l2"),
-]
+NORMS = (DEFAULT, Variant(norm="l2"))
+OLDER_PATHS = (80, 75)  # compiled as PTX for these, run on this GPU
 COPY_BYTES = 1 << 30
 NAIVE_SOURCE = Path(__file__).with_name("naive_edges.cu")
-PROBE_SOURCE = Path(__file__).with_name("probe_memory.cu")
-# The kernel as it was before the warp-per-item rewrite, with the defines of its default.
-PREVIOUS_SOURCE = Path(__file__).with_name("previous_edges.cu")
-PREVIOUS_DEFINES = (
-    "--std=c++17",
-    "-DEDGES_NORM=EDGES_NORM_L1",
-    "-DEDGES_BORDER=EDGES_BORDER_REPLICATE",
-    "-DEDGES_TILE_W=128",
-    "-DEDGES_TILE_H=30",
-    "-DEDGES_THREADS=128",
-    "-DEDGES_ROWS=2",
-)
 OPTIONS = Options()  # l1, replicate, T=100: what the baselines compute
 
 LUMA = cp.ElementwiseKernel(
@@ -142,60 +127,28 @@ def naive_launcher(height: int, width: int):
     return launch
 
 
-def previous_launcher(height: int, width: int):
-    """The previous kernel (one block per 128 x 30 tile, persistent grid), same arguments."""
-    module = cp.RawModule(code=PREVIOUS_SOURCE.read_text(), options=PREVIOUS_DEFINES)
-    kernel = module.get_function("edges_bgr")
-    per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, 128, 0)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    tiles_x = -(-width // 128)
-    tiles_per_frame = tiles_x * -(-height // 30)
+@contextmanager
+def compiled_for(arch: int | None):
+    """Kernels loaded inside compile as PTX for ``arch`` (None: for this GPU)."""
+    before = os.environ.get(kernels.ARCH_ENV)
+    if arch is None:
+        os.environ.pop(kernels.ARCH_ENV, None)
+    else:
+        os.environ[kernels.ARCH_ENV] = str(arch)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(kernels.ARCH_ENV, None)
+        else:
+            os.environ[kernels.ARCH_ENV] = before
 
+
+def edgecli_launcher(kernel: gpu.LoadedKernel):
     def launch(frames_dev, edges_dev, stream):
-        n_frames = frames_dev.shape[0]
-        blocks = min(n_frames * tiles_per_frame, per_sm * sms)
-        args = (frames_dev, edges_dev, *(np.int32(v) for v in (n_frames, height, width)))
-        args += (np.int32(tiles_x), np.int32(tiles_per_frame), np.int32(OPTIONS.threshold))
-        kernel((blocks,), (128,), args, stream=stream)
+        gpu.launch_edges(kernel, frames_dev, edges_dev, OPTIONS.effective_threshold, stream)
 
     return launch
-
-
-def probe_launchers(height: int, width: int) -> dict[str, object]:
-    """Memory-only versions of the fast path (--probes): no arithmetic, same traffic."""
-    launchers: dict[str, object] = {}
-    staging = gpu._compile(0, DEFAULT, kernel_defines(DEFAULT) + ("-DEDGES_PROBE_STAGING",))
-    launchers["probe: edges.cu staging and stores, no arithmetic"] = lambda f, e, s: (
-        gpu.launch_edges(staging, f, e, OPTIONS.effective_threshold, s)
-    )
-    # The same, each row staged from the item's first column, not the one before it: 400
-    # bytes from a 128-byte boundary (13 sectors in 4 lines) instead of 416 from 16 bytes
-    # before one (14 sectors in 5 lines). What the left halo column costs the copies.
-    no_halo = gpu._compile(
-        0, DEFAULT, kernel_defines(DEFAULT) + ("-DEDGES_PROBE_STAGING", "-DEDGES_PROBE_NO_HALO")
-    )
-    launchers["probe: staging without the left halo column, no arithmetic"] = lambda f, e, s: (
-        gpu.launch_edges(no_halo, f, e, OPTIONS.effective_threshold, s)
-    )
-    if width % 128:
-        return launchers
-    tiles_x = width // 128
-    tiles_per_frame = tiles_x * -(-height // 30)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    for words in (3, 5):
-        module = cp.RawModule(code=PROBE_SOURCE.read_text(), options=(f"-DWORDS={words}",))
-        kernel = module.get_function("probe_direct")
-        per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, 128, 0)
-
-        def launch(frames_dev, edges_dev, stream, kernel=kernel, per_sm=per_sm):
-            n_frames = frames_dev.shape[0]
-            blocks = min(-(-n_frames * tiles_per_frame // 4), per_sm * sms)
-            args = (frames_dev, edges_dev, *(np.int32(v) for v in (n_frames, height, width)))
-            args += (np.int32(tiles_x), np.int32(tiles_per_frame))
-            kernel((blocks,), (128,), args, stream=stream)
-
-        launchers[f"probe: direct loads, {words} words a lane, and stores, no arithmetic"] = launch
-    return launchers
 
 
 def unfused_pipeline(frames_dev, edges_dev, stream):
@@ -217,7 +170,7 @@ def bench_resolution(
     runs: int,
     stream: cp.cuda.Stream,
     l2_bytes: int,
-    probes: bool = False,
+    grid_sweep: bool = False,
 ) -> list[Result]:
     batch_bytes = n_frames * height * width * 3
     # Rotate over enough batches that their total exceeds the L2 cache several times over.
@@ -227,16 +180,19 @@ def bench_resolution(
     first_frame = cp.asnumpy(frames[0][0])
     expected = {
         variant.norm: reference.detect_frame(first_frame, Options(norm=variant.norm))
-        for variant in [DEFAULT, *OTHER_VARIANTS]
+        for variant in NORMS
     }
 
-    def measure(label: str, launch, runs: int, warmup: int, norm: str = "l1") -> Result:
-        result = Result(name, label, n_frames)
+    def check(launch, norm: str) -> bool:
         edges[0].fill(0x5A)  # poison: an unwritten pixel fails the exactness check
         cp.cuda.Device().synchronize()  # the fill ran on the default stream
         launch(frames[0], edges[0], stream)
         stream.synchronize()
-        result.exact = bool(np.array_equal(cp.asnumpy(edges[0][0]), expected[norm]))
+        return bool(np.array_equal(cp.asnumpy(edges[0][0]), expected[norm]))
+
+    def measure(label: str, launch, runs: int, warmup: int, norm: str = "l1") -> Result:
+        result = Result(name, label, n_frames)
+        result.exact = check(launch, norm)
         result.batch_ms = time_runs(
             stream,
             lambda i: launch(frames[i % n_buffers], edges[i % n_buffers], stream),
@@ -246,49 +202,17 @@ def bench_resolution(
         return result
 
     results = []
-    for variant in [DEFAULT, *OTHER_VARIANTS]:
+    for variant in NORMS:
         kernel = gpu.load_kernel(0, variant)
-        label = "edgecli fused" + ("" if variant == DEFAULT else f" ({variant.name})")
-        results.append(
-            measure(
-                label,
-                lambda f, e, s, k=kernel: gpu.launch_edges(k, f, e, OPTIONS.effective_threshold, s),
-                runs,
-                warmup=5,
-                norm=variant.norm,
-            )
-        )
-    # The grid held to WARPS_PER_SM (the default) against every block that fits, per norm.
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    for variant in (DEFAULT, Variant(norm="l2")):
-        loaded = gpu.load_kernel(0, variant)
-        if loaded.fitting_blocks == loaded.resident_blocks:
-            continue
-        kernel = replace(loaded, resident_blocks=loaded.fitting_blocks)
-        results.append(
-            measure(
-                f"edgecli fused ({variant.name}, all {loaded.fitting_blocks // sms} blocks "
-                f"an SM that fit, not {loaded.resident_blocks // sms})",
-                lambda f, e, s, k=kernel: gpu.launch_edges(k, f, e, OPTIONS.effective_threshold, s),
-                runs,
-                warmup=5,
-                norm=variant.norm,
-            )
-        )
-    if probes:
-        for label, launch in probe_launchers(height, width).items():
-            result = measure(label, launch, runs, warmup=5)
-            result.exact = None  # computes no edges
-            results.append(result)
-    if PREVIOUS_SOURCE.is_file():
-        results.append(
-            measure(
-                "previous edgecli kernel (benchmarks/previous_edges.cu)",
-                previous_launcher(height, width),
-                runs,
-                warmup=5,
-            )
-        )
+        label = f"edgecli fused, {variant.norm} ({kernel.target})"
+        results.append(measure(label, edgecli_launcher(kernel), runs, 5, variant.norm))
+    for arch in OLDER_PATHS:
+        with compiled_for(arch):
+            kernel = gpu.load_kernel(0, DEFAULT)
+        label = f"edgecli fused, l1, as compiled for older GPUs ({kernel.target})"
+        results.append(measure(label, edgecli_launcher(kernel), runs, 5))
+    if grid_sweep:
+        results += sweep_grids(name, n_frames, runs, measure, check)
     results.append(
         measure(
             "one pixel per thread, per frame",
@@ -308,9 +232,33 @@ def bench_resolution(
     return results
 
 
+def sweep_grids(name: str, n_frames: int, runs: int, measure, check) -> list[Result]:
+    """Every blocks-an-SM that fits, per norm, in interleaved rounds of runs // 5 each: the
+    persistent grid's size is the one choice left that moves the kernel's time."""
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    grids = []
+    for variant in NORMS:
+        loaded = gpu.load_kernel(0, variant)
+        for per_sm in range(1, loaded.fitting_blocks // sms + 1):
+            kernel = replace(loaded, resident_blocks=per_sm * sms)
+            label = f"grid: {variant.norm}, {per_sm} block(s) of {kernels.WARPS} warps an SM"
+            if per_sm * sms == loaded.resident_blocks:
+                label += " (the default)"
+            grids.append((label, edgecli_launcher(kernel), variant.norm))
+    rounds = 5
+    merged = {label: Result(name, label, n_frames) for label, _, _ in grids}
+    for label, launch, norm in grids:
+        merged[label].exact = check(launch, norm)
+    for _ in range(rounds):
+        for label, launch, norm in grids:
+            timed = measure(label, launch, max(2, runs // rounds), 2, norm)
+            merged[label].batch_ms += timed.batch_ms
+    return list(merged.values())
+
+
 def variant_named(name: str) -> Variant:
-    """The benchmark's variant called ``name`` (``Variant.name``), for --single."""
-    variants = {v.name: v for v in [DEFAULT, *OTHER_VARIANTS]}
+    """The variant called ``name`` (``Variant.name``, e.g. l2-constant), for --single."""
+    variants = {v.name: v for v in kernels.all_variants()}
     if name not in variants:
         raise SystemExit(f"kernel.py: no variant {name!r}; one of {', '.join(variants)}")
     return variants[name]
@@ -330,7 +278,7 @@ def launch_twice(n_frames: int, variant: Variant = DEFAULT) -> int:
     return 0
 
 
-EXACT_WORDS = {True: "yes", False: "NO", None: "–"}  # None: a probe, which computes no edges
+EXACT_WORDS = {True: "yes", False: "NO", None: "–"}
 
 
 def markdown_table(results: list[Result], copy_gbs: float) -> str:
@@ -370,12 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variant",
         metavar="NAME",
-        help="with --single: this variant of the table instead, by name (l2-replicate-128x30-w4)",
+        help="with --single: this variant instead, by name (l2-replicate)",
     )
     parser.add_argument(
-        "--probes",
+        "--blocks-per-sm",
         action="store_true",
-        help="also time memory-only probes of the fast path (staging and stores, direct loads)",
+        help="also time the persistent grid at every number of blocks an SM that fits",
     )
     args = parser.parse_args(argv)
     if args.variant and not args.single:
@@ -398,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, (height, width) in RESOLUTIONS.items():
         results += bench_resolution(
-            name, height, width, args.frames, args.runs, stream, l2_bytes, args.probes
+            name, height, width, args.frames, args.runs, stream, l2_bytes, args.blocks_per_sm
         )
         for r in (r for r in results if r.resolution == name):
             spread = (max(r.batch_ms) - min(r.batch_ms)) / statistics.median(r.batch_ms)

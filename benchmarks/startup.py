@@ -1,16 +1,27 @@
-"""Where edgecli's start-up time goes, phase by phase, on a CUDA machine.
+"""Start-up: the wall time of a one-image run, and where a CUDA run's start-up time goes.
 
-    PYTHONPATH=. python3 benchmarks/startup.py
+    PYTHONPATH=. python3 benchmarks/startup.py [--image sample_frames/pan_000.jpg] [--runs 5]
 
-Each phase runs once, in order, in a fresh process (so imports and the CUDA context are
-cold, as for a user's command); the interpreter's own start is timed separately.
+1. Whole processes, as a user or a CI smoke test runs them: ``python3 -m edgecli run IMAGE -o
+   DIR -q`` with ``--backend cpu`` and, where CUDA is usable, ``--backend cuda``: the first CUDA
+   run with an empty kernel cache (it compiles), then ``--runs`` runs of each with the cache
+   filled, interleaved; the median and range of their wall times.
+2. Phases, each once in order in one fresh process (imports and the CUDA context cold, the
+   kernel cache warm): imports, device query, context, kernel load, backend, the first batch.
+
+Prints a short table last.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 PHASES = """
 import time
@@ -20,6 +31,8 @@ def lap(name):
     now = time.perf_counter()
     print(f"{name}\\t{(now - t) * 1e3:.1f}")
     t = now
+import edgecli.cli
+lap("import edgecli.cli (click)")
 import numpy, cv2
 lap("import numpy, cv2")
 import edgecli.pipeline
@@ -32,40 +45,82 @@ cupy.cuda.Device(0).use(); cupy.empty(1)
 lap("cuda: context + first allocation")
 from edgecli.backends import cuda_unusable_reason
 assert cuda_unusable_reason() is None
-lap("cuda_unusable_reason (kernel load)")
+lap("cuda_unusable_reason (kernel load, from the cache)")
 from edgecli.gpu import CudaBackend
 from edgecli.params import Options
 backend = CudaBackend(Options())
 lap("CudaBackend()")
-ring = backend.slab_ring(2)
-frames = [numpy.full((1080, 1920, 3), i, numpy.uint8) for i in range(16)]
-lap("16 1080p frames in (pageable) host memory")
-filling = ring.fill(frames[0].shape, 16)
-numpy.copyto(filling.inputs, numpy.stack(frames))
-pending = filling.submit(16)
-pending.result()
-lap("first batch of 16 (pinned and device allocations, copy in, launch)")
-pending.release()
-filling = ring.fill(frames[0].shape, 16)
-numpy.copyto(filling.inputs, numpy.stack(frames))
-pending = filling.submit(16)
-pending.result()
-lap("second batch of 16 (buffers reused)")
+frame = cv2.imread(IMAGE)
+edges = backend.detect(frame[numpy.newaxis])
+lap("first detect() of the image (pinned and device buffers, copies, launch)")
+edges = backend.detect(frame[numpy.newaxis])
+lap("second detect() (buffers reused)")
 """
 
 
-def main() -> None:
+def run_once(image: Path, backend: str, env: dict) -> float:
+    with tempfile.TemporaryDirectory(prefix="edgecli-startup-") as out:
+        command = [sys.executable, "-m", "edgecli", "run", str(image), "-o", out, "-q"]
+        start = time.perf_counter()
+        done = subprocess.run([*command, "--backend", backend], env=env, check=False)
+        elapsed = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"startup.py: {' '.join(command)} --backend {backend} failed")
+    return elapsed
+
+
+def cuda_usable() -> bool:
+    code = "from edgecli.backends import cuda_unusable_reason as r; raise SystemExit(r() is not None)"
+    return subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", type=Path, default=Path("sample_frames/pan_000.jpg"))
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, str]] = []
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
-    print(f"python3 -c pass\t{(time.perf_counter() - start) * 1e3:.1f}")
-    result = subprocess.run(
-        [sys.executable, "-c", PHASES], capture_output=True, text=True, check=False
-    )
-    print(result.stdout, end="")
-    if result.returncode:
-        print(result.stderr, file=sys.stderr)
-        sys.exit(result.returncode)
+    rows.append(("python3 -c pass", f"{(time.perf_counter() - start) * 1e3:.0f} ms"))
+
+    backends = ["cpu"] + (["cuda"] if cuda_usable() else [])
+    with tempfile.TemporaryDirectory(prefix="edgecli-cache-") as cache:
+        env = dict(os.environ, XDG_CACHE_HOME=cache)  # an empty kernel cache
+        if "cuda" in backends:
+            cold = run_once(args.image, "cuda", env)
+            rows.append(("cuda, empty kernel cache (compiles)", f"{cold:.3f} s"))
+        walls: dict[str, list[float]] = {b: [] for b in backends}
+        for _ in range(args.runs):
+            for backend in backends:
+                walls[backend].append(run_once(args.image, backend, env))
+        for backend, times in walls.items():
+            rows.append(
+                (
+                    f"{backend}, one image, {args.runs} runs",
+                    f"median {statistics.median(times):.3f} s "
+                    f"(range {min(times):.3f}-{max(times):.3f})",
+                )
+            )
+        if "cuda" in backends:
+            phases = subprocess.run(
+                [sys.executable, "-c", f"IMAGE = {str(args.image)!r}\n" + PHASES],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if phases.returncode:
+                print(phases.stderr, file=sys.stderr)
+                return phases.returncode
+            for line in phases.stdout.splitlines():
+                name, ms = line.split("\t")
+                rows.append((f"  phase: {name}", f"{float(ms):.0f} ms"))
+    print(f"| {args.image} | wall time |\n|---|---:|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,56 +1,47 @@
-// edges.cu: the edge contract of DESIGN.md §1 as one fused CUDA kernel.
+// edges.cu: the edge contract (README.md, "The edge contract") as one fused CUDA kernel.
 //
 //   BGR bytes -> luma Y = (9798 R + 19235 G + 3735 B + 16384) >> 15
 //             -> 3x3 Sobel Gx, Gy (integers, chosen border)
 //             -> |Gx| + |Gy| > T  (l1)   or   Gx^2 + Gy^2 > T^2  (l2)
 //             -> 255 / 0
 //
-// Compile-time definitions come from edgecli.kernels.kernel_defines(), which validates them:
+// One form for every NVIDIA GPU from Volta (sm_70) on. Compile-time definitions come from
+// edgecli.kernels.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
-//   EDGES_TILE_H   output rows per work item: 6, 18 or 30 (a multiple of 3, and TILE_H + 2 rows
-//                  make 4 slots)
-//   EDGES_WARPS    warps per block (each works on its own; the block only groups them)
-//   EDGES_HALO_LOADS  1: fast items stage from their own first column (400 bytes from a
-//                  128-byte line) and load the left halo column with plain loads (see step 1)
-//   EDGES_PROBE_STAGING  benchmarks/kernel.py --probes only: the arithmetic left out
-//   EDGES_PROBE_NO_HALO  with it: rows staged without the column left of the item
-// Runtime arguments are typed by edgecli.gpu.launch_edges(): all int32, the threshold already
-// clamped to 2040 (so T^2 fits). Shared memory is dynamic: edgecli.kernels.Variant.shared_bytes
-// per block, which gpu.py allows past the 48 KB default.
+// The architecture decides how rows are staged (step 1): cp.async on sm_80 and newer, 16-byte
+// loads and stores through registers on sm_70 and sm_75. Runtime arguments are typed by
+// edgecli.gpu.launch_edges(): all int32, the threshold already clamped to 2040 (so T^2 fits).
+// Shared memory is dynamic: edgecli.kernels.SHARED_BYTES per block, which gpu.py allows past
+// the 48 KB default.
 //
-// Work: the frames are cut into items of 128 columns x TILE_H rows; item i of frame n is work
-// item n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
+// Work: the frames are cut into items of 128 columns x 30 rows; item i of frame n is work item
+// n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
 // g + (warps in the grid), ... Each warp owns one item's worth of staged rows in shared memory,
-// as a ring of SLOTS slots of SLOT_ROWS rows with one mbarrier each, and never waits for
-// another warp. Per item:
-//   1. stage (lane s, one row each): the BGR input row y0 - 1 + s, clipped to the columns
-//      x0 - 1 .. x0 + 128, is copied into staged row s by the bulk-copy engine (one
-//      cp.async.bulk, 16-byte aligned, so the staged row starts up to 15 bytes early: its
-//      'skew'); rows outside the frame become their border row here, or zeros (luma 0) for the
-//      constant border and for rows past the bottom halo. Each lane plans its row's copy for
-//      the next item when the warp starts an item, and issues it as soon as the warp has read
-//      the slot that row goes to: the next item's rows stream in one slot behind this item's.
-//      With EDGES_HALO_LOADS, a fast item's rows are staged from x0, which starts a 128-byte
-//      line, to x0 + 133 (400 bytes, 4 lines; 384 where x0 + 128 is the frame's edge): what
-//      the probe without the left halo column stages (benchmarks/RESULTS.md, session 4), and
-//      lane s loads the left halo pixel of its row itself when it plans the copy. The bytes
-//      are packed at once, so the warp waits for them there (an L2 round trip an item).
-//   2. halo (lane s, when its slot arrives): the luma of the two columns beside the item,
-//      x0 - 1 and x0 + 128, of staged row s (x0 - 1: of the pixel lane s loaded, with
-//      EDGES_HALO_LOADS in a fast item), per the border mode.
+// as a ring of 4 slots of 8 rows, and never waits for another warp. Per item:
+//   1. stage: staged row s holds the BGR input row y0 - 1 + s over the columns x0 - 1 ..
+//      x0 + 128, copied as whole 16-byte chunks from a 16-byte aligned start (so the staged row
+//      starts up to 15 bytes early: its 'skew'); rows outside the frame become their border row
+//      here, or zeros (luma 0) for the constant border and for rows past the bottom halo. Lane s
+//      plans row s's copy for the next item when the warp starts an item; once the warp has
+//      read a slot, its 8 rows are restaged for the next item, each row by the whole warp (lane
+//      c copies chunk c: 416 consecutive bytes a row, coalesced), so the next item's rows stream
+//      in one slot behind this item's. On sm_80+ the copies are cp.async, one commit group a
+//      slot, and a slot is waited for only when it is read; on sm_70/75 they are plain 16-byte
+//      loads, whose latency the other warps of the SM hide.
+//   2. halo (lane s, when its slot is read): the luma of the two columns beside the item,
+//      x0 - 1 and x0 + 128, of staged row s, per the border mode.
 //   3. rows (all lanes): lane l owns pixels x0 + 4l .. x0 + 4l + 3. Walking down the staged
 //      rows, it turns its 12 bytes into luma (two dp2a a pixel), fetches the neighbouring
 //      lanes' edge pixels with two shuffles (lanes 0 and 31 get the halo), computes the
 //      horizontal smooth and difference of the row, and, three rows in hand, Gx, Gy, the
-//      threshold and one 4-byte store. Two pixels per 32-bit register throughout; the rows are
-//      unrolled, so the three rows in hand rotate through registers without copies.
+//      threshold and one 4-byte store. Two pixels per 32-bit register throughout.
 //
-// Items that are whole 128 x TILE_H rectangles of a frame whose width is a multiple of 16 (every
+// Items that are whole 128 x 30 rectangles of a frame whose width is a multiple of 16 (every
 // common video width) take a fast path: one staged-row skew for the whole item, word-aligned
 // loads, no bounds checks. Other items (the right-hand column of tiles of other widths, the
-// bottom row of tiles of heights that are not a multiple of TILE_H, widths not a multiple of
-// 16) take a general path with the same arithmetic.
+// bottom row of tiles of heights that are not a multiple of 30, widths not a multiple of 16)
+// take a general path with the same arithmetic.
 //
 // No #include: NVRTC compiles this file as it is.
 
@@ -66,22 +57,22 @@
 #ifndef EDGES_BORDER
 #error "EDGES_BORDER is not defined: compile through edgecli.kernels.kernel_defines()"
 #endif
-#ifndef EDGES_TILE_H
-#define EDGES_TILE_H 30
-#endif
-#ifndef EDGES_WARPS
-#define EDGES_WARPS 4
-#endif
-#ifndef EDGES_HALO_LOADS
-#define EDGES_HALO_LOADS 0
-#endif
-
 #if EDGES_NORM != EDGES_NORM_L1 && EDGES_NORM != EDGES_NORM_L2
 #error "EDGES_NORM must be EDGES_NORM_L1 or EDGES_NORM_L2"
 #endif
 #if EDGES_BORDER != EDGES_BORDER_REPLICATE && EDGES_BORDER != EDGES_BORDER_REFLECT101 \
     && EDGES_BORDER != EDGES_BORDER_CONSTANT
 #error "EDGES_BORDER must be EDGES_BORDER_REPLICATE, EDGES_BORDER_REFLECT101 or EDGES_BORDER_CONSTANT"
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
+#error "edges.cu needs compute capability 7.0 (Volta) or newer"
+#endif
+
+// cp.async (LDGSTS) exists from sm_80 on.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define EDGES_CP_ASYNC 1
+#else
+#define EDGES_CP_ASYNC 0
 #endif
 
 typedef unsigned int u32;
@@ -90,22 +81,23 @@ typedef unsigned long long u64;
 // ---- geometry ---------------------------------------------------------------------------------
 #define FULL_MASK 0xFFFFFFFFu
 #define TILE_W 128                                  // 32 lanes x 4 pixels
-#define TILE_H EDGES_TILE_H
-#define WARPS EDGES_WARPS
+#define TILE_H 30                                   // a multiple of 3: rows are walked 3 at a time
+#define WARPS 4                                     // warps per block (each on its own items)
 #define THREADS (32 * WARPS)
 #define STAGED_ROWS (TILE_H + 2)                    // one row of halo above and below
 // A staged row: a 16-byte aligned window over the input row that covers the pixels
-// x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of step 2 and 3 ends before
-// byte 405 (see row_luma), so 416 bytes.
+// x0 - 1 .. x0 + 128, starting up to 15 bytes early. Every read of steps 2 and 3 ends before
+// byte 405 (see row_luma), so 416 bytes: 26 chunks of 16.
 #define STAGE_STRIDE ((15 + 3 * (TILE_W + 2) + 15) / 16 * 16)
+#define STAGE_CHUNKS (STAGE_STRIDE / 16)
 #define SLOTS 4                                     // the ring of staged rows: one item's worth
 #define SLOT_ROWS (STAGED_ROWS / SLOTS)
 #define WARP_SHARED_BYTES (STAGED_ROWS * STAGE_STRIDE)
 
-static_assert(TILE_H % 3 == 0 && STAGED_ROWS % SLOTS == 0 && TILE_H >= 6 && TILE_H <= 30,
-              "EDGES_TILE_H: 6, 18 or 30");
-static_assert(WARPS >= 1 && WARPS <= 32, "EDGES_WARPS");
-static_assert(STAGE_STRIDE == 416, "STAGE_STRIDE: edgecli.kernels.STAGE_STRIDE says 416");
+static_assert(STAGED_ROWS == 32, "lane s plans staged row s: one row a lane");
+static_assert(STAGED_ROWS % SLOTS == 0, "whole rows a slot");
+static_assert(STAGE_STRIDE == 416 && STAGE_CHUNKS <= 32, "edgecli.kernels.STAGE_STRIDE is 416");
+static_assert(WARPS * WARP_SHARED_BYTES == 53248, "edgecli.kernels.SHARED_BYTES is 53248");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
@@ -129,38 +121,38 @@ __device__ __forceinline__ u32 dp2a_hi(u32 a, u32 b, u32 c) {
     return d;
 }
 
-__device__ __forceinline__ u32 shared_address(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
-// An mbarrier counts SLOT_ROWS arrivals (one per staged row of its slot) plus the bytes of the
-// bulk copies it is told to expect; its phase completes when both reach zero.
-__device__ __forceinline__ void barrier_init(u64* bar, u32 arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
-                 :: "r"(shared_address(bar)), "r"(arrivals) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(u64* bar, u32 expected_bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(shared_address(bar)), "r"(expected_bytes) : "memory");
-}
-__device__ __forceinline__ void barrier_wait(u64* bar, u32 parity) {
-    u32 done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
-    } while (!done);
-}
-
-// Bulk copy of `bytes` (a multiple of 16) from 16-byte aligned global memory to 16-byte aligned
-// shared memory; completion is counted on `bar`.
-__device__ __forceinline__ void bulk_copy(void* shared_dst, u64 global_src, u32 bytes, u64* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1], %2, [%3];"
-                 :: "r"(shared_address(shared_dst)), "l"(global_src), "r"(bytes),
-                    "r"(shared_address(bar))
+// 16 bytes from 16-byte aligned global memory into 16-byte aligned shared memory. With
+// cp.async the copy completes in the background, counted in the thread's current commit group.
+__device__ __forceinline__ void copy_chunk(unsigned char* shared_dst, u64 global_src) {
+#if EDGES_CP_ASYNC
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                 :: "r"((u32)__cvta_generic_to_shared(shared_dst)), "l"(global_src)
                  : "memory");
+#else
+    *reinterpret_cast<uint4*>(shared_dst) = __ldg(reinterpret_cast<const uint4*>(global_src));
+#endif
+}
+
+// Closes the commit group of one slot's copies (every slot read commits one, maybe empty, so
+// that the group of the slot read next is always the SLOTS-th newest).
+__device__ __forceinline__ void commit_slot() {
+#if EDGES_CP_ASYNC
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until the oldest slot's copies by this thread have landed; the __syncwarp after it
+// makes every lane's copies visible to the whole warp.
+__device__ __forceinline__ void wait_oldest_slot() {
+#if EDGES_CP_ASYNC
+    asm volatile("cp.async.wait_group %0;" :: "n"(SLOTS - 1) : "memory");
+#endif
+}
+
+__device__ __forceinline__ u64 shfl_u64(u64 v, int lane) {
+    const u32 lo = __shfl_sync(FULL_MASK, (u32)v, lane);
+    const u32 hi = __shfl_sync(FULL_MASK, (u32)(v >> 32), lane);
+    return ((u64)hi << 32) | lo;
 }
 
 // ---- borders ----------------------------------------------------------------------------------
@@ -251,8 +243,9 @@ __device__ __forceinline__ Thresholds make_thresholds(int t) {
 // (bit 31) is set when the low (high) lane's pixel is an edge.
 __device__ __forceinline__ u32 edge_flags(u32 gx, u32 gy, const Thresholds& k) {
 #if EDGES_NORM == EDGES_NORM_L1
-    // Hopper's 16-bit-lane max-of-sum (DPX) gives |v| + c as max(v' + c, 2b - v' + c) for a
-    // lane v' = v + b: two instructions per absolute value. Every lane stays in [0, 34807].
+    // A 16-bit-lane max-of-sum gives |v| + c as max(v' + c, 2b - v' + c) for a lane v' = v + b:
+    // two instructions per absolute value where the GPU has them (Hopper's DPX; CUDA emulates
+    // them before sm_90). Every lane stays in [0, 34807].
     const u32 ay = __viaddmax_u16x2(gy, k.k_min, k.k_neg - gy);       // 1020 + |Gy| + k_min
     return __viaddmax_u16x2(gx, ay, LANES(2040) - gx + ay);           // 1020 + |Gx| + ...
     // lanes 32767 + |Gx| + |Gy| - T: bit 15 set iff |Gx| + |Gy| > T
@@ -268,9 +261,6 @@ __device__ __forceinline__ u32 edge_flags(u32 gx, u32 gy, const Thresholds& k) {
 // (b) and below (c).
 __device__ __forceinline__ u32 sobel4(const Horizontal& a, const Horizontal& b,
                                       const Horizontal& c, const Thresholds& k) {
-#ifdef EDGES_PROBE_STAGING
-    return a.smooth_even ^ b.smooth_odd ^ c.diff_even;
-#endif
     const u32 gx_even = a.diff_even + 2u * b.diff_even + c.diff_even;
     const u32 gx_odd = a.diff_odd + 2u * b.diff_odd + c.diff_odd;
     const u32 gy_even = c.smooth_even - a.smooth_even + LANES(1020);
@@ -292,9 +282,8 @@ struct Frames {
 
 struct Item {
     int n, x0, y0;      // frame, first column, first output row
-    int xs;             // first staged column: x0 - 1, or 0 (x0 for fast items with
-                        // EDGES_HALO_LOADS)
-    bool fast;          // a whole 128 x TILE_H rectangle of a fast frame (see above)
+    int xs;             // first staged column: x0 - 1, or 0
+    bool fast;          // a whole 128 x 30 rectangle of a fast frame (see above)
 };
 
 // fast_frames: rows whose byte length is a multiple of 16 (one skew per item) and 4-byte
@@ -307,88 +296,72 @@ __device__ __forceinline__ Item item_at(int item, const Frames& f, bool fast_fra
     it.x0 = (tile - tile_y * f.tiles_x) * TILE_W;
     it.y0 = tile_y * TILE_H;
     it.fast = fast_frames && it.x0 + TILE_W <= f.width && it.y0 + TILE_H <= f.height;
-    it.xs = EDGES_HALO_LOADS && it.fast ? it.x0 : max(it.x0 - 1, 0);
+    it.xs = max(it.x0 - 1, 0);
     return it;
 }
 
 // Step 1 is planned for a whole item at once, a lane per staged row (lane s: staged row s, input
-// row y0 - 1 + s), and each slot's lanes issue their copies once the slot is free.
+// row y0 - 1 + s); the warp copies a slot's rows together once the slot is free.
 struct RowCopy {
-    u64 base;           // 16-byte aligned start of the bulk copy
-    u32 bytes;          // bytes the copy engine brings (0: none)
+    u64 base;           // 16-byte aligned start of the copy
+    u32 chunks;         // 16-byte chunks copied by the warp (0: none)
     int tail;           // bytes after those, copied by hand (the buffer's last row only)
     int skew;           // where the row's first staged pixel starts in the staged row
     bool zero;          // a constant-border row, or one past the bottom halo: all zeros
-    u32 left;           // EDGES_HALO_LOADS, fast items: the row's left halo pixel x0 - 1 (its
-                        // border source) as B | G << 8 | R << 16; 0 (black, luma 0) for a zero
-                        // row or a constant border's column
 };
-
-// The pixel at column x (a border source: -1 for black) of the input row at `row`, as
-// B | G << 8 | R << 16: three byte loads, used as soon as they arrive.
-__device__ __forceinline__ u32 load_pixel(u64 row, int x) {
-    if (x < 0) return 0u;
-    const unsigned char* p = reinterpret_cast<const unsigned char*>(row + 3ull * (u64)x);
-    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16);
-}
 
 __device__ __forceinline__ RowCopy plan_row(int s, const Item& it, const Frames& f) {
     RowCopy c;
     c.base = 0;
-    c.bytes = 0;
+    c.chunks = 0;
     c.tail = 0;
     c.skew = 0;
-    c.left = 0u;
     const int ys = border_source(it.y0 - 1 + s, f.height);
     c.zero = ys < 0;
-    if (ys >= 0 && EDGES_HALO_LOADS && it.fast) {
-        // 384 bytes from a 128-byte line (width % 16 == 0), and the next 16 where the column
-        // right of the item is in the frame (then at least 16 columns are: still this row);
-        // the left halo pixel by hand.
-        const u64 row = f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys;
-        c.base = row + 3ull * (u64)it.x0;
-        c.bytes = 3 * TILE_W + (it.x0 + TILE_W < f.width ? 16 : 0);
-        c.left = load_pixel(row, border_source(it.x0 - 1, f.width));
-    } else if (ys >= 0) {
-#ifdef EDGES_PROBE_NO_HALO
-        // benchmarks/kernel.py --probes only: rows staged from column x0, not x0 - 1 (the
-        // end stays: the column right of the item is still staged), so a fast item's row is
-        // 400 bytes from a 128-byte boundary, 13 sectors, instead of 416 bytes, 14 sectors.
-        const int xe = min(it.x0 + TILE_W, f.width);
-        const u64 first =
-            f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.x0;
-#else
+    if (ys >= 0) {
         const int xe = min(it.x0 + TILE_W + 1, f.width);
         const u64 first =
             f.base + f.frame_bytes * (u64)it.n + f.row_bytes * (u64)ys + 3ull * (u64)it.xs;
-#endif
         const u64 end = first + 3ull * (u64)(xe - it.xs);
         c.base = first & ~15ull;
         c.skew = (int)(first - c.base);
         u64 span = (end - c.base + 15ull) & ~15ull;
         if (c.base + span > f.end) {
-            // The buffer's last row: whole chunks by the copy engine, never reading past the
-            // buffer; the last few bytes by hand.
+            // The buffer's last row: whole chunks, never reading past the buffer; the last few
+            // bytes by hand.
             span = (end - c.base) & ~15ull;
             c.tail = (int)(end - c.base - span);
         }
-        c.bytes = (u32)span;
+        c.chunks = (u32)(span / 16);
     }
     return c;
 }
 
-// Issue a planned row copy into `dst` (a staged row), counted on `bar`. Rows written here by
-// hand are made visible to the other lanes by the arrive's release.
-__device__ __forceinline__ void issue_row(const RowCopy& c, unsigned char* dst, u64* bar) {
-    if (c.zero) {
-        uint4* d = reinterpret_cast<uint4*>(dst);
+// Copy the rows of slot j, planned by lanes j * SLOT_ROWS .. (j + 1) * SLOT_ROWS - 1 (`c` is this
+// lane's plan), into the ring `stage`, and close the slot's commit group. Every lane of the warp
+// calls it. Rows written by hand (zeros, tails) are ordinary stores, seen by the other lanes
+// after the __syncwarp that precedes the slot's first read.
+__device__ __forceinline__ void stage_slot(int j, const RowCopy& c, unsigned char* stage,
+                                           int lane) {
+    const u32 info = c.chunks | (c.zero ? 0x100u : 0u);
 #pragma unroll
-        for (int i = 0; i < STAGE_STRIDE / 16; ++i) d[i] = make_uint4(0u, 0u, 0u, 0u);
+    for (int i = 0; i < SLOT_ROWS; ++i) {
+        const int r = j * SLOT_ROWS + i;
+        const u32 row_info = __shfl_sync(FULL_MASK, info, r);
+        const u64 row_base = shfl_u64(c.base, r);
+        unsigned char* dst = stage + r * STAGE_STRIDE + 16 * lane;
+        if (row_info & 0x100u) {
+            if (lane < STAGE_CHUNKS) *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        } else if ((u32)lane < (row_info & 0xFFu)) {
+            copy_chunk(dst, row_base + 16ull * (u64)lane);
+        }
     }
-    for (int i = 0; i < c.tail; ++i)
-        dst[c.bytes + i] = *(const unsigned char*)(c.base + c.bytes + i);
-    barrier_arrive(bar, c.bytes);
-    if (c.bytes) bulk_copy(dst, c.base, c.bytes, bar);
+    if (lane / SLOT_ROWS == j) {
+        unsigned char* dst = stage + lane * STAGE_STRIDE + 16 * c.chunks;
+        const unsigned char* src = reinterpret_cast<const unsigned char*>(c.base + 16 * c.chunks);
+        for (int i = 0; i < c.tail; ++i) dst[i] = src[i];
+    }
+    commit_slot();
 }
 
 // ---- step 3 ------------------------------------------------------------------------------------
@@ -450,19 +423,6 @@ template <bool FAST>
 __device__ __forceinline__ Horizontal horizontal(const unsigned char* srow, int s, u32 halo,
                                                  int skew, const Item& it, const Frames& f,
                                                  const Lane& ln) {
-#ifdef EDGES_PROBE_STAGING
-    // benchmarks/kernel.py --probes only: the row's three words, no arithmetic, so that what
-    // is left is staging, waiting and storing.
-    if (FAST) {
-        const u32* w = reinterpret_cast<const u32*>(srow + ln.offset);
-        Horizontal p;
-        p.smooth_even = w[0];
-        p.smooth_odd = w[1];
-        p.diff_even = w[2];
-        p.diff_odd = halo;
-        return p;
-    }
-#endif
     u32 e, o;
     row_luma<FAST>(srow, FAST ? 0 : __shfl_sync(FULL_MASK, skew, s), it, f, ln, e, o);
     // Pixel x - 1 is the high lane of the left neighbour's odd word, x + 4 the low lane of the
@@ -499,47 +459,44 @@ __device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item&
     }
 }
 
-// Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`;
-// lane s holds the skew of staged row s and, with EDGES_HALO_LOADS in a fast item, its halo
-// luma `loaded_halo`. Each slot, once read, is restaged with the rows of the next item that
-// `next` (lane s: row s) plans, when there is one. The rows are unrolled: the three rows in
-// hand rotate through h[0..2] without copies.
+// Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`; lane
+// s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the next
+// item that `next` (lane s: row s) plans, when there is one. A slot's rows are unrolled, the
+// slots are not: the code stays small enough for every architecture's register budget (fully
+// unrolled, ptxas for sm_100 and sm_120 spilled) and compiles in a fraction of the time.
 template <bool FAST>
-__device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 parity,
-                                          unsigned char* edges, const Item& it, int skew,
-                                          u32 loaded_halo, const RowCopy& next, bool has_next,
-                                          const Frames& f, const Lane& ln,
+__device__ __forceinline__ void item_rows(unsigned char* stage, unsigned char* edges,
+                                          const Item& it, int skew, const RowCopy& next,
+                                          bool has_next, const Frames& f, const Lane& ln,
                                           const Thresholds& k) {
-    const bool halo_loaded = EDGES_HALO_LOADS && FAST;
     const u64 row = (u64)f.width;
     unsigned char* dst = edges + ((u64)it.n * (u64)f.height + (u64)it.y0) * row + (u64)ln.x;
     const int my_slot = ln.lane / SLOT_ROWS;  // the slot of this lane's staged row
-    unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
-    Horizontal h[3];
-    u32 halo = 0u;  // lane s: its staged row's halo luma, from when its slot arrives
+    const unsigned char* my_row = stage + ln.lane * STAGE_STRIDE;
+    Horizontal above, at;  // the rows above the one being read: staged rows s - 2 and s - 1
+    u32 halo = 0u;  // lane s: its staged row's halo luma, from when its slot is read
+#pragma unroll 1
+    for (int j = 0; j < SLOTS; ++j) {
+        wait_oldest_slot();
+        __syncwarp();  // every lane's copies of slot j are visible to the warp
+        if (my_slot == j) halo = row_halo(my_row, skew, ln);
 #pragma unroll
-    for (int s = 0; s < STAGED_ROWS; ++s) {
-        const int j = s / SLOT_ROWS;
-        if (s % SLOT_ROWS == 0) {
-            barrier_wait(&bars[j], parity);
-            if (my_slot == j) {
-                // With the left halo loaded by hand, the staged row gives only the right one.
-                const u32 staged = row_halo(my_row, skew, ln);
-                halo = halo_loaded ? loaded_halo | (staged & 0xFFFFu) : staged;
+        for (int i = 0; i < SLOT_ROWS; ++i) {
+            const int s = j * SLOT_ROWS + i;
+            const Horizontal below =
+                horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
+            if (j > 0 || i >= 2) {  // output row s - 2 has its three rows
+                const u32 out = sobel4(above, at, below, k);
+                store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
             }
+            above = at;
+            at = below;
         }
-        h[s % 3] = horizontal<FAST>(stage + s * STAGE_STRIDE, s, halo, skew, it, f, ln);
-        if (s % SLOT_ROWS == SLOT_ROWS - 1) {
-            __syncwarp();  // every lane has read the slot
-            if (has_next && my_slot == j) {
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                issue_row(next, my_row, &bars[j]);
-            }
-        }
-        if (s >= 2) {
-            const u32 out = sobel4(h[(s - 2) % 3], h[(s - 1) % 3], h[s % 3], k);
-            store_row<FAST>(dst + (u64)(s - 2) * row, s - 2, it, f, ln, out);
-        }
+        __syncwarp();  // every lane has read the slot: it may be overwritten
+        if (has_next)
+            stage_slot(j, next, stage, ln.lane);
+        else
+            commit_slot();  // an empty group keeps the count: the slot read next is the oldest
     }
 }
 
@@ -548,17 +505,16 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, u64* bars, u32 p
 // frames: n_frames x height x width x 3 bytes (BGR), 16-byte aligned, C-contiguous.
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
 // grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
-//         edgecli.kernels.Variant.shared_bytes of dynamic shared memory; n_items = n_frames *
-//         tiles_x * ceil(height / TILE_H), tiles_x = ceil(width / 128).
-// (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, 94-108 and
-// no spills; shared memory, not registers, sets how many blocks fit an SM: 4 of 4 warps.
-// gpu.py holds the grid to fewer, edgecli.kernels.WARPS_PER_SM warps an SM per norm.)
+//         edgecli.kernels.SHARED_BYTES of dynamic shared memory; n_items = n_frames * tiles_x *
+//         ceil(height / 30), tiles_x = ceil(width / 128).
+// (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, and no
+// spills; shared memory, not registers, sets how many blocks fit an SM. gpu.py holds the grid
+// to edgecli.kernels.WARPS_PER_SM warps an SM, where more would fit.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
           int threshold) {
     extern __shared__ __align__(128) unsigned char shared[];
-    __shared__ u64 staged[WARPS][SLOTS];            // one mbarrier per slot
 
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -580,23 +536,13 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
     const bool fast_frames = width % 16 == 0 && ((u64)edges & 3ull) == 0;
 
     unsigned char* stage = shared + warp * WARP_SHARED_BYTES;
-    u64* bars = staged[warp];
-    if (lane == 0) {
-#pragma unroll
-        for (int j = 0; j < SLOTS; ++j) barrier_init(&bars[j], SLOT_ROWS);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();  // barriers initialised before any lane arrives or waits
     Item it = item_at(first_item, f, fast_frames);
     RowCopy copy = plan_row(lane, it, f);
-    if (lane < STAGED_ROWS) issue_row(copy, stage + lane * STAGE_STRIDE, &bars[lane / SLOT_ROWS]);
+#pragma unroll
+    for (int j = 0; j < SLOTS; ++j) stage_slot(j, copy, stage, lane);
 
-    for (int item = first_item, round = 0; item < n_items; item += item_step, ++round) {
+    for (int item = first_item; item < n_items; item += item_step) {
         const int skew = copy.skew;  // of this lane's row of `it`
-        // Its left halo pixel's luma (EDGES_HALO_LOADS, fast items): loaded and packed an item
-        // ago.
-        const u32 loaded_halo =
-            luma_of(copy.left & 255u, (copy.left >> 8) & 255u, copy.left >> 16) << 16;
         const bool has_next = item + item_step < n_items;
         const Item next = item_at(has_next ? item + item_step : item, f, fast_frames);
         copy = plan_row(lane, next, f);
@@ -609,13 +555,10 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
         const int xr = border_source(it.x0 + TILE_W, width);
         ln.left = xl < 0 ? -1 : 3 * (xl - it.xs);
         ln.right = xr < 0 ? -1 : 3 * (xr - it.xs);
-        const u32 parity = round & 1;  // each slot's barrier completes once per item
         if (it.fast)
-            item_rows<true>(stage, bars, parity, edges, it, skew, loaded_halo, copy, has_next,
-                            f, ln, k);
+            item_rows<true>(stage, edges, it, skew, copy, has_next, f, ln, k);
         else
-            item_rows<false>(stage, bars, parity, edges, it, skew, loaded_halo, copy, has_next,
-                             f, ln, k);
+            item_rows<false>(stage, edges, it, skew, copy, has_next, f, ln, k);
         it = next;
     }
 }

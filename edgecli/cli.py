@@ -190,6 +190,10 @@ def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, 
     glob such as 'shots/*.jpg'. An image a.jpg becomes a.png; frame 7 of clip.mp4 becomes
     clip_000007.png. The summary goes to stderr.
     """
+    if fields["backend"] != "cpu":
+        from .driver import start_driver
+
+        start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
     if not verbose:
         # FFmpeg and OpenCV log straight to stderr (e.g. "moov atom not found" before our
         # own one-line error); keep them quiet unless asked. Read when the backend loads.
@@ -263,9 +267,13 @@ def info(device: int) -> None:
                 click.echo(f"{package} not installed")
     reason = cuda_unusable_reason(device)
     if reason is None:
-        from .gpu import CudaBackend
+        from . import gpu
 
-        click.echo(f"cuda: usable: {CudaBackend(Options(device=device)).device_name}")
+        major, minor = gpu.compute_capability(device)
+        name = gpu.device_description(device)
+        click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
+        kernel = gpu.load_kernel(device, gpu.Variant())
+        click.echo(f"kernel: {gpu.kernel_description(kernel)}")
     else:
         click.echo(f"cuda: unusable: {reason}")
 

@@ -1,4 +1,4 @@
-"""The CUDA backend: ``cuda/edges.cu`` compiled by CuPy (NVRTC) and launched on a CuPy stream.
+"""The CUDA backend: ``cuda/edges.cu`` compiled through NVRTC and launched on CuPy streams.
 
 This module imports CuPy; :mod:`edgecli.backends` imports it only when the CUDA backend is
 asked for, so the CLI and the CPU path never need CuPy.
@@ -7,42 +7,52 @@ Layers, top-down:
 
 - :class:`CudaBackend` ``.detect(frames)``: host frames in, host edge maps out (synchronous),
   through pinned staging buffers and a non-default stream.
-- :func:`launch_edges`: the kernel on device arrays, on a given stream, no synchronisation —
+- :func:`launch_edges`: the kernel on device arrays, on a given stream, no synchronisation --
   what the streaming pipeline reuses.
-- :func:`load_kernel`: compiles one variant for one device, memoized on (device, defines).
+- :func:`load_kernel`: one variant for one device, memoized on (device, variant); compiled
+  once per machine and kept on disk (:func:`edgecli.kernels.kernel_cache_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import cupy
 import numpy as np
-from cupy.cuda import compiler as cupy_compiler
 
 from . import reference
 from .errors import EdgecliError
 from .kernels import (
+    ARCH_ENV,
+    CUDA13_MIN_ARCH,
     KERNEL_FILE,
     KERNEL_NAME,
+    MIN_COMPUTE_CAPABILITY,
     PACK_KERNEL_NAME,
+    SHARED_BYTES,
+    THREADS,
+    TILE_H,
     TILE_W,
+    WARPS,
     Variant,
     blocks_per_sm,
-    kernel_defines,
+    cache_key,
+    compile_options,
+    forced_arch,
+    kernel_cache_dir,
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
 from .sinks import png_row_bytes_1bit
 from .streaming import SlabRing
 
-# The kernel reads input rows with 16-byte aligned bulk copies relative to the buffer's start.
+# The kernel stages input rows in 16-byte chunks relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
-# The pipeline's batches for 1-bit PNGs are packed into PNG scanlines on the device, so the
-# encoders need not pack them on the host (np.packbits holds the GIL); False copies back the
-# edge maps and packs on the host, as the CPU backend does (benchmarks flip it for an A/B).
-PACK_ON_GPU = True
 _INT32_MAX = 2**31 - 1
 
 
@@ -62,74 +72,167 @@ class LoadedKernel:
     pack: cupy.RawKernel  # pack_rows_1bit, from the same module (launch_pack_rows)
     variant: Variant
     device: int
+    target: str  # what NVRTC compiled for: "sm_90" (machine code) or "compute_75" (PTX)
     resident_blocks: int  # the persistent grid: blocks_per_sm an SM, over every SM
     fitting_blocks: int  # blocks the whole device could run at once (the occupancy limit)
 
 
-_kernels: dict[tuple[int, tuple[str, ...]], LoadedKernel] = {}
+_kernels: dict[tuple[int, Variant, int | None], LoadedKernel] = {}
 _kernels_lock = threading.Lock()
 
 
 def load_kernel(device: int, variant: Variant) -> LoadedKernel:
-    """The kernel ``variant`` compiled for ``device``; compiled once per process (and cached on
-    disk by CuPy across processes)."""
-    defines = kernel_defines(variant)
-    key = (device, defines)
+    """The kernel ``variant`` for ``device``: compiled once per machine (then read from disk),
+    loaded once per process. Honours :data:`edgecli.kernels.ARCH_ENV`."""
+    key = (device, variant, forced_arch())
     with _kernels_lock:
         loaded = _kernels.get(key)
         if loaded is None:
-            loaded = _compile(device, variant, defines)
+            loaded = _load(device, variant, key[2])
             _kernels[key] = loaded
     return loaded
 
 
-def _compile(device: int, variant: Variant, defines: tuple[str, ...]) -> LoadedKernel:
+def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
+    major, minor = compute_capability(device)
+    arch = 10 * major + minor
+    if forced is not None and forced > arch:
+        raise KernelBuildError(
+            f"{ARCH_ENV}={forced} asks for a newer architecture than CUDA device {device} "
+            f"(sm_{arch}) has"
+        )
     with cupy.cuda.Device(device):
-        # CuPy adds the device's own --gpu-architecture; the file's #line keeps messages
-        # pointing at cuda/edges.cu.
-        module = cupy.RawModule(code=kernel_source(), options=("--std=c++17", *defines))
-        try:
-            function = module.get_function(KERNEL_NAME)
-            pack = module.get_function(PACK_KERNEL_NAME)
-            attributes = cupy.cuda.Device(device).attributes
-            limit = attributes["MaxSharedMemoryPerBlockOptin"]
-            if variant.shared_bytes <= limit:
-                # Past 48 KB a kernel must opt in to its dynamic shared memory.
-                function.max_dynamic_shared_size_bytes = variant.shared_bytes
-                fitting = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                    function.kernel.ptr, variant.threads, variant.shared_bytes
-                )
-        except cupy_compiler.CompileException as exc:
-            raise KernelBuildError(
-                f"{KERNEL_FILE} ({variant.name}) does not compile: {exc}"
-            ) from exc
-        except Exception as exc:  # NVRTC missing, driver too old, ...
-            raise KernelBuildError(
-                f"cannot build {KERNEL_FILE} ({variant.name}) on CUDA device {device}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if variant.shared_bytes > limit or fitting < 1:
+        attributes = cupy.cuda.Device(device).attributes
+        limit = attributes["MaxSharedMemoryPerBlockOptin"]
+        if SHARED_BYTES > limit:
             raise KernelResourceError(
-                f"{KERNEL_FILE} ({variant.name}) needs more registers or shared memory per "
-                f"block ({variant.shared_bytes} bytes) than CUDA device {device} has"
+                f"{KERNEL_FILE} needs {SHARED_BYTES} bytes of shared memory per block; CUDA "
+                f"device {device} allows {limit}"
+            )
+        try:
+            function, pack, target = _module(variant, forced or arch, ptx=forced is not None)
+        except KernelBuildError:
+            raise
+        except Exception:  # a corrupt or foreign cache entry: compile it anew, once
+            function, pack, target = _module(
+                variant, forced or arch, ptx=forced is not None, fresh=True
+            )
+        # Past 48 KB a kernel must opt in to its dynamic shared memory.
+        function.max_dynamic_shared_size_bytes = SHARED_BYTES
+        fitting = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            function.kernel.ptr, THREADS, SHARED_BYTES
+        )
+        if fitting < 1:
+            raise KernelResourceError(
+                f"{KERNEL_FILE} ({variant.name}) needs more registers per block than CUDA "
+                f"device {device} has"
             )
         sms = attributes["MultiProcessorCount"]
     per_sm = blocks_per_sm(variant, fitting)
-    return LoadedKernel(function, pack, variant, device, per_sm * sms, fitting * sms)
+    return LoadedKernel(function, pack, variant, device, target, per_sm * sms, fitting * sms)
+
+
+def _module(variant: Variant, arch: int, *, ptx: bool, fresh: bool = False):
+    """The two kernels of ``variant`` compiled for ``arch`` (from the cache unless ``fresh``),
+    loaded on the current device, and the target they were compiled for."""
+    path, target = _compiled_module(variant, arch, ptx=ptx, fresh=fresh)
+    try:
+        module = cupy.RawModule(path=str(path))
+        function, pack = module.get_function(KERNEL_NAME), module.get_function(PACK_KERNEL_NAME)
+        function.kernel, pack.kernel  # noqa: B018 -- load the module now, while the file exists
+        return function, pack, target
+    finally:
+        if not path.is_relative_to(kernel_cache_dir()):
+            path.unlink(missing_ok=True)  # a temporary: the cache could not be written
+
+
+def _compiled_module(
+    variant: Variant, arch: int, *, ptx: bool, fresh: bool = False
+) -> tuple[Path, str]:
+    """A file holding ``variant`` compiled for ``arch`` (machine code, or PTX), and the target
+    named. Read from the cache when an earlier run compiled it; else compiled by NVRTC now and
+    kept there (or, where the cache cannot be written, in a temporary file)."""
+    target = f"compute_{arch}" if ptx else f"sm_{arch}"
+    options = compile_options(variant, arch, ptx=ptx)
+    source = kernel_source()
+    cached = kernel_cache_dir() / (
+        cache_key(source, options, "nvrtc") + (".ptx" if ptx else ".cubin")
+    )
+    if cached.is_file() and not fresh:
+        return cached, target
+    code, target = _nvrtc_compile(source, variant, arch, ptx=ptx)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(cached, code)
+        return cached, target
+    except OSError:
+        fd, temp = tempfile.mkstemp(prefix="edgecli-kernel-", suffix=cached.suffix)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(code)
+        return Path(temp), target
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all, so that a run that reads the cache while
+    another writes it never loads half a module."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".edgecli-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _nvrtc_compile(source: str, variant: Variant, arch: int, *, ptx: bool) -> tuple[bytes, str]:
+    """Compile with the NVRTC CuPy uses: machine code for ``arch``, or PTX. A GPU newer than
+    this NVRTC knows gets PTX for the newest architecture it knows, which the driver compiles
+    for it; a GPU older than it supports is refused with what to install."""
+    from cupy.cuda import nvrtc
+
+    try:
+        supported = nvrtc.getSupportedArchs()
+        version = ".".join(map(str, nvrtc.getVersion()))
+    except Exception as exc:  # libnvrtc missing or unloadable
+        raise KernelBuildError(f"NVRTC is not usable ({type(exc).__name__}: {exc})") from exc
+    if arch < min(supported):
+        extra = "cuda12" if arch < CUDA13_MIN_ARCH else "cuda12 or cuda13"
+        raise KernelBuildError(
+            f"NVRTC {version} cannot compile for sm_{arch} (it supports sm_{min(supported)} and "
+            f"newer); install edgecli[{extra}]"
+        )
+    if arch > max(supported):
+        arch, ptx = max(supported), True
+    options = compile_options(variant, arch, ptx=ptx)
+    program = nvrtc.createProgram(source, KERNEL_FILE, (), ())
+    try:
+        try:
+            nvrtc.compileProgram(program, options)
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(program).strip()
+            raise KernelBuildError(
+                f"{KERNEL_FILE} ({variant.name}) does not compile with NVRTC {version}: "
+                f"{log or exc}"
+            ) from exc
+        code = nvrtc.getPTX(program) if ptx else nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    return code, f"compute_{arch}" if ptx else f"sm_{arch}"
 
 
 def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
     """(blocks, tiles_x, tiles_per_frame) for a launch over n_frames frames of height x width."""
-    variant = kernel.variant
     tiles_x = -(-width // TILE_W)
-    tiles_per_frame = tiles_x * -(-height // variant.tile_h)
+    tiles_per_frame = tiles_x * -(-height // TILE_H)
     n_items = n_frames * tiles_per_frame
     if n_items > _INT32_MAX:
         raise ValueError(
             f"{n_frames} frames of {height}x{width} make {n_items} tiles, more than one launch "
             f"indexes ({_INT32_MAX}); launch fewer frames at a time"
         )
-    blocks = -(-n_items // variant.warps)  # one warp per work item at most
+    blocks = -(-n_items // WARPS)  # one warp per work item at most
     return min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame
 
 
@@ -194,15 +297,15 @@ def launch_edges(
         with cupy.cuda.Device(kernel.device):
             kernel.function(
                 (blocks,),
-                (kernel.variant.threads,),
+                (THREADS,),
                 args,
                 stream=stream,
-                shared_mem=kernel.variant.shared_bytes,
+                shared_mem=SHARED_BYTES,
             )
     except cupy.cuda.driver.CUDADriverError as exc:
         raise KernelResourceError(
             f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {blocks} blocks of "
-            f"{kernel.variant.threads} threads on CUDA device {kernel.device}: {exc}"
+            f"{THREADS} threads on CUDA device {kernel.device}: {exc}"
         ) from exc
 
 
@@ -236,10 +339,6 @@ def launch_pack_rows(
         kernel.pack((blocks,), (PACK_THREADS,), args, stream=stream)
 
 
-# The kernel stages rows with the bulk-copy engine and mbarrier transaction counts (sm_90).
-MIN_COMPUTE_CAPABILITY = (9, 0)
-
-
 def compute_capability(device: int) -> tuple[int, int]:
     props = cupy.cuda.runtime.getDeviceProperties(device)
     return props["major"], props["minor"]
@@ -262,15 +361,29 @@ def unusable_reason(device: int = 0, variant: Variant | None = None) -> str | No
             need = "{}.{}".format(*MIN_COMPUTE_CAPABILITY)
             return (
                 f"{device_description(device)} has compute capability "
-                f"{capability[0]}.{capability[1]}; the kernel needs {need} or newer (Hopper)"
+                f"{capability[0]}.{capability[1]}; the kernel needs {need} or newer (Volta)"
             )
         load_kernel(device, variant or Variant())
     except (KernelBuildError, KernelResourceError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "install edgecli[" in first:
+            return first
         return f"{first} (NVRTC comes with edgecli's cuda12/cuda13 extra)"
     except Exception as exc:  # anything CUDA can throw at start-up: report, never raise
         return f"CUDA unusable: {type(exc).__name__}: {exc}".splitlines()[0]
     return None
+
+
+def kernel_description(kernel: LoadedKernel) -> str:
+    """What ``edgecli info`` says of a loaded kernel: its form, how it stages rows on this
+    device, and what NVRTC compiled it for."""
+    arch = int(kernel.target.split("_")[1])
+    staging = "cp.async" if arch >= 80 else "16-byte loads"
+    code = "machine code" if kernel.target.startswith("sm_") else "PTX, compiled by the driver"
+    return (
+        f"portable shared-memory form ({TILE_W}x{TILE_H} tiles, rows staged with {staging}), "
+        f"{kernel.target} {code}"
+    )
 
 
 def device_description(device: int) -> str:
@@ -308,9 +421,10 @@ class CudaBackend:
         launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
 
     def slab_ring(self, slabs: int) -> SlabRing:
-        """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs
-        (and :data:`PACK_ON_GPU`), its batches come back packed as PNG scanlines."""
-        pack = self.pack if PACK_ON_GPU and self.options.png_bits == 1 else None
+        """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
+        batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
+        nothing for the encoders to pack: np.packbits holds the GIL)."""
+        pack = self.pack if self.options.png_bits == 1 else None
         return SlabRing(slabs, self.device, self.launch, pack)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:

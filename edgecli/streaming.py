@@ -23,7 +23,6 @@ import threading
 from collections.abc import Sequence
 
 import cupy as cp
-import cupyx
 import numpy as np
 
 from .errors import EdgecliError
@@ -32,6 +31,13 @@ from .sinks import PackedEdges, png_row_bytes_1bit
 
 class GpuMemoryError(EdgecliError):
     """The GPU (or pinned host memory) could not hold a batch; the message says what to do."""
+
+
+def empty_pinned(nbytes: int) -> np.ndarray:
+    """``nbytes`` of page-locked host memory as a uint8 array (what ``cupyx.empty_pinned``
+    gives, without importing cupyx, which brings cupyx.scipy and more: start-up time)."""
+    memory = cp.cuda.alloc_pinned_memory(nbytes)
+    return np.frombuffer(memory, np.uint8, nbytes)
 
 
 def _allocation_error(what: str, nbytes: int, exc: Exception) -> GpuMemoryError:
@@ -64,12 +70,12 @@ class Slab:
     def _reserve(self, pixels: int, out_bytes: int) -> None:
         try:
             if pixels > self.capacity:
-                self.frames_pinned = cupyx.empty_pinned(pixels * 3, dtype=np.uint8)
+                self.frames_pinned = empty_pinned(pixels * 3)
                 self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
                 self.edges_dev = cp.empty(pixels, dtype=np.uint8)
                 self.capacity = pixels
             if out_bytes > self.out_capacity:
-                self.out_pinned = cupyx.empty_pinned(out_bytes, dtype=np.uint8)
+                self.out_pinned = empty_pinned(out_bytes)
                 if self.packed:
                     self.rows_dev = cp.empty(out_bytes, dtype=np.uint8)
                 self.out_capacity = out_bytes

@@ -88,13 +88,10 @@ def test_packing_rejects_mismatched_arrays(gpu, cp, stream):
         gpu.launch_pack_rows(kernel, edges_dev.astype(cp.int16), cp.zeros((2, 5, 3)), stream)
 
 
-@pytest.mark.parametrize(
-    ("bits", "pack_on_gpu", "packed"), [(1, True, True), (8, True, False), (1, False, False)]
-)
-def test_the_ring_packs_batches_for_1bit_pngs(gpu, monkeypatch, bits, pack_on_gpu, packed):
+@pytest.mark.parametrize(("bits", "packed"), [(1, True), (8, False)])
+def test_the_ring_packs_batches_for_1bit_pngs(gpu, bits, packed):
     """For 1-bit PNGs the backend's ring gives each frame as PackedEdges of the reference's
-    edges; for 8-bit PNGs, or with PACK_ON_GPU off, the edge maps themselves."""
-    monkeypatch.setattr(gpu, "PACK_ON_GPU", pack_on_gpu)
+    edges; for 8-bit PNGs, the edge maps themselves."""
     ring = gpu.CudaBackend(Options(png_bits=bits)).slab_ring(2)
     frames = np.stack([photo(37, 100, seed=i) for i in range(3)])
     expected = reference.detect_batch(frames, Options())

@@ -78,14 +78,6 @@ def test_gpu_pipeline_equals_cpu(mixed_folder, tmp_path, batch, streams):
     same_bytes(tmp_path / "cpu", tmp_path / "gpu")
 
 
-def test_packing_on_the_host_gives_the_same_bytes(gpu, mixed_folder, tmp_path, monkeypatch):
-    """With PACK_ON_GPU off, the encoders pack the edge maps themselves: the same PNGs."""
-    monkeypatch.setattr(gpu, "PACK_ON_GPU", False)
-    edgecli.process(mixed_folder, tmp_path / "cpu", backend="cpu")
-    edgecli.process(mixed_folder, tmp_path / "gpu", backend="cuda", batch=4, streams=2)
-    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
-
-
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("threshold, bits", [(0, 1), (60, 8), (2040, 1)])
