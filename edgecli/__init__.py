@@ -66,9 +66,10 @@ def detect_edges(
 def process(input, output, **options):
     """Run the whole job (decode, detect, write PNGs) and return its :class:`Summary`.
 
-    ``input`` is a folder, a video, an image, a multi-frame image or a glob; ``output`` is
-    the folder to write into. Keyword options are the fields of :class:`Options`. (The
-    command line also calls :func:`keep_freed_memory` first; a script may too.)
+    ``input`` is a folder, a video, an image, a multi-frame image or a glob, or a list of
+    them (read in order); ``output`` is the folder to write into. Keyword options are the
+    fields of :class:`Options`. (The command line also calls :func:`keep_freed_memory`
+    first; a script may too.)
     """
     from .pipeline import run
 

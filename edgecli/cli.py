@@ -14,7 +14,6 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
-from pathlib import Path
 
 import click
 
@@ -29,17 +28,6 @@ class EdgecliClickError(click.ClickException):
     def __init__(self, error: EdgecliError):
         super().__init__(str(error))
         self.exit_code = error.exit_code
-
-
-def _write_json_summary(target: str, text: str) -> None:
-    if target == "-":
-        click.echo(text)
-        return
-    try:
-        Path(target).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        message = f"{target}: cannot write JSON summary ({exc.strerror})"
-        raise click.ClickException(message) from None
 
 
 @contextmanager
@@ -66,7 +54,34 @@ def stop_on_signals():
             signal.signal(sig, old)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def keep_standard_streams_open() -> None:
+    """Put /dev/null on whichever of file descriptors 0, 1 and 2 is closed (``2>&-``).
+
+    Otherwise the next file opened takes its number: an output PNG as fd 2 would receive
+    whatever a decoder or the C library writes to stderr. Python has set ``sys.stderr`` to
+    None for a closed fd 2, and click writes nothing to a None stream.
+    """
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, mode)  # the lowest free number: this one, those below are open
+
+
+class EdgecliGroup(click.Group):
+    """Ctrl-C before a run installs its own handler (while Python imports NumPy and OpenCV,
+    say) exits 130 with one ``Error:`` line, as one during the run does; click would print
+    ``Aborted!`` and exit 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("Error: interrupted by SIGINT while starting; nothing written", err=True)
+            ctx.exit(EXIT_SIGINT)
+
+
+@click.group(cls=EdgecliGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="edgecli")
 def main() -> None:
     """Turn video frames into binary edge maps (RGB -> gray -> Sobel -> threshold).
@@ -76,12 +91,13 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("input_arg", metavar="INPUT")
+@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
 @click.option(
     "-o",
     "--output",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",  # a str, checked by the run: Path("") would be ".", and a click.Path
+    # stats it, which raises for a name the file system's encoding rejects
     help="Folder to write edge PNGs into (created if missing; existing files are overwritten).",
 )
 @click.option(
@@ -176,20 +192,21 @@ def main() -> None:
 )
 @click.option(
     "--timings-csv",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",  # a str, as -o is
     default=None,
     help="Write one row per frame (milliseconds per stage) to this CSV file.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
 @click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
-def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, **fields) -> None:
-    """Detect edges in every frame of INPUT and write one PNG per frame.
+def run(inputs, output, png_bits, json_summary, timings_csv, quiet, verbose, **fields) -> None:
+    """Detect edges in every frame of each INPUT and write one PNG per frame.
 
-    INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
+    An INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
     single image, a multi-frame image (animated GIF/WebP/PNG, multi-page TIFF) or a quoted
-    glob such as 'shots/*.jpg'. An image a.jpg becomes a.png; frame 7 of clip.mp4 becomes
-    clip_000007.png. The summary goes to stderr.
+    glob such as 'shots/*.jpg'; several are read in the order given. An image a.jpg becomes
+    a.png; frame 7 of clip.mp4 becomes clip_000007.png. The summary goes to stderr.
     """
+    keep_standard_streams_open()
     if fields["backend"] != "cpu":
         from .driver import start_driver
 
@@ -219,21 +236,22 @@ def run(input_arg, output, png_bits, json_summary, timings_csv, quiet, verbose, 
             notify(f"options: {json.dumps(options.as_dict())}")
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
-                input_arg,
+                inputs,
                 output,
                 options,
-                progress=not quiet and sys.stderr.isatty(),
+                progress=not quiet and sys.stderr is not None and sys.stderr.isatty(),
                 notify=notify,
                 warn=warn,
                 stop=stop,
                 timings_csv=timings_csv,
+                json_summary=None if json_summary == "-" else json_summary,
             )
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
     if not quiet:
         click.echo(summary.format_text(), err=True)
-    if json_summary:
-        _write_json_summary(json_summary, summary.dumps())
+    if json_summary == "-":
+        click.echo(summary.dumps())
     if summary.interrupted:
         name = "SIGTERM" if received and received[0] == signal.SIGTERM else "SIGINT"
         click.echo(f"Error: interrupted by {name}; {summary.frames} frame(s) written", err=True)

@@ -40,9 +40,17 @@ def _check_choice(name: str, value: object, choices: tuple) -> None:
         raise OptionError(f"{name} must be one of {listed}, got {value!r}")
 
 
+def check_path(name: str, value: str | os.PathLike) -> str | os.PathLike:
+    """``value``, unless it is empty: ``Path("")`` means the current folder, which an empty
+    argument (an unset shell variable, say) never meant."""
+    if not os.fspath(value):
+        raise OptionError(f"{name} is empty (''); name a path ('.' for the current folder)")
+    return value
+
+
 @dataclass(frozen=True)
 class Options:
-    """Every option of a run. The first three define the edge contract (DESIGN.md §1)."""
+    """Every option of a run. The first three define the edge contract (README.md)."""
 
     threshold: int = 100
     norm: str = "l1"

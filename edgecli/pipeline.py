@@ -25,10 +25,19 @@ import numpy as np
 from tqdm import tqdm
 
 from .backends import select_backend
-from .errors import FrameError, OptionError
-from .params import Options
-from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
-from .sources import Frame, count_frames, discover
+from .errors import FrameError
+from .params import Options, check_path
+from .sinks import (
+    check_output_name,
+    discard_reports,
+    encode_png,
+    open_reports,
+    prepare_output_dir,
+    remove_stale_temporaries,
+    write_atomic,
+    write_reports,
+)
+from .sources import Frame, count_frames, discover_inputs, input_list, refuse_overwriting_inputs
 from .timing import StageClock, Summary, WaitClock
 from .workers import Lane, PriorityPool
 
@@ -331,18 +340,6 @@ def run_on_gpu(
     return busy_ms / 1e3
 
 
-def refuse_overwriting_inputs(sources: list, out_dir: Path) -> None:
-    for source in sources:
-        if source.multi_frame:
-            continue
-        target = out_dir / source.out_name
-        if target.exists() and target.resolve() == source.path.resolve():
-            raise OptionError(
-                f"{source.path}: the output would overwrite this input; "
-                "choose another output folder"
-            )
-
-
 class Writer:
     """Encode-and-write tasks on the pool, at most ``window`` outstanding."""
 
@@ -384,7 +381,7 @@ class Writer:
 
 
 def run(
-    input_arg,
+    inputs,
     output,
     options: Options,
     *,
@@ -393,13 +390,18 @@ def run(
     warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     timings_csv: str | Path | None = None,
+    json_summary: str | Path | None = None,
     backend=None,
 ) -> Summary:
-    """Process every frame INPUT names into PNGs in ``output``; return the summary.
+    """Process every frame ``inputs`` name (one INPUT or a list, in order) into PNGs in
+    ``output``; return the summary.
 
     ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
     started, frames in flight are finished (each PNG appears whole or not at all), and the
-    summary says it was interrupted. ``timings_csv`` names a file for one row per frame.
+    summary says it was interrupted. ``timings_csv`` names a file for one row per frame,
+    ``json_summary`` one for the summary as JSON: both are written at the end, whole, and
+    only if the run returns (their names are checked, and their temporaries made, before any
+    frame is read).
     ``backend``, if given, is used instead of the one ``options.backend`` selects: a
     stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark.
     """
@@ -407,14 +409,24 @@ def run(
     notify = notify or (lambda message: None)  # information: which backend, and why
     warn = warn or notify  # a frame skipped under --on-error skip
     stop = stop or threading.Event()
-    sources = discover(input_arg, recursive=options.recursive, exclude=Path(output))
+    inputs = input_list(inputs)
+    check_path("output folder", output)
+    check_output_name(Path(output))
+    reports = {  # the files written at the end beside the PNGs, by what they hold
+        what: Path(check_path(f"{what} path", path))
+        for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
+        if path is not None
+    }
+    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    refuse_overwriting_inputs(
+        inputs, sources, Path(output), recursive=options.recursive, reports=reports
+    )
     if backend is None:
         choice = select_backend(options)
         if choice.notice:
             notify(choice.notice)
         backend = choice.backend
     out_dir = prepare_output_dir(Path(output))
-    refuse_overwriting_inputs(sources, out_dir)
     remove_stale_temporaries(out_dir)
 
     def wanted(name: str) -> bool:
@@ -454,6 +466,8 @@ def run(
         ring = None
         if not backend.runs_on_host:
             ring = backend.slab_ring(options.streams + SPARE_SLABS)
+        # Opened now, before any frame: a name that cannot be written fails the run here.
+        report_files = open_reports(reports)
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
@@ -469,15 +483,16 @@ def run(
                     reader.waits,
                 )
             writer.drain()
+        except BaseException:  # a failed run leaves no report, not even an empty one
+            discard_reports(report_files)
+            raise
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
-    if timings_csv is not None:
-        clock.write_csv(timings_csv)
     stats = clock.stats()
-    return Summary(
+    summary = Summary(
         frames=stats.get("write", {}).get("count", 0),
         failed=[{"source": f.source, "reason": f.reason} for f in failures],
         wall_s=time.perf_counter() - started,
@@ -493,3 +508,11 @@ def run(
         gpu_busy_s=gpu_busy_s,
         main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
     )
+    write_reports(
+        report_files,
+        {
+            "timings CSV": clock.write_csv,
+            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
+        },
+    )
+    return summary

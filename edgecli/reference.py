@@ -1,4 +1,5 @@
-"""The edge contract of DESIGN.md §1 on the CPU: the readable spec every backend must match.
+"""The edge contract (README.md, "The edge contract") on the CPU: the readable spec every
+backend must match.
 
 Integer arithmetic throughout, so the result is defined to the bit:
 

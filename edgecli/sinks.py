@@ -121,6 +121,16 @@ def _png_chunk(kind: bytes, parts: list[bytes]) -> list[bytes]:
     return [struct.pack(">I", sum(map(len, parts))), kind, *parts, struct.pack(">I", crc)]
 
 
+def check_output_name(out_dir: Path) -> None:
+    """Refuse an output folder whose name the file system's encoding rejects (a lone
+    surrogate from a library caller, say): every later look at it would raise."""
+    try:
+        os.fsencode(out_dir)
+    except UnicodeEncodeError:
+        reason = "its name is not valid in the file system's encoding"
+        raise OutputError(f"{out_dir}: cannot create output folder ({reason})") from None
+
+
 def prepare_output_dir(out_dir: Path) -> Path:
     """Create the output folder if needed; refuse a file or a folder we cannot write."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -162,10 +172,10 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise OutputError(f"{path}: cannot write ({reason})") from None
 
 
-def _create_temporary(path: Path) -> tuple[int, Path]:
-    """A new, empty temporary beside ``path``, open for writing (its folder made if missing),
-    and its path; OSError if it cannot be made."""
-    made_folder = False
+def _create_temporary(path: Path, make_folder: bool = True) -> tuple[int, Path]:
+    """A new, empty temporary beside ``path``, open for writing (its folder made if missing,
+    with ``make_folder``), and its path; OSError if it cannot be made."""
+    made_folder = not make_folder
     while True:
         # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
         temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{next(_temp_numbers)}{TEMP_SUFFIX}")
@@ -178,6 +188,81 @@ def _create_temporary(path: Path) -> tuple[int, Path]:
                 raise
             path.parent.mkdir(parents=True, exist_ok=True)
             made_folder = True
+
+
+class ReportFile:
+    """A file written whole at the end of a run (the JSON summary, the timings CSV).
+
+    Its temporary is created beside it at once, so that a name that cannot be written (a
+    missing or read-only folder, a name the file system's encoding rejects) fails the run
+    before any frame; :meth:`write` fills the temporary and renames it into place, and
+    :meth:`discard` removes it: a failed run leaves neither an empty file nor a truncated old
+    one.
+    """
+
+    def __init__(self, path: str | os.PathLike, what: str):
+        self.path, self.what = Path(path), what
+        self.temp: Path | None = None
+        try:
+            os.fsencode(self.path)  # the temporary's name is valid where this one may not be
+        except UnicodeEncodeError:
+            raise self._error("its name is not valid in the file system's encoding") from None
+        if self.path.is_dir():
+            raise self._error("it is a folder")
+        try:
+            fd, self.temp = _create_temporary(self.path, make_folder=False)
+        except ValueError as exc:  # a NUL in the name
+            raise self._error(f"invalid file name: {exc}") from None
+        except OSError as exc:
+            raise self._error(exc.strerror or str(exc)) from None
+        os.close(fd)
+
+    def _error(self, reason: str) -> OutputError:
+        return OutputError(f"{self.path}: cannot write {self.what} ({reason})")
+
+    def write(self, fill) -> None:
+        """``fill(temporary_path)`` writes the content; then it replaces ``path``, whole."""
+        try:
+            fill(self.temp)
+            os.replace(self.temp, self.path)
+        except OSError as exc:
+            self.discard()
+            reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+            raise self._error(reason) from None
+        self.temp = None
+
+    def discard(self) -> None:
+        if self.temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temp)
+            self.temp = None
+
+
+def open_reports(paths: dict[str, Path]) -> dict[str, ReportFile]:
+    """A :class:`ReportFile` for each ``{what: path}``; if one cannot be made, none is left."""
+    opened: dict[str, ReportFile] = {}
+    try:
+        for what, path in paths.items():
+            opened[what] = ReportFile(path, what)
+    except BaseException:
+        discard_reports(opened)
+        raise
+    return opened
+
+
+def write_reports(files: dict[str, ReportFile], fills: dict) -> None:
+    """Write each report with its ``fills[what]``; if one fails, the rest are discarded."""
+    try:
+        for what, report in files.items():
+            report.write(fills[what])
+    except BaseException:
+        discard_reports(files)
+        raise
+
+
+def discard_reports(files: dict[str, ReportFile]) -> None:
+    for report in files.values():
+        report.discard()
 
 
 def _process_alive(pid: int) -> bool:

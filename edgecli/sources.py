@@ -17,7 +17,7 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -374,6 +374,12 @@ def discover(
     path = Path(text)
     if path.is_dir():
         files = _folder_files(path, recursive, exclude if recursive else None)
+        if not files and recursive and exclude is not None and _folder_files(path, True, None):
+            raise OptionError(
+                f"{path}: every image in this folder lies in the output folder {exclude}, which "
+                "a recursive scan leaves out (it holds outputs, not frames); choose an output "
+                "folder outside the input"
+            )
         if not files:
             where = "or its subfolders " if recursive else ""
             raise InputError(
@@ -397,6 +403,116 @@ def discover(
         raise InputError(f"{path}: no such file or folder")
     check_names(sources)
     return sources
+
+
+def input_list(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """INPUT as a list of arguments: one path or glob, or several; each must be non-empty."""
+    texts = [os.fspath(inputs)] if isinstance(inputs, str | os.PathLike) else list(inputs)
+    texts = [os.fspath(text) for text in texts]
+    if not texts:
+        raise OptionError("no INPUT given: name a folder, a file or a glob")
+    if "" in texts:  # Path("") is the current folder: never what an empty argument meant
+        raise OptionError("an INPUT is empty (''): name a folder, a file or a glob")
+    return texts
+
+
+def discover_inputs(
+    inputs: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    recursive: bool = False,
+    exclude: Path | None = None,
+) -> list:
+    """Every source of one INPUT or several, in the order given, output names checked across
+    all of them (as :func:`discover` does for one); a file that two INPUTs name is refused."""
+    texts = input_list(inputs)
+    if len(texts) == 1:
+        return discover(texts[0], recursive=recursive, exclude=exclude)
+    sources: list = []
+    given: dict[tuple[int, int], Path] = {}  # (device, inode) of a file -> the path named first
+    for text in texts:
+        found = discover(text, recursive=recursive, exclude=exclude)
+        named_here = {}
+        for source in found:
+            info = source.path.stat()
+            key = (info.st_dev, info.st_ino)
+            if key in given:
+                raise OptionError(
+                    f"{given[key]} and {source.path} are the same file, given twice; give it once"
+                )
+            named_here.setdefault(key, source.path)  # one INPUT may reach a file twice
+        given |= named_here
+        sources += found
+    check_names(sources)
+    return sources
+
+
+def refuse_overwriting_inputs(
+    inputs: list[str], sources: list, out_dir: Path, *, recursive: bool, reports: dict
+) -> None:
+    """Refuse, before any work, a run that would write over a file it was given.
+
+    The files given are the sources, and, where a recursive folder INPUT holds the output
+    folder, the images in the output folder: the scan leaves them out, and they may be earlier
+    outputs, but they may as well be the user's own (edgecli cannot tell). The run writes each
+    image's PNG, every frame name a video or multi-frame file may have, and ``reports``
+    ({what: path}: the JSON summary, the timings CSV).
+    """
+    given = _GivenFiles()
+    for source in sources:
+        given.add(source.path)
+    if recursive and out_dir.is_dir():
+        out_real = out_dir.resolve()
+        if any(Path(t).is_dir() and out_real.is_relative_to(Path(t).resolve()) for t in inputs):
+            for path in _folder_files(out_dir, True, None):
+                given.add(path, note=" (in the output folder, which a recursive scan leaves out)")
+
+    def refuse(found: tuple[Path, str], writer: str, instead="another output folder") -> None:
+        path, note = found
+        raise OptionError(f"{path}: {writer} would overwrite this input{note}; choose {instead}")
+
+    for source in sources:
+        if source.multi_frame:
+            stem = Path(source.out_stem)
+            digits = rf"_\d{{{FRAME_INDEX_DIGITS}}}\.png"
+            frame_name = re.compile(re.escape(stem.name.lower()) + digits)
+            for name, found in given.in_folder(out_dir / stem.parent).items():
+                if frame_name.fullmatch(name):  # conservative: a video's length is not known
+                    refuse(found, f"a frame of {source.path}")
+        else:
+            found = given.get(out_dir / source.out_name)
+            if found is not None:
+                refuse(found, f"the output of {source.path}")
+    for what, report in reports.items():
+        found = given.get(Path(report))
+        if found is not None:
+            refuse(found, f"the {what}", f"another name for the {what}")
+
+
+class _GivenFiles:
+    """Files by the folder they lie in (resolved) and their name (lowercase: where the file
+    system ignores case, a.PNG is a.png), so that a path written is matched without resolving
+    each one."""
+
+    def __init__(self) -> None:
+        self.folders: dict[Path, dict[str, tuple[Path, str]]] = {}
+        self._resolved: dict[Path, Path] = {}
+
+    def _folder(self, folder: Path) -> Path:
+        if folder not in self._resolved:
+            self._resolved[folder] = folder.resolve()
+        return self._resolved[folder]
+
+    def add(self, path: Path, note: str = "") -> None:
+        entries = [path, path.resolve()] if path.is_symlink() else [path]
+        for entry in entries:  # replacing a link's name, or writing where it points
+            names = self.folders.setdefault(self._folder(entry.parent), {})
+            names.setdefault(entry.name.lower(), (path, note))
+
+    def in_folder(self, folder: Path) -> dict[str, tuple[Path, str]]:
+        return self.folders.get(self._folder(folder), {})
+
+    def get(self, path: Path) -> tuple[Path, str] | None:
+        return self.in_folder(path.parent).get(path.name.lower())
 
 
 def check_names(sources: list) -> None:

@@ -12,7 +12,7 @@ from edgecli import __version__
 from edgecli.backends import cuda_unusable_reason
 from edgecli.cli import main
 
-from .media import photo
+from .media import photo, write_video
 
 JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
@@ -160,12 +160,79 @@ def test_name_collision_exit_code(frames_dir, tmp_path):
 
 
 def test_output_is_a_file(frames_dir, tmp_path):
-    """-o naming an existing file is a usage error (exit 2): it must be a folder."""
+    """-o naming an existing file is an unwritable output (exit 1, as the README's table and
+    the library's OutputError say), in one line, and the file is left as it was."""
     target = tmp_path / "file.txt"
     target.write_text("x")
-    result = invoke("run", frames_dir, "-o", target)
+    result = invoke("run", frames_dir, "-o", target, "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {target}: output path exists and is not a folder\n"
+    assert target.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-o", ""], "output folder is empty (''); name a path ('.' for the current folder)"),
+        (["-o", "out", "--timings-csv", ""], "timings CSV path is empty (''); name a path ('.' "
+         "for the current folder)"),
+        (["-o", "out", "--json-summary", ""], "JSON summary path is empty (''); name a path "
+         "('.' for the current folder)"),
+        (["", "-o", "out"], "an INPUT is empty (''): name a folder, a file or a glob"),
+    ],
+    ids=["output", "timings-csv", "json-summary", "input"],
+)  # fmt: skip
+def test_empty_paths_are_usage_errors(frames_dir, tmp_path, monkeypatch, args, message):
+    """An empty path ('', as an unset shell variable gives) is a usage error (exit 2), not
+    the current folder: nothing is written there."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", frames_dir, *args, "--backend", "cpu")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"Error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames"]
+
+
+def test_output_folder_that_is_the_recursive_input(frames_dir):
+    """run same -o same --recursive: every image lies in the output folder, which the scan
+    leaves out; the error says so (exit 2) instead of 'no frames in this folder'."""
+    result = invoke("run", frames_dir, "-o", frames_dir, "--recursive", "--backend", "cpu")
     assert result.exit_code == 2
-    assert "is a file" in result.stderr
+    assert result.stderr == (
+        f"Error: {frames_dir}: every image in this folder lies in the output folder "
+        f"{frames_dir}, which a recursive scan leaves out (it holds outputs, not frames); "
+        "choose an output folder outside the input\n"
+    )
+
+
+@pytest.mark.parametrize("option", ["--timings-csv", "--json-summary"])
+def test_report_that_would_overwrite_an_input(frames_dir, tmp_path, option):
+    """A timings CSV or JSON summary named like an input is refused (exit 2) before any
+    work, and the input is left as it was."""
+    frame = frames_dir / "f1.png"
+    before = frame.read_bytes()
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", option, frame, "--backend", "cpu")
+    assert result.exit_code == 2
+    what = "timings CSV" if option == "--timings-csv" else "JSON summary"
+    assert result.stderr == (
+        f"Error: {frame}: the {what} would overwrite this input; "
+        f"choose another name for the {what}\n"
+    )
+    assert frame.read_bytes() == before and not (tmp_path / "out").exists()
+
+
+def test_several_inputs_as_a_shell_expands_a_glob(frames_dir, tmp_path):
+    """run f0.png f1.png f2.png clip.avi -o out (an unquoted glob, say) processes every
+    INPUT, and the JSON summary counts all their frames."""
+    write_video(tmp_path / "clip.avi", [photo(16, 16, seed=i) for i in range(2)])
+    files = sorted(frames_dir.iterdir())
+    out = tmp_path / "out"
+    result = invoke("run", *files, tmp_path / "clip.avi", "-o", out, "--backend", "cpu",
+                    "-q", "--json-summary", "-")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["frames"] == 5
+    assert sorted(p.name for p in out.iterdir()) == [
+        "clip_000000.png", "clip_000001.png", "f0.png", "f1.png", "f2.png"
+    ]  # fmt: skip
 
 
 @pytest.mark.skipif(cuda_unusable_reason() is None, reason="a CUDA device is usable here")

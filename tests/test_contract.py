@@ -1,4 +1,4 @@
-"""The edge contract (DESIGN.md §1) on the CPU reference backend."""
+"""The edge contract (README.md, "The edge contract") on the CPU reference backend."""
 
 from __future__ import annotations
 

@@ -220,6 +220,48 @@ def test_output_below_a_file(tmp_path):
     )
 
 
+@pytest.mark.parametrize("option", ["--timings-csv", "--json-summary"])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("missing/report", "No such file or directory"),
+        ("file/report", "Not a directory"),  # a folder that cannot be written into
+        ("bad\ud800name", "its name is not valid in the file system's encoding"),
+    ],
+    ids=["missing-folder", "below-a-file", "unencodable-name"],
+)
+def test_report_that_cannot_be_written_fails_before_any_frame(tmp_path, option, name, reason):
+    """--timings-csv/--json-summary that cannot be written: exit 1 and one line before any
+    PNG is written, and the other report (valid) is not left behind, not even empty."""
+    (tmp_path / "file").write_text("x")
+    other = "--json-summary" if option == "--timings-csv" else "--timings-csv"
+    out, target = tmp_path / "out", tmp_path / name
+    result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu",
+                    other, tmp_path / "other", option, target)  # fmt: skip
+    what = "timings CSV" if option == "--timings-csv" else "JSON summary"
+    assert result.exit_code == 1, result.output
+    shown = str(target).encode("utf-8", "backslashreplace").decode()  # as stderr prints it
+    assert result.stderr == f"Error: {shown}: cannot write {what} ({reason})\n"
+    assert list(out.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "in", "out"]
+
+
+def test_reports_are_written_whole_or_not_at_all(mixed_folder, tmp_path):
+    """An earlier timings CSV is kept as it was when the JSON summary cannot be written,
+    and when the run stops on a bad frame (exit 1); neither leaves a report or temporary."""
+    old_csv = tmp_path / "old.csv"
+    old_csv.write_text("earlier")
+    good = make_folder(tmp_path / "good", 2)
+    for folder, json_summary in ((good, tmp_path / "missing" / "s.json"),
+                                 (mixed_folder, tmp_path / "s.json")):  # fmt: skip
+        result = invoke("run", folder, "-o", tmp_path / "out", "--backend", "cpu",
+                        "--timings-csv", old_csv, "--json-summary", json_summary)  # fmt: skip
+        assert result.exit_code == 1
+        assert old_csv.read_text() == "earlier"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["good", "in", "old.csv", "out"]
+    assert result.stderr.splitlines()[-1].startswith(f"Error: {mixed_folder}/")  # a bad frame
+
+
 def test_disk_full_names_the_file_and_leaves_nothing_partial(tmp_path, monkeypatch):
     """ENOSPC while writing: exit 1 naming the file, no temporary or partial PNG left."""
     real_write = os.write
@@ -340,6 +382,71 @@ def test_kill_and_resume_equals_clean_run(slow_folder, tmp_path):
     edgecli.process(slow_folder, clean, backend="cpu")
     assert assert_outputs_whole(out) == sorted(p.name for p in clean.iterdir())
     for png in clean.iterdir():
+        assert (out / png.name).read_bytes() == png.read_bytes(), png.name
+
+
+# A sitecustomize for the child process: the import of cv2, part of edgecli's start-up,
+# waits until the test has sent its signal (or given up), so the signal surely comes then.
+PAUSE_AT_CV2_IMPORT = """
+import os, sys
+
+class PauseAtCv2:
+    def find_spec(self, name, path=None, target=None):
+        if name == "cv2":
+            sys.meta_path.remove(self)
+            os.write(int(os.environ["EDGECLI_TEST_READY_FD"]), b"r")
+            os.read(int(os.environ["EDGECLI_TEST_GO_FD"]), 1)
+        return None
+
+sys.meta_path.insert(0, PauseAtCv2())
+"""
+
+
+def test_sigint_while_starting_exits_130_quietly(tmp_path):
+    """Ctrl-C while edgecli starts (importing OpenCV here): exit 130 and one line, no
+    traceback, no click 'Aborted!', no output folder."""
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(PAUSE_AT_CV2_IMPORT)
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    path = os.pathsep.join(filter(None, [str(tmp_path / "hook"), os.environ.get("PYTHONPATH")]))
+    env = os.environ | {"PYTHONPATH": path, "EDGECLI_TEST_READY_FD": str(ready_w),
+                        "EDGECLI_TEST_GO_FD": str(go_r)}  # fmt: skip
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [*edgecli_command(), "run", str(make_folder(tmp_path / "in", 1)), "-o", str(out),
+         "--backend", "cpu"],
+        env=env, pass_fds=(ready_w, go_r), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        assert os.read(ready_r, 1) == b"r", "the child never imported cv2"
+        process.send_signal(signal.SIGINT)
+    finally:
+        os.close(go_w)  # the child goes on, should the signal not have stopped it
+        os.close(ready_r)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr == "Error: interrupted by SIGINT while starting; nothing written\n"
+    assert not out.exists()
+
+
+def test_closed_stderr_does_not_stop_a_run(tmp_path):
+    """With file descriptor 2 closed (2>&-) a run completes, exits 0, and writes the same
+    PNGs as any run."""
+    folder = make_folder(tmp_path / "in", 3)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["sh", "-c", 'exec "$@" 2>&-', "sh", *edgecli_command(), "run", str(folder), "-o",
+         str(out), "--backend", "cpu"],
+        stdout=subprocess.PIPE, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0
+    edgecli.process(folder, tmp_path / "clean", backend="cpu")
+    assert assert_outputs_whole(out) == sorted(p.name for p in (tmp_path / "clean").iterdir())
+    for png in (tmp_path / "clean").iterdir():
         assert (out / png.name).read_bytes() == png.read_bytes(), png.name
 
 

@@ -14,7 +14,7 @@ import pytest
 import edgecli
 from edgecli import InputError, OptionError
 from edgecli.params import BORDERS, NORMS
-from edgecli.sources import discover
+from edgecli.sources import discover, discover_inputs
 
 from .media import photo, write_video
 from .oracle import plain_edges
@@ -164,14 +164,18 @@ def test_recursive_keeps_subfolders(tmp_path):
 
 
 def test_recursive_scan_skips_the_output_folder(tmp_path):
-    """An output folder inside a recursive input is not read back as frames on a rerun."""
+    """An output folder inside a recursive input is not read as frames, and its files are
+    left as they are."""
     folder = tmp_path / "in"
     (folder / "sub").mkdir(parents=True)
+    (folder / "edges").mkdir()
     cv2.imwrite(str(folder / "a.jpg"), photo(8, 9))
     cv2.imwrite(str(folder / "sub" / "b.jpg"), photo(8, 9, seed=1))
-    first = run_cpu(folder, folder / "edges", recursive=True)
-    again = run_cpu(folder, folder / "edges", recursive=True)
-    assert sorted(first) == sorted(again) == ["a.png", "sub/b.png"]
+    cv2.imwrite(str(folder / "edges" / "old.png"), photo(8, 9, seed=2))
+    before = (folder / "edges" / "old.png").read_bytes()
+    outputs = run_cpu(folder, folder / "edges", recursive=True)
+    assert sorted(outputs) == ["a.png", "old.png", "sub/b.png"]
+    assert (folder / "edges" / "old.png").read_bytes() == before
 
 
 def test_glob_input(tmp_path):
@@ -209,6 +213,97 @@ def test_output_cannot_overwrite_input(tmp_path):
     with pytest.raises(OptionError, match="would overwrite this input"):
         edgecli.process(tmp_path, tmp_path, backend="cpu")
     assert (tmp_path / "frame.png").read_bytes() == before
+
+
+def test_output_inside_a_recursive_input_never_overwrites_its_images(tmp_path):
+    """-o in/sub --recursive, where in/sub holds the user's x.png: the output of in/x.jpg
+    would replace it, so the run is refused naming in/sub/x.png, which stays as it was."""
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    cv2.imwrite(str(folder / "x.jpg"), photo(8, 9))
+    cv2.imwrite(str(folder / "sub" / "x.png"), photo(8, 9, seed=1))
+    before = (folder / "sub" / "x.png").read_bytes()
+    message = f"^{folder / 'sub' / 'x.png'}: the output of {folder / 'x.jpg'} would overwrite"
+    with pytest.raises(OptionError, match=message):
+        edgecli.process(folder, folder / "sub", backend="cpu", recursive=True)
+    assert (folder / "sub" / "x.png").read_bytes() == before
+
+
+def test_rerun_into_an_output_folder_inside_the_input_is_refused(tmp_path):
+    """Its earlier PNGs cannot be told from the user's images, so a second run into it is
+    refused rather than overwriting them."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a.jpg"), photo(8, 9))
+    run_cpu(folder, folder / "edges", recursive=True)
+    with pytest.raises(OptionError, match="edges/a.png: the output of .*a.jpg would overwrite"):
+        run_cpu(folder, folder / "edges", recursive=True)
+
+
+def test_a_frame_name_of_a_multi_frame_input_never_overwrites_another_input(tmp_path):
+    """Frame 1 of the animated anim.png is written as anim_000001.png: where that is an input
+    (another animated PNG), the run is refused naming it, and it stays as it was."""
+    frames_rgb = np.stack([photo(12, 14, seed=i)[:, :, ::-1] for i in range(3)])
+    iio.imwrite(tmp_path / "anim.png", frames_rgb, extension=".png", loop=0)
+    iio.imwrite(tmp_path / "anim_000001.png", frames_rgb[:2], extension=".png", loop=0)
+    before = (tmp_path / "anim_000001.png").read_bytes()
+    message = "anim_000001.png: a frame of .*anim.png would overwrite this input"
+    with pytest.raises(OptionError, match=message):
+        edgecli.process(tmp_path, tmp_path, backend="cpu")
+    assert (tmp_path / "anim_000001.png").read_bytes() == before
+
+
+def test_several_inputs_in_the_order_given(tmp_path):
+    """A folder, a video and a glob together: their sources in the order given, and every
+    output equal to that of the input run alone."""
+    make = {"a": ("a1.png", "a2.png"), "c": ("c1.jpg", "c2.jpg", "skip.png")}
+    for folder, names in make.items():
+        (tmp_path / folder).mkdir()
+        for i, name in enumerate(names):
+            cv2.imwrite(str(tmp_path / folder / name), photo(8, 9, seed=i))
+    write_video(tmp_path / "b.avi", [photo(16, 16, seed=i) for i in range(2)])
+    inputs = [tmp_path / "a", tmp_path / "b.avi", str(tmp_path / "c" / "*.jpg")]
+    sources = discover_inputs(inputs)
+    assert [s.path.name for s in sources] == ["a1.png", "a2.png", "b.avi", "c1.jpg", "c2.jpg"]
+    together = run_cpu(inputs, tmp_path / "out")
+    alone = {}
+    for i, one in enumerate(inputs):
+        alone |= run_cpu(one, tmp_path / f"alone{i}")
+    assert list(together) == sorted(alone) == [
+        "a1.png", "a2.png", "b_000000.png", "b_000001.png", "c1.png", "c2.png"
+    ]  # fmt: skip
+    assert all(np.array_equal(together[name], alone[name]) for name in alone)
+
+
+def test_output_names_stay_unique_across_inputs(tmp_path):
+    """Two INPUTs whose files write one output name are refused, naming both, before work."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    cv2.imwrite(str(tmp_path / "a" / "x.jpg"), photo(8, 9))
+    cv2.imwrite(str(tmp_path / "b" / "x.png"), photo(8, 9))
+    message = f"{tmp_path / 'a' / 'x.jpg'} and {tmp_path / 'b' / 'x.png'} would both write x.png"
+    with pytest.raises(OptionError, match=message):
+        edgecli.process([tmp_path / "a", tmp_path / "b"], tmp_path / "out", backend="cpu")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "inputs, first",
+    [(["d/x.jpg", "d/x.jpg"], "d/x.jpg"), (["d", "d/x.jpg"], "d/x.jpg"),
+     (["d/x.jpg", "link.jpg"], "d/x.jpg"), (["d/*.jpg", "d"], "d/x.jpg")],
+    ids=str,
+)  # fmt: skip
+def test_a_file_given_twice_is_refused(tmp_path, monkeypatch, inputs, first):
+    """The same file named by two INPUTs (twice, through its folder, through a link, by a
+    glob) is refused, naming both, rather than processed twice."""
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("d")
+    cv2.imwrite("d/x.jpg", photo(8, 9))
+    os.symlink("d/x.jpg", "link.jpg")
+    second = inputs[1] if inputs[1] != "d" else "d/x.jpg"
+    message = f"^{first} and {second} are the same file, given twice"
+    with pytest.raises(OptionError, match=message):
+        edgecli.process(inputs, tmp_path / "out", backend="cpu")
 
 
 @pytest.mark.parametrize(
