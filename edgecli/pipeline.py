@@ -13,22 +13,25 @@ the next file's), and at most ``window`` edge maps wait for their PNGs.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from . import resume
 from .backends import select_backend
 from .errors import FrameError, OptionError
 from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
-from .sources import Frame, count_frames, discover
+from .sources import Frame, count_frames, declared_pixels, discover
 from .timing import StageClock, Summary, WaitClock
 from .workers import Lane, PriorityPool
 
@@ -142,8 +145,8 @@ class FrameReader:
     reader takes for 240 frames) overlaps the frames before it. The reader being consumed runs
     at most ``window`` frames ahead, the next one at most ``FOLLOWING_DEPTH`` until its turn
     comes: so the frames held stay those of one window, not two. Frames whose output
-    ``wanted`` rejects (they exist already, under --skip-existing) are not decoded where that
-    can be avoided.
+    ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
+    be avoided.
     """
 
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int):
@@ -180,7 +183,7 @@ class FrameReader:
                 return
             if frame is None:
                 return
-            if not self.wanted(frame.out_name):
+            if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
                 self._skipped()
                 continue
             self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
@@ -210,7 +213,7 @@ class FrameReader:
                     while pending:  # the images before it come first
                         yield oldest()
                     yield from reader  # its frames, read ahead in the reader's own queue
-                elif self.wanted(source.out_name):
+                elif self.wanted(source.out_name, partial(declared_pixels, source.path)):
                     pending.append(self.pool.submit(self._decode, source))
                 else:
                     self._skipped()
@@ -351,6 +354,7 @@ class Writer:
         self.window, self.on_done = window, on_done
         self.pending: deque[Future] = deque()
         self.waits = WaitClock()
+        self.written: list[str] = []  # output names, as each PNG is in place
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
@@ -362,6 +366,7 @@ class Writer:
                 done()
         with self.clock.timed("write", name):
             write_atomic(self.out_dir / name, data)
+        self.written.append(name)
 
     def compute_encode_write(self, backend, frame: Frame) -> None:
         with self.clock.timed("compute", frame.out_name):
@@ -416,9 +421,14 @@ def run(
     out_dir = prepare_output_dir(Path(output))
     refuse_overwriting_inputs(sources, out_dir)
     remove_stale_temporaries(out_dir)
+    mixed = resume.begin(out_dir, options)  # refuses a stale --skip-existing, records options
 
-    def wanted(name: str) -> bool:
-        return not (options.skip_existing and (out_dir / name).exists())
+    def wanted(name: str, expected_pixels: Callable[[], int | None]) -> bool:
+        """False for an output --skip-existing keeps: whole, as large as its source."""
+        return not (
+            options.skip_existing
+            and resume.output_is_whole(out_dir / name, options.png_bits, expected_pixels)
+        )
 
     clock = StageClock(per_frame=timings_csv is not None)
     workers = options.worker_count
@@ -474,6 +484,8 @@ def run(
             # (their PNGs are written whole, by rename) before the pool is gone.
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
+    if mixed and not stop.is_set():
+        resume.finish(out_dir, options, writer.written)
     if timings_csv is not None:
         clock.write_csv(timings_csv)
     stats = clock.stats()

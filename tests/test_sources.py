@@ -14,6 +14,7 @@ import pytest
 import edgecli
 from edgecli import InputError, OptionError
 from edgecli.params import BORDERS, NORMS
+from edgecli.resume import MANIFEST_NAME
 from edgecli.sources import discover
 
 from .media import photo, write_video
@@ -265,7 +266,7 @@ def test_png_bit_depth(tmp_path, bits):
     header = (tmp_path / "out" / "in.png").read_bytes()[:26]
     assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
     assert (header[24], header[25]) == (bits, 0)  # bit depth, colour type 0 (gray)
-    assert os.listdir(tmp_path / "out") == ["in.png"]
+    assert sorted(os.listdir(tmp_path / "out")) == [MANIFEST_NAME, "in.png"]
 
 
 def test_exif_orientation_is_applied_like_imread(tmp_path):
