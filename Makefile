@@ -12,7 +12,7 @@ CUDA_EXTRA := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 HAVE_NVCC := $(shell command -v nvcc 2>/dev/null)
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-kernel-ab bench-media bench-e2e bench-png \
-	bench-png-threads sample-frames clean
+	bench-png-threads bench-cpu sample-frames clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ bench-png: $(STAMP)
 
 bench-png-threads: $(STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
+
+# The CPU backend against a multiprocessing.Pool OpenCV script, 240 JPEGs, whole processes.
+bench-cpu: $(STAMP)
+	$(PY) benchmarks/cpu_vs_script.py
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
 sample-frames: $(STAMP)
