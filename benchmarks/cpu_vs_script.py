@@ -61,7 +61,8 @@ def timed(command: list[str], out: Path, tree: Path = REPO) -> float:
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=str(tree))
     start = time.perf_counter()
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    # In the tree's folder: `python -m` puts the working folder first on the import path.
+    subprocess.run(command, check=True, env=env, cwd=tree, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 
@@ -90,7 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="edgecli-bench-") as scratch:
         scratch = Path(scratch)
-        frames = args.input or scratch / "jpeg"
+        frames = (args.input or scratch / "jpeg").resolve()
         if args.input is None:
             make_frames(frames, args.frames)
         count = len([p for p in frames.iterdir() if p.suffix.lower() in (".jpg", ".jpeg")])
