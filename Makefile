@@ -16,7 +16,7 @@ CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && (
 	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
-	bench-png-threads sample-frames clean
+	bench-png-threads bench-cpu sample-frames clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ bench-png: $(STAMP)
 
 bench-png-threads: $(STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
+
+# The CPU backend against a multiprocessing.Pool OpenCV script, 240 JPEGs, whole processes.
+bench-cpu: $(STAMP)
+	$(PY) benchmarks/cpu_vs_script.py
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
 sample-frames: $(STAMP)

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import reference
+from . import cpu
 from .errors import CudaUnavailableError
 from .params import Options
 
 
 class CpuBackend:
-    """The reference implementation of the contract (NumPy + OpenCV, integer math)."""
+    """The contract on the host, in the cheapest exact OpenCV and NumPy ops (:mod:`edgecli.cpu`;
+    :mod:`edgecli.reference` is the spec it matches)."""
 
     name = "cpu"
     device_name = "cpu"
@@ -26,7 +27,7 @@ class CpuBackend:
         self.options = options
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
-        return reference.detect_batch(frames_bgr, self.options)
+        return cpu.detect_batch(frames_bgr, self.options)
 
 
 def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str | None:

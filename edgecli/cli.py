@@ -174,7 +174,7 @@ def main() -> None:
 @click.option(
     "--skip-existing",
     is_flag=True,
-    help="Resume: leave frames whose output PNG exists (it is always complete) untouched.",
+    help="Resume: keep whole output PNGs; refused if the folder was made with other options.",
 )
 @click.option(
     "--max-pixels",

@@ -13,17 +13,20 @@ the next file's), and at most ``window`` edge maps wait for their PNGs.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from . import resume
 from .backends import select_backend
 from .errors import FrameError
 from .params import Options, check_path
@@ -37,7 +40,14 @@ from .sinks import (
     write_atomic,
     write_reports,
 )
-from .sources import Frame, count_frames, discover_inputs, input_list, refuse_overwriting_inputs
+from .sources import (
+    Frame,
+    count_frames,
+    declared_pixels,
+    discover_inputs,
+    input_list,
+    refuse_overwriting_inputs,
+)
 from .timing import StageClock, Summary, WaitClock
 from .workers import Lane, PriorityPool
 
@@ -151,8 +161,8 @@ class FrameReader:
     reader takes for 240 frames) overlaps the frames before it. The reader being consumed runs
     at most ``window`` frames ahead, the next one at most ``FOLLOWING_DEPTH`` until its turn
     comes: so the frames held stay those of one window, not two. Frames whose output
-    ``wanted`` rejects (they exist already, under --skip-existing) are not decoded where that
-    can be avoided.
+    ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
+    be avoided.
     """
 
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int):
@@ -189,7 +199,7 @@ class FrameReader:
                 return
             if frame is None:
                 return
-            if not self.wanted(frame.out_name):
+            if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
                 self._skipped()
                 continue
             self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
@@ -219,7 +229,7 @@ class FrameReader:
                     while pending:  # the images before it come first
                         yield oldest()
                     yield from reader  # its frames, read ahead in the reader's own queue
-                elif self.wanted(source.out_name):
+                elif self.wanted(source.out_name, partial(declared_pixels, source.path)):
                     pending.append(self.pool.submit(self._decode, source))
                 else:
                     self._skipped()
@@ -348,6 +358,7 @@ class Writer:
         self.window, self.on_done = window, on_done
         self.pending: deque[Future] = deque()
         self.waits = WaitClock()
+        self.written: list[str] = []  # output names, as each PNG is in place
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
@@ -359,6 +370,7 @@ class Writer:
                 done()
         with self.clock.timed("write", name):
             write_atomic(self.out_dir / name, data)
+        self.written.append(name)
 
     def compute_encode_write(self, backend, frame: Frame) -> None:
         with self.clock.timed("compute", frame.out_name):
@@ -419,7 +431,12 @@ def run(
     }
     sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
     refuse_overwriting_inputs(
-        inputs, sources, Path(output), recursive=options.recursive, reports=reports
+        inputs,
+        sources,
+        Path(output),
+        recursive=options.recursive,
+        reports=reports,
+        own_output=resume.read_manifest(Path(output)) is not None,
     )
     if backend is None:
         choice = select_backend(options)
@@ -427,12 +444,43 @@ def run(
             notify(choice.notice)
         backend = choice.backend
     out_dir = prepare_output_dir(Path(output))
+    # Opened now, before any mark is made in the output folder: a report that cannot be
+    # written fails the run here, leaving the folder as it was.
+    report_files = open_reports(reports)
+    try:
+        summary, clock = _run_into(
+            out_dir, sources, options, backend, progress, warn, stop, started,
+            per_frame=timings_csv is not None,
+        )  # fmt: skip
+    except BaseException:  # a failed run leaves no report, not even an empty one
+        discard_reports(report_files)
+        raise
+    write_reports(
+        report_files,
+        {
+            "timings CSV": clock.write_csv,
+            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
+        },
+    )
+    return summary
+
+
+def _run_into(
+    out_dir, sources, options, backend, progress, warn, stop, started, *, per_frame: bool
+) -> tuple[Summary, StageClock]:
+    """The run proper, once the inputs, the backend and the output folder are settled: the
+    summary, and the clock that timed it (``per_frame``: with a row per frame)."""
     remove_stale_temporaries(out_dir)
+    mixed = resume.begin(out_dir, options)  # refuses a stale --skip-existing, records options
 
-    def wanted(name: str) -> bool:
-        return not (options.skip_existing and (out_dir / name).exists())
+    def wanted(name: str, expected_pixels: Callable[[], int | None]) -> bool:
+        """False for an output --skip-existing keeps: whole, as large as its source."""
+        return not (
+            options.skip_existing
+            and resume.output_is_whole(out_dir / name, options.png_bits, expected_pixels)
+        )
 
-    clock = StageClock(per_frame=timings_csv is not None)
+    clock = StageClock(per_frame=per_frame)
     workers = options.worker_count
     window = WINDOW_PER_WORKER * workers + options.batch
     failures: list[Failure] = []
@@ -466,8 +514,6 @@ def run(
         ring = None
         if not backend.runs_on_host:
             ring = backend.slab_ring(options.streams + SPARE_SLABS)
-        # Opened now, before any frame: a name that cannot be written fails the run here.
-        report_files = open_reports(reports)
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
@@ -483,14 +529,13 @@ def run(
                     reader.waits,
                 )
             writer.drain()
-        except BaseException:  # a failed run leaves no report, not even an empty one
-            discard_reports(report_files)
-            raise
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
+    if mixed and not stop.is_set():
+        resume.finish(out_dir, options, writer.written)
     stats = clock.stats()
     summary = Summary(
         frames=stats.get("write", {}).get("count", 0),
@@ -508,11 +553,4 @@ def run(
         gpu_busy_s=gpu_busy_s,
         main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
     )
-    write_reports(
-        report_files,
-        {
-            "timings CSV": clock.write_csv,
-            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
-        },
-    )
-    return summary
+    return summary, clock

@@ -447,20 +447,27 @@ def discover_inputs(
 
 
 def refuse_overwriting_inputs(
-    inputs: list[str], sources: list, out_dir: Path, *, recursive: bool, reports: dict
+    inputs: list[str],
+    sources: list,
+    out_dir: Path,
+    *,
+    recursive: bool,
+    reports: dict,
+    own_output: bool = False,
 ) -> None:
     """Refuse, before any work, a run that would write over a file it was given.
 
     The files given are the sources, and, where a recursive folder INPUT holds the output
     folder, the images in the output folder: the scan leaves them out, and they may be earlier
-    outputs, but they may as well be the user's own (edgecli cannot tell). The run writes each
+    outputs, but they may as well be the user's own - unless ``own_output`` says the folder is
+    edgecli's (it holds a run's record: :mod:`edgecli.resume`). The run writes each
     image's PNG, every frame name a video or multi-frame file may have, and ``reports``
     ({what: path}: the JSON summary, the timings CSV).
     """
     given = _GivenFiles()
     for source in sources:
         given.add(source.path)
-    if recursive and out_dir.is_dir():
+    if recursive and out_dir.is_dir() and not own_output:
         out_real = out_dir.resolve()
         if any(Path(t).is_dir() and out_real.is_relative_to(Path(t).resolve()) for t in inputs):
             for path in _folder_files(out_dir, True, None):

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from edgecli import __version__
 from edgecli.backends import cuda_unusable_reason
 from edgecli.cli import main
+from edgecli.resume import MANIFEST_NAME
 
 from .media import photo, write_video
 
@@ -47,7 +48,8 @@ def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
     """A run exits 0, writes one PNG per frame and a summary on stderr."""
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["f0.png", "f1.png", "f2.png"]
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == [MANIFEST_NAME, "f0.png", "f1.png", "f2.png"]
     assert result.stdout == ""
     assert "edgecli: 3 frame(s) ->" in result.stderr and "-bound:" in result.stderr
 
@@ -230,7 +232,7 @@ def test_several_inputs_as_a_shell_expands_a_glob(frames_dir, tmp_path):
                     "-q", "--json-summary", "-")  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["frames"] == 5
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in out.glob("*.png")) == [
         "clip_000000.png", "clip_000001.png", "f0.png", "f1.png", "f2.png"
     ]  # fmt: skip
 

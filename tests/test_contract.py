@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import edgecli
+from edgecli import cpu, reference
 from edgecli.params import BORDERS, NORMS, Options
 from edgecli.reference import detect_batch, detect_frame, luma
 
@@ -138,19 +139,24 @@ frame_shapes = st.tuples(st.integers(1, 14), st.integers(1, 14))
     norm=st.sampled_from(NORMS),
     border=st.sampled_from(BORDERS),
 )
-def test_reference_matches_plain_implementation(frame, threshold, norm, border):
-    """Random frames, shapes and options: the reference equals the plain oracle."""
-    got = detect_frame(frame, Options(threshold=threshold, norm=norm, border=border))
+@pytest.mark.parametrize("implementation", [reference, cpu], ids=["reference", "cpu"])
+def test_reference_matches_plain_implementation(implementation, frame, threshold, norm, border):
+    """Random frames, shapes and options: the reference and the CPU backend's fast path
+    equal the plain oracle."""
+    options = Options(threshold=threshold, norm=norm, border=border)
+    got = implementation.detect_frame(frame, options)
     np.testing.assert_array_equal(got, plain_edges(frame, threshold, norm, border))
 
 
+@pytest.mark.parametrize("implementation", [reference, cpu], ids=["reference", "cpu"])
 @pytest.mark.parametrize("options", EDGE_OPTIONS, ids=option_id)
-@pytest.mark.parametrize("shape", [(237, 321), (1, 97), (83, 1), (481, 641)])
-def test_real_photographs_match_plain_implementation(shape, options):
-    """Photographic content at odd sizes: reference and oracle agree on every pixel."""
+@pytest.mark.parametrize("shape", [(237, 321), (1, 97), (83, 1), (1, 1), (481, 641)])
+def test_real_photographs_match_plain_implementation(implementation, shape, options):
+    """Photographic content at odd sizes: the reference, the CPU backend's fast path and the
+    oracle agree on every pixel."""
     frame = photo(*shape, seed=shape[0])
     np.testing.assert_array_equal(
-        detect_frame(frame, Options(**options)), plain_edges(frame, **options)
+        implementation.detect_frame(frame, Options(**options)), plain_edges(frame, **options)
     )
 
 

@@ -218,7 +218,7 @@ class Sequence:
 
 def frame_reader(window=4, on_error="fail"):
     options = edgecli.Options(on_error=on_error)
-    return pipeline.FrameReader(None, StageClock(), options, lambda name: True, window)
+    return pipeline.FrameReader(None, StageClock(), options, lambda name, pixels: True, window)
 
 
 def test_the_next_video_is_opened_and_read_while_this_one_is():

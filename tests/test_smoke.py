@@ -33,7 +33,7 @@ def test_sample_frames_match_golden_hashes(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["frames"] == len(manifest["frames"]) == 12
     assert summary["params"] == manifest["options"] | {"png_bits": 1}
-    written = sorted(p.name for p in tmp_path.iterdir())
+    written = sorted(p.name for p in tmp_path.glob("*.png"))
     assert written == sorted(manifest["frames"])
     for name, expected in manifest["frames"].items():
         data = (tmp_path / name).read_bytes()

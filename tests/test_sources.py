@@ -14,6 +14,7 @@ import pytest
 import edgecli
 from edgecli import InputError, OptionError
 from edgecli.params import BORDERS, NORMS
+from edgecli.resume import MANIFEST_NAME
 from edgecli.sources import discover, discover_inputs
 
 from .media import photo, write_video
@@ -229,13 +230,18 @@ def test_output_inside_a_recursive_input_never_overwrites_its_images(tmp_path):
     assert (folder / "sub" / "x.png").read_bytes() == before
 
 
-def test_rerun_into_an_output_folder_inside_the_input_is_refused(tmp_path):
-    """Its earlier PNGs cannot be told from the user's images, so a second run into it is
-    refused rather than overwriting them."""
+def test_rerun_into_an_output_folder_inside_the_input(tmp_path):
+    """A second run into edgecli's own output folder inside a recursive input (it holds a
+    run's record) rewrites it, the same bytes; without the record its PNGs cannot be told
+    from the user's images, and the run is refused rather than overwriting them."""
     folder = tmp_path / "in"
     folder.mkdir()
     cv2.imwrite(str(folder / "a.jpg"), photo(8, 9))
     run_cpu(folder, folder / "edges", recursive=True)
+    first = (folder / "edges" / "a.png").read_bytes()
+    run_cpu(folder, folder / "edges", recursive=True)
+    assert (folder / "edges" / "a.png").read_bytes() == first
+    (folder / "edges" / MANIFEST_NAME).unlink()
     with pytest.raises(OptionError, match="edges/a.png: the output of .*a.jpg would overwrite"):
         run_cpu(folder, folder / "edges", recursive=True)
 
@@ -360,7 +366,7 @@ def test_png_bit_depth(tmp_path, bits):
     header = (tmp_path / "out" / "in.png").read_bytes()[:26]
     assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR"
     assert (header[24], header[25]) == (bits, 0)  # bit depth, colour type 0 (gray)
-    assert os.listdir(tmp_path / "out") == ["in.png"]
+    assert sorted(os.listdir(tmp_path / "out")) == [MANIFEST_NAME, "in.png"]
 
 
 def test_exif_orientation_is_applied_like_imread(tmp_path):

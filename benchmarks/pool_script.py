@@ -1,0 +1,41 @@
+"""The script a user would write instead of edgecli: multiprocessing.Pool over OpenCV.
+
+    python benchmarks/pool_script.py IN_DIR OUT_DIR [THRESHOLD]
+
+One process a core; each reads a JPEG, takes its gray, 3x3 Sobel in x and y, |Gx| + |Gy|,
+thresholds it and writes a 1-bit PNG. ``convertScaleAbs`` saturates |G| at 255, which
+changes no pixel for thresholds below 255 (a saturated sum is over 255 either way), so for
+those the PNGs hold the edge contract's pixels (l1, replicate border) where cvtColor gives
+its luma. benchmarks/cpu_vs_script.py times this against ``edgecli run --backend cpu``.
+"""
+
+import os
+import sys
+from multiprocessing import Pool
+
+import cv2
+
+
+def edges(job):
+    src, dst, threshold = job
+    image = cv2.imread(src, cv2.IMREAD_COLOR)
+    gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    gx = cv2.Sobel(gray, cv2.CV_16S, 1, 0, ksize=3, borderType=cv2.BORDER_REPLICATE)
+    gy = cv2.Sobel(gray, cv2.CV_16S, 0, 1, ksize=3, borderType=cv2.BORDER_REPLICATE)
+    magnitude = cv2.add(cv2.convertScaleAbs(gx), cv2.convertScaleAbs(gy))
+    _, binary = cv2.threshold(magnitude, threshold, 255, cv2.THRESH_BINARY)
+    cv2.imwrite(dst, binary, [cv2.IMWRITE_PNG_BILEVEL, 1])
+
+
+if __name__ == "__main__":
+    in_dir, out_dir = sys.argv[1], sys.argv[2]
+    threshold = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    os.makedirs(out_dir, exist_ok=True)
+    names = sorted(n for n in os.listdir(in_dir) if n.lower().endswith((".jpg", ".jpeg")))
+    jobs = [
+        (os.path.join(in_dir, n), os.path.join(out_dir, os.path.splitext(n)[0] + ".png"), threshold)
+        for n in names
+    ]
+    with Pool(processes=os.cpu_count()) as pool:
+        for _ in pool.imap_unordered(edges, jobs, chunksize=4):
+            pass
