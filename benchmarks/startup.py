@@ -71,8 +71,7 @@ def run_once(image: Path, backend: str, env: dict) -> float:
 
 def cuda_usable() -> bool:
     code = (
-        "from edgecli.backends import cuda_unusable_reason as r\n"
-        "raise SystemExit(r() is not None)"
+        "from edgecli.backends import cuda_unusable_reason as r\nraise SystemExit(r() is not None)"
     )
     return subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
