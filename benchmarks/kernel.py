@@ -43,7 +43,8 @@ from edgecli import gpu, kernels, reference
 from edgecli.kernels import Variant
 from edgecli.params import Options
 
-RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840)}
+# 1918x1080: a width that is not a multiple of 16, so every item takes the general path.
+RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840), "1918x1080": (1080, 1918)}
 DEFAULT = Variant()
 NORMS = (DEFAULT, Variant(norm="l2"))
 OLDER_PATHS = (80, 75)  # compiled as PTX for these, run on this GPU

@@ -95,7 +95,7 @@ typedef unsigned long long u64;
 #define WARP_SHARED_BYTES (STAGED_ROWS * STAGE_STRIDE)
 
 static_assert(STAGED_ROWS == 32, "lane s plans staged row s: one row a lane");
-static_assert(STAGED_ROWS % SLOTS == 0, "whole rows a slot");
+static_assert(STAGED_ROWS % SLOTS == 0 && SLOT_ROWS == 8, "whole rows a slot; 8 (item_rows)");
 static_assert(STAGE_STRIDE == 416 && STAGE_CHUNKS <= 32, "edgecli.kernels.STAGE_STRIDE is 416");
 static_assert(WARPS * WARP_SHARED_BYTES == 53248, "edgecli.kernels.SHARED_BYTES is 53248");
 
@@ -461,9 +461,8 @@ __device__ __forceinline__ void store_row(unsigned char* dst, int t, const Item&
 
 // Steps 2 and 3 for item `it`, whose rows are staged (or on their way) in the ring `stage`; lane
 // s holds the skew of staged row s. Each slot, once read, is restaged with the rows of the next
-// item that `next` (lane s: row s) plans, when there is one. A slot's rows are unrolled, the
-// slots are not: the code stays small enough for every architecture's register budget (fully
-// unrolled, ptxas for sm_100 and sm_120 spilled) and compiles in a fraction of the time.
+// item that `next` (lane s: row s) plans, when there is one. A slot's rows are unrolled on the
+// fast path, the slots are not: fully unrolled, ptxas for sm_100 and sm_120 spilled.
 template <bool FAST>
 __device__ __forceinline__ void item_rows(unsigned char* stage, unsigned char* edges,
                                           const Item& it, int skew, const RowCopy& next,
@@ -480,7 +479,10 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, unsigned char* e
         wait_oldest_slot();
         __syncwarp();  // every lane's copies of slot j are visible to the warp
         if (my_slot == j) halo = row_halo(my_row, skew, ln);
-#pragma unroll
+        // The general path's rows are not unrolled (8 is SLOT_ROWS: the pragma takes no macro):
+        // it is the rarer path, and unrolled it doubled the code ptxas compiles for each
+        // architecture, and the registers the kernel needs.
+#pragma unroll(FAST ? 8 : 1)
         for (int i = 0; i < SLOT_ROWS; ++i) {
             const int s = j * SLOT_ROWS + i;
             const Horizontal below =

@@ -15,7 +15,6 @@ Layers, top-down:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import threading
@@ -26,7 +25,7 @@ import cupy
 import numpy as np
 
 from . import reference
-from .errors import EdgecliError
+from .errors import EdgecliError, OutputError
 from .kernels import (
     ARCH_ENV,
     CUDA13_MIN_ARCH,
@@ -48,7 +47,7 @@ from .kernels import (
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
-from .sinks import png_row_bytes_1bit
+from .sinks import png_row_bytes_1bit, write_atomic
 from .streaming import SlabRing
 
 # The kernel stages input rows in 16-byte chunks relative to the buffer's start.
@@ -150,40 +149,28 @@ def _compiled_module(
     variant: Variant, arch: int, *, ptx: bool, fresh: bool = False
 ) -> tuple[Path, str]:
     """A file holding ``variant`` compiled for ``arch`` (machine code, or PTX), and the target
-    named. Read from the cache when an earlier run compiled it; else compiled by NVRTC now and
-    kept there (or, where the cache cannot be written, in a temporary file)."""
-    target = f"compute_{arch}" if ptx else f"sm_{arch}"
-    options = compile_options(variant, arch, ptx=ptx)
-    source = kernel_source()
-    cached = kernel_cache_dir() / (
-        cache_key(source, options, "nvrtc") + (".ptx" if ptx else ".cubin")
-    )
-    if cached.is_file() and not fresh:
-        return cached, target
-    code, target = _nvrtc_compile(source, variant, arch, ptx=ptx)
+    it holds. Read from the cache when an earlier run compiled it; else compiled by NVRTC now
+    and kept there (or, where the cache cannot be written, in a temporary file). Cached files
+    are named ``<key>.<target>.<cubin|ptx>``: the key of what was asked for, and what NVRTC
+    made of it (PTX for an older architecture, where the GPU is newer than NVRTC knows)."""
+    key = cache_key(kernel_source(), compile_options(variant, arch, ptx=ptx), "nvrtc")
+    folder = kernel_cache_dir()
+    if not fresh:
+        for cached in folder.glob(f"{key}.*"):
+            return cached, cached.name.split(".")[1]
+    code, target = _nvrtc_compile(kernel_source(), variant, arch, ptx=ptx)
+    suffix = ".cubin" if target.startswith("sm_") else ".ptx"
+    for stale in folder.glob(f"{key}.*"):  # a broken entry, being replaced
+        stale.unlink(missing_ok=True)
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(cached, code)
+        cached = folder / f"{key}.{target}{suffix}"
+        write_atomic(cached, code)
         return cached, target
-    except OSError:
-        fd, temp = tempfile.mkstemp(prefix="edgecli-kernel-", suffix=cached.suffix)
+    except OutputError:
+        fd, temp = tempfile.mkstemp(prefix="edgecli-kernel-", suffix=suffix)
         with os.fdopen(fd, "wb") as handle:
             handle.write(code)
         return Path(temp), target
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all, so that a run that reads the cache while
-    another writes it never loads half a module."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".edgecli-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
 
 
 def _nvrtc_compile(source: str, variant: Variant, arch: int, *, ptx: bool) -> tuple[bytes, str]:

@@ -347,12 +347,14 @@ def test_compiled_kernels_are_kept_on_disk_and_a_broken_one_is_rebuilt(gpu, tmp_
 
     run()
     cached = list(folder.iterdir())
-    assert [p.suffix for p in cached] == [".cubin"]
+    assert [p.suffix for p in cached] == [".cubin"]  # <key>.sm_XY.cubin: machine code
+    assert cached[0].name.split(".")[1].startswith("sm_")
     compiled = cached[0].read_bytes()
     run()  # from the cache
     assert list(folder.iterdir()) == cached and cached[0].read_bytes() == compiled
     cached[0].write_bytes(b"not a module")
     run()  # rebuilt
+    assert list(folder.iterdir()) == cached
     assert cached[0].read_bytes() not in (b"", b"not a module")
 
 
