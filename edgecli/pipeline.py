@@ -13,6 +13,7 @@ the next file's), and at most ``window`` edge maps wait for their PNGs.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import deque
@@ -383,6 +384,17 @@ class Writer:
             self._finish_oldest()
 
 
+def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say``, printing above the progress bar rather than onto its line: the bar is cleared
+    first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
+
+    def said(message: str) -> None:
+        with tqdm.external_write_mode(file=sys.stderr):
+            say(message)
+
+    return said
+
+
 def run(
     input_arg,
     output,
@@ -433,6 +445,8 @@ def run(
         dynamic_ncols=True,
         leave=False,
     )
+    if progress:
+        warn = _above_bar(warn)
 
     def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
         nonlocal megapixels

@@ -49,7 +49,8 @@ def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["f0.png", "f1.png", "f2.png"]
     assert result.stdout == ""
-    assert "edgecli: 3 frame(s) ->" in result.stderr and "-bound:" in result.stderr
+    assert "edgecli: 3 frame(s) ->" in result.stderr
+    assert "-bound: " in result.stderr or "not bound: " in result.stderr
 
 
 def test_quiet_prints_nothing(frames_dir, tmp_path):
@@ -75,7 +76,7 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
     }
     assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
     assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())
-    assert summary["bottleneck"] in summary["stages"]
+    assert summary["bottleneck"] in set(summary["stages"]) | {"none"}
     assert set(summary["main_thread_waits_s"]) == {"decode", "encode"}
     assert all(s >= 0 for s in summary["main_thread_waits_s"].values())
 
