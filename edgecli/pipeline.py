@@ -181,6 +181,9 @@ class FrameReader:
                 return
             if frame is None:
                 return
+            if isinstance(frame, FrameError):  # this frame is unreadable, the next may not be
+                yield self._failure(frame)
+                continue
             if not self.wanted(frame.out_name):
                 self._skipped()
                 continue

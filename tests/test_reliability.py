@@ -386,7 +386,7 @@ def test_corrupt_bytes_never_crash(tmp_path, ext, cut, flips, junk):
         frames = (
             [source.decode(10**6).pixels]
             if not source.multi_frame
-            else [f.pixels for f in source.frames(10**6)]
+            else [f.pixels for f in source.frames(10**6) if not isinstance(f, FrameError)]
         )
     except (FrameError, InputError):
         return
