@@ -125,7 +125,8 @@ def main() -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker threads: they decode, encode and write.  [default: one per CPU core]",
+    help="Worker threads: they decode, encode and write; at most 4 per usable CPU core.  "
+    "[default: one per usable CPU core]",
 )
 @click.option(
     "--batch",

@@ -31,7 +31,7 @@ from .params import Options
 from .sinks import encode_png, prepare_output_dir, remove_stale_temporaries, write_atomic
 from .sources import Frame, count_frames, discover
 from .timing import StageClock, Summary, WaitClock
-from .workers import Lane, PriorityPool
+from .workers import Lane, PriorityPool, start_thread
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class RunAhead:
         self.stopped = False
         self.waits, self.stage = waits, stage
         self.thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
-        self.thread.start()
+        start_thread(self.thread, "a reader thread")
 
     def widen(self, depth: int) -> None:
         """Let the thread run up to ``depth`` items ahead from now on."""
@@ -464,7 +464,11 @@ def run(
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
-    pool = PriorityPool(workers, "edgecli-worker")
+    try:
+        pool = PriorityPool(workers, "edgecli-worker")
+    except BaseException:  # its threads could not all be started: no run, and no bar left
+        bar.close()
+        raise
     with pool:
         writer = Writer(pool.at(ENCODE), out_dir, options, clock, window, lambda: bar.update(1))
         reader = FrameReader(pool.at(DECODE), clock, options, wanted, window)

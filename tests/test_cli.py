@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import cv2
 import pytest
@@ -12,7 +15,7 @@ from edgecli import __version__
 from edgecli.backends import cuda_unusable_reason
 from edgecli.cli import main
 
-from .media import photo
+from .media import REPO, photo
 
 JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
@@ -105,6 +108,36 @@ def test_usage_errors(frames_dir, tmp_path, args, code, message):
     result = invoke("run", frames_dir, "-o", tmp_path / "out", *args)
     assert result.exit_code == code
     assert result.stderr.splitlines()[-1] == f"Error: {message}"
+
+
+def test_workers_above_the_cap_are_a_usage_error(frames_dir, tmp_path):
+    """--workers past 4 per usable CPU core: exit 2 before any work, naming limit and value.
+    (One past the limit: a value that, accepted, still runs, as 99999999999 would not.)"""
+    limit = 4 * len(os.sched_getaffinity(0))
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--workers", limit + 1)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: workers must be <= {limit} (4 per usable CPU core")
+    assert result.stderr.endswith(f", got {limit + 1}\n") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_workers_follow_the_cpus_this_process_may_use(frames_dir, tmp_path):
+    """Run pinned to one CPU (sched_setaffinity), the default is 1 worker, whatever the
+    machine's core count."""
+    script = (
+        "import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from edgecli.cli import main; sys.argv[0] = 'edgecli'; main()"
+    )
+    args = ["run", str(frames_dir), "-o", str(tmp_path / "out"), "--backend", "cpu", "-q"]
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args, "--json-summary", "-"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workers"] == 1
 
 
 def test_missing_output_option(frames_dir):
