@@ -77,6 +77,8 @@ class Options:
     on_error: str = "fail"
     skip_existing: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
+    # Bytes of frames in flight at once (edgecli.memory); None: half the memory available.
+    max_memory: int | None = None
 
     def __post_init__(self) -> None:
         _check_int("threshold", self.threshold, 0)
@@ -96,6 +98,8 @@ class Options:
         _check_int("device", self.device, 0)
         _check_choice("on_error", self.on_error, ON_ERROR)
         _check_int("max_pixels", self.max_pixels, 1)
+        if self.max_memory is not None:
+            _check_int("max_memory", self.max_memory, 1)
 
     @property
     def effective_threshold(self) -> int:

@@ -101,6 +101,12 @@ def test_json_summary_to_file(frames_dir, tmp_path):
         (["--norm", "l3"], 2, "Invalid value for '--norm': 'l3' is not one of 'l1', 'l2'."),
         (["--png-bits", "4"], 2, "Invalid value for '--png-bits': '4' is not one of '1', '8'."),
         (["--workers", "0"], 2, "Invalid value for '--workers': 0 is not in the range x>=1."),
+        (
+            ["--max-memory", "lots"],
+            2,
+            "Invalid value for '--max-memory': 'lots' is not a size in bytes (e.g. 2000000000, "
+            "512M, 4G)",
+        ),
     ],
 )
 def test_usage_errors(frames_dir, tmp_path, args, code, message):

@@ -27,6 +27,7 @@ from edgecli import OptionError, Options
         ("batch", 0, "batch must be >= 1, got 0"),
         ("streams", 0, "streams must be >= 1, got 0"),
         ("device", -1, "device must be >= 0, got -1"),
+        ("max_memory", 0, "max_memory must be >= 1, got 0"),
     ],
 )
 def test_bad_values_are_named(field, value, message):
