@@ -18,6 +18,7 @@ from .errors import (
     InputError,
     OptionError,
     OutputError,
+    ResourceError,
 )
 from .params import Options
 
@@ -31,6 +32,7 @@ __all__ = [
     "OptionError",
     "Options",
     "OutputError",
+    "ResourceError",
     "__version__",
     "detect_edges",
     "keep_freed_memory",

@@ -30,6 +30,26 @@ class EdgecliClickError(click.ClickException):
         self.exit_code = error.exit_code
 
 
+class ByteSize(click.ParamType):
+    """A number of bytes, with an optional K, M, G or T suffix (powers of 1024): 512M, 1.5G."""
+
+    name = "SIZE"
+    UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B")
+        unit = text[-1:] if text[-1:] in self.UNITS else ""
+        try:
+            size = int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
+        except ValueError:
+            size = 0
+        if size < 1:
+            self.fail(f"{value!r} is not a size in bytes (e.g. 2000000000, 512M, 4G)", param, ctx)
+        return size
+
+
 @contextmanager
 def stop_on_signals():
     """A first SIGINT/SIGTERM sets the event (the run winds down and reports); a second
@@ -141,7 +161,8 @@ def main() -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker threads: they decode, encode and write.  [default: one per CPU core]",
+    help="Worker threads: they decode, encode and write; at most 4 per usable CPU core.  "
+    "[default: one per usable CPU core]",
 )
 @click.option(
     "--batch",
@@ -182,6 +203,13 @@ def main() -> None:
     default=Options.max_pixels,
     show_default=True,
     help="Refuse frames whose header declares more pixels than this.",
+)
+@click.option(
+    "--max-memory",
+    type=ByteSize(),
+    default=None,
+    help="Bytes of frames in flight at once (K, M, G suffixes); a frame waits for room, one "
+    "that cannot fit alone fails.  [default: half the memory available]",
 )
 @click.option(
     "--json-summary",

@@ -45,6 +45,11 @@ class OutputError(EdgecliError):
     """The output folder or a file in it cannot be written."""
 
 
+class ResourceError(EdgecliError):
+    """The system refused what the run needs to start (threads, say); the message says what
+    and what to change."""
+
+
 class CudaUnavailableError(EdgecliError):
     """The CUDA backend was asked for but cannot run here; the message says why."""
 

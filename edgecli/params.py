@@ -20,6 +20,23 @@ ON_ERROR = ("fail", "skip")
 # 16384 x 16384 is twice 8K UHD in each direction.
 DEFAULT_MAX_PIXELS = 16384 * 16384
 
+# --workers above this many per usable CPU core is refused: threads past the cores only queue
+# for them, while each holds its frames in memory (99999999999 of them ran a host out of it).
+MAX_WORKERS_PER_CPU = 4
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask (taskset, cgroup cpusets), which
+    can be fewer than the machine's cores; the machine's count where there is no mask."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
+
+
+def max_workers() -> int:
+    return MAX_WORKERS_PER_CPU * usable_cpus()
+
+
 # The largest magnitude the contract can produce from 8-bit luma: each Sobel gradient is
 # at most 4*255 = 1020 in absolute value, so |Gx| + |Gy| <= 2040 and Gx^2 + Gy^2 <= 2*1020^2.
 # Any threshold at or above 2040 therefore marks no pixel under either norm, which lets the
@@ -58,7 +75,7 @@ class Options:
     backend: str = "auto"
     png_bits: int = 1
     recursive: bool = False
-    workers: int | None = None  # None: one per CPU core
+    workers: int | None = None  # None: one per usable CPU core
     # Chosen by benchmarks/sweep.py on the H200 (benchmarks/RESULTS.md, session 3): batches of
     # 4 beat 8, 16 and 32 on JPEG and H.264 input (a frame waits less for its batch to fill
     # before it is encoded), and 4 streams beat 2 on JPEG.
@@ -68,6 +85,8 @@ class Options:
     on_error: str = "fail"
     skip_existing: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
+    # Bytes of frames in flight at once (edgecli.memory); None: half the memory available.
+    max_memory: int | None = None
 
     def __post_init__(self) -> None:
         _check_int("threshold", self.threshold, 0)
@@ -77,11 +96,18 @@ class Options:
         _check_choice("png_bits", self.png_bits, PNG_BITS)
         if self.workers is not None:
             _check_int("workers", self.workers, 1)
+            if self.workers > max_workers():
+                raise OptionError(
+                    f"workers must be <= {max_workers()} ({MAX_WORKERS_PER_CPU} per usable CPU "
+                    f"core, {usable_cpus()} here), got {self.workers}"
+                )
         _check_int("batch", self.batch, 1)
         _check_int("streams", self.streams, 1)
         _check_int("device", self.device, 0)
         _check_choice("on_error", self.on_error, ON_ERROR)
         _check_int("max_pixels", self.max_pixels, 1)
+        if self.max_memory is not None:
+            _check_int("max_memory", self.max_memory, 1)
 
     @property
     def effective_threshold(self) -> int:
@@ -90,7 +116,7 @@ class Options:
 
     @property
     def worker_count(self) -> int:
-        return self.workers or os.cpu_count() or 1
+        return self.workers or usable_cpus()
 
     def edge_params(self) -> dict:
         """The options that decide output pixels (what a summary or cache key records)."""

@@ -14,6 +14,7 @@ the next file's), and at most ``window`` edge maps wait for their PNGs.
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import time
 from collections import deque
@@ -29,6 +30,7 @@ from tqdm import tqdm
 from . import resume
 from .backends import select_backend
 from .errors import FrameError
+from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
 from .sinks import (
     check_output_name,
@@ -49,7 +51,7 @@ from .sources import (
     refuse_overwriting_inputs,
 )
 from .timing import StageClock, Summary, WaitClock
-from .workers import Lane, PriorityPool
+from .workers import Lane, PriorityPool, start_thread
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class RunAhead:
         self.stopped = False
         self.waits, self.stage = waits, stage
         self.thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
-        self.thread.start()
+        start_thread(self.thread, "a reader thread")
 
     def widen(self, depth: int) -> None:
         """Let the thread run up to ``depth`` items ahead from now on."""
@@ -163,11 +165,18 @@ class FrameReader:
     comes: so the frames held stay those of one window, not two. Frames whose output
     ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
     be avoided.
+
+    Under an active ``budget`` (:mod:`edgecli.memory`) each frame reserves its cost: a still
+    image from its header, before its decode is submitted (while it does not fit, the frames
+    decoded already are handed on first, then the main thread waits); a sequence's frame on
+    its reader, once decoded, before it is queued. The next sequence is then not read ahead:
+    what it held could be given back only after the one before it, which might need it.
     """
 
-    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int):
+    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, budget=None):
         self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
         self.window = window
+        self.budget = budget or FrameBudget(None, 0)
         self.waits = WaitClock()
         self.skipped_existing = 0
         self._skipped_lock = threading.Lock()  # readers count from their own threads
@@ -181,7 +190,11 @@ class FrameReader:
             with self.clock.timed("decode", source.out_name):
                 return source.decode(self.options.max_pixels)
         except FrameError as exc:
+            self.budget.release(source.out_name)
             return self._failure(exc)
+        except BaseException:
+            self.budget.release(source.out_name)
+            raise
 
     def _failure(self, exc: FrameError) -> Failure:
         if self.options.on_error == "fail":
@@ -199,11 +212,29 @@ class FrameReader:
                 return
             if frame is None:
                 return
+            if isinstance(frame, FrameError):  # this frame is unreadable, the next may not be
+                yield self._failure(frame)
+                continue
             if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
                 self._skipped()
                 continue
             self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
+            height, width = frame.pixels.shape[:2]
+            try:
+                cost = self.budget.cost(height * width)
+                self.budget.reserve(frame.out_name, cost, frame.source)
+            except FrameError as exc:
+                yield self._failure(exc)
+                continue
             yield frame
+
+    def _cost(self, source) -> int:
+        """A still image's cost from its header (which is read only under a budget); 0 for
+        one over --max-pixels, which its decode refuses, saying so, before allocating it."""
+        if not self.budget.active:
+            return 0
+        pixels = declared_pixels(source.path)
+        return 0 if pixels is None or pixels > self.options.max_pixels else self.budget.cost(pixels)
 
     def _sequence(self, source, depth: int) -> RunAhead:
         """A reader of one sequence's items, started now, at most ``depth`` items ahead."""
@@ -225,11 +256,22 @@ class FrameReader:
                     reader, following = following or self._sequence(source, self.window), None
                     reader.widen(self.window)  # started as the next one: now at full depth
                     if i + 1 < len(sources) and sources[i + 1].multi_frame:
-                        following = self._sequence(sources[i + 1], FOLLOWING_DEPTH)
+                        if not self.budget.active:
+                            following = self._sequence(sources[i + 1], FOLLOWING_DEPTH)
                     while pending:  # the images before it come first
                         yield oldest()
                     yield from reader  # its frames, read ahead in the reader's own queue
                 elif self.wanted(source.out_name, partial(declared_pixels, source.path)):
+                    try:
+                        cost = self._cost(source)
+                        while not self.budget.try_reserve(source.out_name, cost, str(source.path)):
+                            if not pending:  # all it waits for is downstream: given back
+                                self.budget.reserve(source.out_name, cost, str(source.path))
+                                break
+                            yield oldest()
+                    except FrameError as exc:
+                        yield self._failure(exc)
+                        continue
                     pending.append(self.pool.submit(self._decode, source))
                 else:
                     self._skipped()
@@ -287,6 +329,7 @@ def run_on_gpu(
     clock: StageClock,
     writer: Writer,
     waits: WaitClock,
+    on_copied: Callable[[str], None] | None = None,
 ) -> float:
     """Stream ``frames`` through the GPU in batches of up to ``options.batch`` same-shape
     frames, ``options.streams`` batches in flight; return the GPU's busy seconds.
@@ -301,7 +344,7 @@ def run_on_gpu(
     order submitted, each as soon as a batch starts after it is done, or when its stream is
     needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
     is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
-    directly).
+    directly). ``on_copied(name)`` is called once a frame is in its slab.
     """
     in_flight: deque = deque()
     busy_ms = 0.0
@@ -341,7 +384,10 @@ def run_on_gpu(
                 collect()
             with waits.timed("submit"):  # the encoders of the slab's last batch
                 filling = ring.fill(shape, options.batch)
-        copied.append(copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)]))
+        copy = copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)])
+        if on_copied is not None:  # called on the worker, as the copy ends
+            copy.add_done_callback(lambda _, name=frame.out_name: on_copied(name))
+        copied.append(copy)
         batch.append(frame)
     if batch:
         submit()
@@ -353,9 +399,12 @@ def run_on_gpu(
 class Writer:
     """Encode-and-write tasks on the pool, at most ``window`` outstanding."""
 
-    def __init__(self, pool, out_dir: Path, options: Options, clock, window: int, on_done):
+    def __init__(
+        self, pool, out_dir: Path, options: Options, clock, window: int, on_done, budget=None
+    ):
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
+        self.budget = budget or FrameBudget(None, 0)
         self.pending: deque[Future] = deque()
         self.waits = WaitClock()
         self.written: list[str] = []  # output names, as each PNG is in place
@@ -373,9 +422,12 @@ class Writer:
         self.written.append(name)
 
     def compute_encode_write(self, backend, frame: Frame) -> None:
-        with self.clock.timed("compute", frame.out_name):
-            edges = backend.detect(frame.pixels[np.newaxis])[0]
-        self.encode_write(frame.out_name, edges)
+        try:
+            with self.clock.timed("compute", frame.out_name):
+                edges = backend.detect(frame.pixels[np.newaxis])[0]
+            self.encode_write(frame.out_name, edges)
+        finally:  # its pixels, edges and PNG are gone with this task: its reservation too
+            self.budget.release(frame.out_name)
 
     def submit(self, fn: Callable, *args) -> None:
         self.pending.append(self.pool.submit(fn, *args))
@@ -390,6 +442,31 @@ class Writer:
     def drain(self) -> None:
         while self.pending:
             self._finish_oldest()
+
+
+def frame_budget(options: Options, backend, workers: int, window: int) -> FrameBudget:
+    """The run's memory budget for frames in flight (:mod:`edgecli.memory`): --max-memory, or
+    a share of the memory available now. It is left inactive (no header is read for it) where
+    even the most frames the queues can hold, each of --max-pixels, fit in it."""
+    per_pixel = HOST_BYTES_PER_PIXEL if backend.runs_on_host else DECODED_BYTES_PER_PIXEL
+    limit = options.max_memory or default_budget()
+    # The frames the queues can hold at once: a window waiting for the main thread, a
+    # sequence's queue and the next one's, a window waiting for PNGs, one on every worker.
+    most = 3 * window + FOLLOWING_DEPTH + workers + 2
+    if limit is None or limit >= most * options.max_pixels * per_pixel:
+        return FrameBudget(None, per_pixel)
+    return FrameBudget(limit, per_pixel)
+
+
+def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say``, printing above the progress bar rather than onto its line: the bar is cleared
+    first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
+
+    def said(message: str) -> None:
+        with tqdm.external_write_mode(file=sys.stderr):
+            say(message)
+
+    return said
 
 
 def run(
@@ -483,6 +560,7 @@ def _run_into(
     clock = StageClock(per_frame=per_frame)
     workers = options.worker_count
     window = WINDOW_PER_WORKER * workers + options.batch
+    budget = frame_budget(options, backend, workers, window)
     failures: list[Failure] = []
     megapixels = 0.0
     gpu_busy_s = None
@@ -493,6 +571,8 @@ def _run_into(
         dynamic_ncols=True,
         leave=False,
     )
+    if progress:
+        warn = _above_bar(warn)
 
     def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
         nonlocal megapixels
@@ -507,10 +587,16 @@ def _run_into(
             megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
-    pool = PriorityPool(workers, "edgecli-worker")
+    try:
+        pool = PriorityPool(workers, "edgecli-worker")
+    except BaseException:  # its threads could not all be started: no run, and no bar left
+        bar.close()
+        raise
     with pool:
-        writer = Writer(pool.at(ENCODE), out_dir, options, clock, window, lambda: bar.update(1))
-        reader = FrameReader(pool.at(DECODE), clock, options, wanted, window)
+        writer = Writer(
+            pool.at(ENCODE), out_dir, options, clock, window, lambda: bar.update(1), budget
+        )
+        reader = FrameReader(pool.at(DECODE), clock, options, wanted, window, budget)
         ring = None
         if not backend.runs_on_host:
             ring = backend.slab_ring(options.streams + SPARE_SLABS)
@@ -527,6 +613,7 @@ def _run_into(
                     clock,
                     writer,
                     reader.waits,
+                    budget.release,
                 )
             writer.drain()
         finally:

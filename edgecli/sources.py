@@ -17,7 +17,9 @@ import os
 import re
 import stat
 import struct
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,8 +188,10 @@ def read_image(path: Path, max_pixels: int) -> np.ndarray:
     # that imdecode refuses, with a warning on stderr.) The file is read once: its header's
     # size is checked in the bytes read, before they are decoded.
     check_size(source, declared_pixels(data), max_pixels)
+    tiff = path.suffix.lower() in (".tif", ".tiff")
     try:
-        frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+        with opencv_silenced() if tiff else nullcontext():
+            frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs
         raise FrameError(source, f"cannot decode ({exc.err or exc})") from None
     if frame is None:
@@ -230,10 +234,15 @@ class SequenceSource:
     def frame_name(self, index: int) -> str:
         return f"{self.out_stem}_{index:0{FRAME_INDEX_DIGITS}d}.png"
 
-    def frames(self, max_pixels: int) -> Iterator[Frame]:
+    def frames(self, max_pixels: int) -> Iterator[Frame | FrameError]:
+        """Its frames in order. A FrameError among them is a frame that cannot be read while
+        the ones after it can (a corrupt TIFF page); a FrameError raised ends the source."""
         readers = {"video": _video_frames, "tiff": _tiff_frames, "animation": _animation_frames}
         for index, pixels in enumerate(readers[self.kind](self.path, max_pixels)):
-            yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
+            if isinstance(pixels, FrameError):
+                yield pixels
+            else:
+                yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
 
 
 def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
@@ -264,30 +273,131 @@ def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
         capture.release()
 
 
-def _tiff_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
+TIFF_CHUNK = 8  # pages decoded by one cv2.imreadmulti call: bounds the pages held at once
+
+
+def _tiff_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray | FrameError]:
     # cv2.imreadmulti keeps cv2.imread's conversions (16-bit TIFF is scaled differently
-    # from PNG's high-byte strip); read a few pages at a time to bound memory.
+    # from PNG's high-byte strip). The pages are counted by walking the file's directories
+    # (cv2.imcount stops, and PIL fails, where a truncated file's chain breaks).
     check_size(str(path), declared_pixels(path), max_pixels)
-    pages = cv2.imcount(str(path))
-    for start in range(0, pages, 8):
-        count = min(8, pages - start)
+    pages, broken = tiff_directories(path)
+    for start in range(0, pages, TIFF_CHUNK):
+        count = min(TIFF_CHUNK, pages - start)
+        mats = _tiff_pages(path, start, count)
+        if len(mats) == count:
+            yield from mats
+            continue
+        for index in range(start, start + count):  # which of them cannot be read
+            page = _tiff_pages(path, index, 1)
+            if page:
+                yield page[0]
+            else:
+                yield FrameError(f"{path} [frame {index}]", "cannot decode TIFF page")
+    if broken:
+        raise FrameError(
+            f"{path} [frame {pages}]",
+            f"the file ends inside the directory of TIFF page {pages} (truncated?); "
+            "the pages from this one on cannot be read",
+        )
+
+
+def _tiff_pages(path: Path, start: int, count: int) -> list[np.ndarray]:
+    """Pages start .. start + count - 1 as cv2.imreadmulti decodes them; fewer (or none)
+    where some cannot be decoded."""
+    with opencv_silenced():  # libtiff's errors go through OpenCV's log; ours name the page
         try:
             ok, mats = cv2.imreadmulti(str(path), start, count, flags=cv2.IMREAD_COLOR)
-        except cv2.error as exc:
-            ok, mats = False, exc.err
-        if not ok:
-            raise FrameError(f"{path} [frame {start}]", f"cannot decode TIFF page ({mats})")
-        yield from mats
+        except cv2.error:
+            return []
+    return list(mats) if ok else []
+
+
+TIFF_BYTE_ORDERS = {b"II": "<", b"MM": ">"}
+TIFF_MAX_PAGES = 1 << 16  # a directory chain longer than this is taken as a loop
+
+
+def tiff_directories(path: Path) -> tuple[int, bool]:
+    """The pages of a TIFF file, counted by walking its chain of directories (IFDs), and
+    whether the chain is broken: a directory that starts or ends past the end of the file.
+
+    Only the header and the directories are read, a few bytes each. (0, False) where the
+    file is not a TIFF at all: the decoder says why.
+    """
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(16)
+            order = TIFF_BYTE_ORDERS.get(head[:2])
+            if order is None or len(head) < 8:
+                return 0, False
+            (magic,) = struct.unpack(order + "H", head[2:4])
+            if magic == 42:  # classic: 4-byte offsets, 2-byte counts, 12-byte entries
+                offset_format, count_format, entry_size = "I", "H", 12
+                (offset,) = struct.unpack(order + "I", head[4:8])
+            elif magic == 43 and len(head) >= 16:  # BigTIFF: 8-byte offsets and counts
+                offset_format, count_format, entry_size = "Q", "Q", 20
+                (offset,) = struct.unpack(order + "Q", head[8:16])
+            else:
+                return 0, False
+            offset_size = struct.calcsize(offset_format)
+            count_size = struct.calcsize(count_format)
+            pages, seen = 0, set()
+            while offset and offset not in seen and pages < TIFF_MAX_PAGES:
+                seen.add(offset)
+                handle.seek(offset)
+                raw = handle.read(count_size)
+                if len(raw) < count_size:
+                    return pages, True
+                (entries,) = struct.unpack(order + count_format, raw)
+                end = offset + count_size + entries * entry_size + offset_size
+                if end > size:
+                    return pages, True
+                handle.seek(end - offset_size)
+                (offset,) = struct.unpack(order + offset_format, handle.read(offset_size))
+                pages += 1
+            return pages, False
+    except OSError:
+        return 0, False
+
+
+_silenced_lock = threading.Lock()
+_silenced = {"count": 0, "level": None}
+
+
+@contextmanager
+def opencv_silenced():
+    """OpenCV's log off while any thread is inside (libtiff reports through it, straight to
+    the process's stderr, on every page it cannot read; edgecli names the page itself).
+
+    The level is process-wide, not per thread, so it is counted: the first thread in saves
+    it and turns the log off, the last one out puts it back. Other OpenCV users in the
+    process lose their log messages in between.
+    """
+    logging = cv2.utils.logging
+    with _silenced_lock:
+        if _silenced["count"] == 0:
+            _silenced["level"] = logging.getLogLevel()
+            logging.setLogLevel(logging.LOG_LEVEL_SILENT)
+        _silenced["count"] += 1
+    try:
+        yield
+    finally:
+        with _silenced_lock:
+            _silenced["count"] -= 1
+            if _silenced["count"] == 0:
+                logging.setLogLevel(_silenced["level"])
 
 
 def _animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     import imageio.v3 as iio
 
     check_size(str(path), declared_pixels(path), max_pixels)
-    index = 0
+    index = 0  # the frame being read: an error while fetching it names this one
     try:
-        for index, pixels in enumerate(iio.imiter(path)):
+        for pixels in iio.imiter(path):
             yield to_bgr8(np.asarray(pixels), f"{path} [frame {index}]")
+            index += 1
     except FrameError:
         raise
     except Exception as exc:  # imageio's plugins raise many types on corrupt data
@@ -313,14 +423,28 @@ def _webp_is_animated(head: bytes) -> bool:
     return head[12:16] == b"VP8X" and len(head) > 20 and bool(head[20] & 0x02)
 
 
-def _page_count(path: Path) -> int:
+def _page_count(path: Path) -> int | None:
+    """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
+    count them (frames past the first are corrupt or cut off)."""
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
-            return getattr(image, "n_frames", 1)
+        image = Image.open(path)
     except Exception:  # undecodable: let the still-image path report it per frame
         return 1
+    with image:
+        try:
+            return getattr(image, "n_frames", 1)
+        except Exception:
+            return None
+
+
+def _is_multi_frame(path: Path, suffix: str) -> bool:
+    if suffix in (".tif", ".tiff"):
+        pages, broken = tiff_directories(path)
+        return pages > 1 or (pages == 1 and broken)  # broken: the pages after it are lost
+    count = _page_count(path)
+    return count is None or count > 1  # None: read it frame by frame, to say which fails
 
 
 def classify(path: Path, out_stem: str):
@@ -337,7 +461,7 @@ def classify(path: Path, out_stem: str):
         animated = (
             (suffix == ".png" and _png_is_animated(head))
             or (suffix == ".webp" and _webp_is_animated(head))
-            or (suffix in (".tif", ".tiff", ".gif") and head and _page_count(path) > 1)
+            or (suffix in (".tif", ".tiff", ".gif") and head and _is_multi_frame(path, suffix))
         )
         if not animated:
             return ImageSource(path, out_stem + ".png")
@@ -565,6 +689,9 @@ def count_frames(sources: list) -> int | None:
             if frames <= 0:
                 return None
             total += frames
+        elif source.kind == "tiff":
+            pages, broken = tiff_directories(source.path)
+            total += pages + broken  # a broken chain: one failure after the pages it has
         else:
-            total += max(_page_count(source.path), 1)
+            total += max(_page_count(source.path) or 1, 1)
     return total

@@ -19,6 +19,11 @@ DEVICE_STAGES = ("upload", "kernel", "download")
 READER_STAGES = ("read",)
 STAGE_ORDER = ("read", "decode", "compute", "upload", "kernel", "download", "encode", "write")
 SCHEMA_VERSION = 1
+# A resource is named the bottleneck only when it was busy at least this share of the wall
+# time. Below it nothing was saturated: the run was too short for the pipeline to fill (start-up
+# and the last frames' drain dominate) or it waited on something not timed here (the disk, a
+# slow producer), and naming the busiest stage would send the user after the wrong thing.
+BOUND_FRACTION = 0.70
 
 
 class StageClock:
@@ -52,7 +57,7 @@ class StageClock:
             rows = dict(self._rows or {})
         stages = [s for s in STAGE_ORDER if s in self._ms]
         with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
+            writer = csv.writer(handle, lineterminator="\n")  # csv's default is \r\n
             writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
             for frame, times in rows.items():
                 cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
@@ -97,7 +102,8 @@ class WaitClock:
 
 
 def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
-    """The stage that kept the busiest resource busiest, and a sentence saying so.
+    """The stage that kept the busiest resource busiest, and a sentence saying so; or "none"
+    when even the busiest resource was busy less than BOUND_FRACTION of the wall time.
 
     The resources: the ``workers`` threads, which the worker stages share; the GPU, which
     the device stages share; and the readers of videos and multi-frame files, one a file
@@ -117,6 +123,14 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
     busiest = max((f for f in (host, device, reader) if f), key=lambda f: sum(f.values()))
     name = max(busiest, key=busiest.get)
     total = sum(busiest.values())
+    if total < BOUND_FRACTION:
+        who = f"the {workers} worker thread(s)"
+        if busiest is not host:
+            who = "the GPU" if busiest is device else "the readers of videos and multi-frame files"
+        return "none", (  # percent rounded down, so 69.6% never reads "70% (under 70%)"
+            f"not bound: the busiest resource, {who}, was busy {int(total * 100)}% of the wall "
+            f"time (under {BOUND_FRACTION:.0%}: the run was too short, or waited on I/O)"
+        )
     if busiest is reader:
         return name, (
             f"{name}-bound: reading videos and multi-frame files, in order (a reader a file), "

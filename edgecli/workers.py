@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from .errors import ResourceError
+
 
 class PriorityPool:
     """``workers`` threads named ``name_0``, ``name_1``, ... that run the submitted task of the
@@ -34,11 +36,15 @@ class PriorityPool:
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._closed = False
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}_{i}") for i in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._threads: list[threading.Thread] = []
+        for i in range(workers):
+            thread = threading.Thread(target=self._work, name=f"{name}_{i}")
+            try:
+                start_thread(thread, f"worker thread {i + 1} of {workers}")
+            except ResourceError:
+                self.shutdown(wait=True)  # the threads already started: stopped and joined
+                raise
+            self._threads.append(thread)
 
     def submit(self, priority: int, fn: Callable, *args) -> Future:
         future: Future = Future()
@@ -81,6 +87,19 @@ class PriorityPool:
 
     def __exit__(self, *exc_info) -> None:
         self.shutdown(wait=True)
+
+
+def start_thread(thread: threading.Thread, what: str) -> None:
+    """Start ``thread``, or raise ResourceError saying what could not be started and why
+    (threading raises RuntimeError when the system refuses a thread: ``ulimit -u``, that is
+    RLIMIT_NPROC, or a cgroup's pids.max reached, or no memory left for its stack)."""
+    try:
+        thread.start()
+    except RuntimeError as exc:
+        raise ResourceError(
+            f"cannot start {what} ({exc}): the system's limit on threads (ulimit -u, a "
+            "container's pids limit) or memory is reached; run with fewer --workers"
+        ) from None
 
 
 def _run(future: Future, fn: Callable, args: tuple) -> None:

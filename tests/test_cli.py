@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import cv2
 import pytest
@@ -13,7 +16,7 @@ from edgecli.backends import cuda_unusable_reason
 from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 
-from .media import photo, write_video
+from .media import REPO, photo, write_video
 
 JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
@@ -51,7 +54,8 @@ def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == [MANIFEST_NAME, "f0.png", "f1.png", "f2.png"]
     assert result.stdout == ""
-    assert "edgecli: 3 frame(s) ->" in result.stderr and "-bound:" in result.stderr
+    assert "edgecli: 3 frame(s) ->" in result.stderr
+    assert "-bound: " in result.stderr or "not bound: " in result.stderr
 
 
 def test_quiet_prints_nothing(frames_dir, tmp_path):
@@ -77,7 +81,7 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
     }
     assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
     assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())
-    assert summary["bottleneck"] in summary["stages"]
+    assert summary["bottleneck"] in set(summary["stages"]) | {"none"}
     assert set(summary["main_thread_waits_s"]) == {"decode", "encode"}
     assert all(s >= 0 for s in summary["main_thread_waits_s"].values())
 
@@ -99,6 +103,12 @@ def test_json_summary_to_file(frames_dir, tmp_path):
         (["--norm", "l3"], 2, "Invalid value for '--norm': 'l3' is not one of 'l1', 'l2'."),
         (["--png-bits", "4"], 2, "Invalid value for '--png-bits': '4' is not one of '1', '8'."),
         (["--workers", "0"], 2, "Invalid value for '--workers': 0 is not in the range x>=1."),
+        (
+            ["--max-memory", "lots"],
+            2,
+            "Invalid value for '--max-memory': 'lots' is not a size in bytes (e.g. 2000000000, "
+            "512M, 4G)",
+        ),
     ],
 )
 def test_usage_errors(frames_dir, tmp_path, args, code, message):
@@ -106,6 +116,36 @@ def test_usage_errors(frames_dir, tmp_path, args, code, message):
     result = invoke("run", frames_dir, "-o", tmp_path / "out", *args)
     assert result.exit_code == code
     assert result.stderr.splitlines()[-1] == f"Error: {message}"
+
+
+def test_workers_above_the_cap_are_a_usage_error(frames_dir, tmp_path):
+    """--workers past 4 per usable CPU core: exit 2 before any work, naming limit and value.
+    (One past the limit: a value that, accepted, still runs, as 99999999999 would not.)"""
+    limit = 4 * len(os.sched_getaffinity(0))
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--workers", limit + 1)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: workers must be <= {limit} (4 per usable CPU core")
+    assert result.stderr.endswith(f", got {limit + 1}\n") and len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_workers_follow_the_cpus_this_process_may_use(frames_dir, tmp_path):
+    """Run pinned to one CPU (sched_setaffinity), the default is 1 worker, whatever the
+    machine's core count."""
+    script = (
+        "import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from edgecli.cli import main; sys.argv[0] = 'edgecli'; main()"
+    )
+    args = ["run", str(frames_dir), "-o", str(tmp_path / "out"), "--backend", "cpu", "-q"]
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args, "--json-summary", "-"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workers"] == 1
 
 
 def test_missing_output_option(frames_dir):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from edgecli import OptionError, Options
@@ -25,6 +27,7 @@ from edgecli import OptionError, Options
         ("batch", 0, "batch must be >= 1, got 0"),
         ("streams", 0, "streams must be >= 1, got 0"),
         ("device", -1, "device must be >= 0, got -1"),
+        ("max_memory", 0, "max_memory must be >= 1, got 0"),
     ],
 )
 def test_bad_values_are_named(field, value, message):
@@ -32,6 +35,17 @@ def test_bad_values_are_named(field, value, message):
     with pytest.raises(OptionError) as caught:
         Options(**{field: value})
     assert str(caught.value) == message
+
+
+def test_workers_are_capped_at_four_per_usable_core():
+    """More than 4 workers per CPU this process may use is refused, naming the limit and the
+    value; 4 per core is allowed."""
+    limit = 4 * len(os.sched_getaffinity(0))
+    assert Options(workers=limit).worker_count == limit
+    with pytest.raises(OptionError) as caught:
+        Options(workers=99999999999)
+    assert str(caught.value).startswith(f"workers must be <= {limit} (4 per usable CPU core")
+    assert str(caught.value).endswith(", got 99999999999")
 
 
 def test_threshold_is_clamped_where_it_stops_mattering():

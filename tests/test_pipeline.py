@@ -293,3 +293,99 @@ def test_several_videos_keep_their_frames_and_names(fake_gpu, tmp_path):
             png = tmp_path / "out" / f"{clip}_{i:06d}.png"
             edges = cv2.imread(str(png), cv2.IMREAD_GRAYSCALE)
             np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
+
+
+def count_frames_in_flight(monkeypatch) -> dict:
+    """Count the frames between the start of their decode and their PNG written (the
+    still images' and, through ``Frame``, nothing else); returns the counts, with the peak."""
+    counts = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+    real_decode, real_write = ImageSource.decode, pipeline.write_atomic
+
+    def decode(source, max_pixels):
+        with lock:
+            counts["now"] += 1
+            counts["peak"] = max(counts["peak"], counts["now"])
+        return real_decode(source, max_pixels)
+
+    def write(path, data):
+        time.sleep(0.01)  # a slow disk: decodes run ahead unless the budget holds them back
+        real_write(path, data)
+        with lock:
+            counts["now"] -= 1
+
+    monkeypatch.setattr(ImageSource, "decode", decode)
+    monkeypatch.setattr(pipeline, "write_atomic", write)
+    return counts
+
+
+def flat_pngs(folder, count: int, side: int):
+    """``count`` PNGs of side x side pixels that compress to almost nothing: large frames
+    from small files."""
+    folder.mkdir()
+    for i in range(count):
+        frame = np.full((side, side, 3), 40 * i, np.uint8)
+        frame[side // 2 :, : side // 3] = 255
+        cv2.imwrite(str(folder / f"f{i:03d}.png"), frame)
+    return folder
+
+
+def test_frames_in_flight_stay_within_the_memory_budget(tmp_path, monkeypatch):
+    """Under --max-memory room for two frames (not for the six), the run completes, every
+    frame written, with never more than two frames between decode and write."""
+    from edgecli.memory import HOST_BYTES_PER_PIXEL
+
+    folder = flat_pngs(tmp_path / "in", 6, 600)
+    frame_cost = 600 * 600 * HOST_BYTES_PER_PIXEL
+    counts = count_frames_in_flight(monkeypatch)
+    summary = edgecli.process(
+        folder, tmp_path / "out", backend="cpu", workers=2, max_memory=int(2.5 * frame_cost)
+    )
+    assert summary.frames == 6 and summary.failed == []
+    assert counts["now"] == 0 and 1 <= counts["peak"] <= 2
+    for i in range(6):
+        edges = cv2.imread(str(tmp_path / "out" / f"f{i:03d}.png"), cv2.IMREAD_GRAYSCALE)
+        source = cv2.imread(str(folder / f"f{i:03d}.png"), cv2.IMREAD_COLOR)
+        assert np.array_equal(edges, plain_edges(source, 100, "l1", "replicate"))
+
+
+@pytest.mark.parametrize("kind", ["tiff", "gpu-path"])
+def test_a_budget_for_one_frame_never_deadlocks(tmp_path, kind, fake_gpu):
+    """Room for just one frame: multi-page files on their reader, and the GPU path with
+    batches of 4, still run to the end (each frame waits for the one before it)."""
+    from edgecli.memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL
+
+    if kind == "tiff":
+        pages = [np.full((300, 300, 3), 60 * i, np.uint8) for i in range(4)]
+        for name in ("a.tiff", "b.tiff"):
+            (tmp_path / "in").mkdir(exist_ok=True)
+            assert cv2.imwritemulti(str(tmp_path / "in" / name), pages)
+        budget, expected, backend = int(1.5 * 300 * 300 * HOST_BYTES_PER_PIXEL), 8, "cpu"
+    else:
+        flat_pngs(tmp_path / "in", 6, 300)
+        budget, expected, backend = int(1.5 * 300 * 300 * DECODED_BYTES_PER_PIXEL), 6, "auto"
+    summary = edgecli.process(
+        tmp_path / "in", tmp_path / "out", backend=backend, workers=2, batch=4, max_memory=budget
+    )
+    assert summary.frames == expected and summary.failed == []
+
+
+def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
+    """A frame that could not fit even alone: exit 1, one Error line naming the file, what it
+    needs and the budget; under skip, the frames that fit are written (exit 3)."""
+    from .test_cli import invoke
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "small.png"), np.zeros((10, 10, 3), np.uint8))
+    cv2.imwrite(str(folder / "wide.png"), np.zeros((100, 2000, 3), np.uint8))
+    args = ["run", folder, "-o", tmp_path / "out", "--backend", "cpu", "--max-memory", "1M"]
+    result = invoke(*args)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: {folder / 'wide.png'}: a frame this size needs 4800000 bytes in flight, "
+        "more than the memory budget of 1048576 bytes (raise it with --max-memory)\n"
+    )
+    result = invoke(*args, "--on-error", "skip", "-q")
+    assert result.exit_code == 3
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["small.png"]

@@ -418,3 +418,109 @@ def test_header_sizes_read_without_pil_agree_with_pil(tmp_path):
     assert declared_pixels(tmp_path / "cut.jpg") == _pil_pixels(tmp_path / "cut.jpg")
     assert declared_pixels(cut) == _pil_pixels(tmp_path / "cut.jpg")
     assert declared_pixels(tmp_path / "missing.jpg") is None
+
+
+TIFF_PAGES = [photo(40, 60, seed=i) for i in range(5)]
+
+
+def five_page_tiff(path: Path, *, keep: float = 1.0, bad_page: int | None = None) -> list:
+    """A 5-page TIFF written by cv2.imwritemulti, cut to ``keep`` of its bytes, or with the
+    strip of ``bad_page`` pointed past the end of the file; returns the pages that decoding
+    each one alone (cv2.imreadmulti, start=i, count=1) gives: an array, or None."""
+    import struct
+
+    assert cv2.imwritemulti(str(path), TIFF_PAGES)
+    data = bytearray(path.read_bytes())
+    if bad_page is not None:  # walk the directories to the page's StripOffsets (tag 273)
+        offset, page = struct.unpack("<I", data[4:8])[0], 0
+        while offset:
+            entries = struct.unpack("<H", data[offset : offset + 2])[0]
+            for at in range(offset + 2, offset + 2 + 12 * entries, 12):
+                tag, _, count, value = struct.unpack("<HHII", data[at : at + 12])
+                if page == bad_page and tag == 273:
+                    where = [at + 8] if count == 1 else [value + 4 * j for j in range(count)]
+                    for position in where:
+                        struct.pack_into("<I", data, position, 10**8)
+            offset = struct.unpack("<I", data[at + 12 : at + 16])[0]
+            page += 1
+    path.write_bytes(bytes(data[: int(len(data) * keep)]))
+    alone, level = [], cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)  # libtiff's complaints
+    for i in range(len(TIFF_PAGES)):
+        ok, mats = cv2.imreadmulti(str(path), i, 1, flags=cv2.IMREAD_COLOR)
+        alone.append(mats[0] if ok and mats else None)
+    cv2.utils.logging.setLogLevel(level)
+    return alone
+
+
+def first_missing(pages: list) -> int:
+    return [page is None for page in pages].index(True)
+
+
+def test_a_truncated_tiff_fails_naming_the_first_page_it_cannot_read(tmp_path, capfd):
+    """A 5-page TIFF cut short: exit 1, one Error line naming the first page that does not
+    decode, the pages before it written, and nothing of libtiff's on stderr."""
+    from .test_cli import invoke
+
+    alone = five_page_tiff(tmp_path / "scan.tiff", keep=0.7)
+    readable = first_missing(alone)
+    assert 0 < readable < 5 and all(page is None for page in alone[readable:])
+    capfd.readouterr()
+    result = invoke("run", tmp_path / "scan.tiff", "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {tmp_path / 'scan.tiff'} [frame {readable}]: ")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+    assert "TIFF" not in capfd.readouterr().err  # libtiff's own lines, printed by OpenCV
+
+
+def test_a_truncated_tiff_under_skip_writes_the_pages_it_can(tmp_path, capfd):
+    """Under --on-error skip the readable pages of a cut TIFF are written, each as decoding
+    it alone gives it, and the first page that is not is listed as failed (exit 3)."""
+    alone = five_page_tiff(tmp_path / "scan.tiff", keep=0.7)
+    readable = first_missing(alone)
+    capfd.readouterr()
+    summary = edgecli.process(
+        tmp_path / "scan.tiff", tmp_path / "out", backend="cpu", on_error="skip"
+    )
+    assert [f["source"] for f in summary.failed] == [f"{tmp_path / 'scan.tiff'} [frame {readable}]"]
+    outputs = {
+        p.name: cv2.imread(str(p), cv2.IMREAD_GRAYSCALE) for p in (tmp_path / "out").glob("*.png")
+    }
+    assert sorted(outputs) == [f"scan_{i:06d}.png" for i in range(readable)]
+    for i in range(readable):
+        expected = plain_edges(alone[i], 100, "l1", "replicate")
+        assert np.array_equal(outputs[f"scan_{i:06d}.png"], expected)
+    assert "TIFF" not in capfd.readouterr().err
+
+
+def test_a_tiff_page_that_cannot_be_read_between_good_ones(tmp_path, capfd):
+    """A page whose data lies past the end of the file fails alone: under skip the pages
+    before and after it are written, and it is listed by its index."""
+    alone = five_page_tiff(tmp_path / "scan.tiff", bad_page=2)
+    assert [page is None for page in alone] == [False, False, True, False, False]
+    capfd.readouterr()
+    summary = edgecli.process(
+        tmp_path / "scan.tiff", tmp_path / "out", backend="cpu", on_error="skip"
+    )
+    assert [f["source"] for f in summary.failed] == [f"{tmp_path / 'scan.tiff'} [frame 2]"]
+    written = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert written == [f"scan_{i:06d}.png" for i in (0, 1, 3, 4)]
+    assert "TIFF" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("kind, keep", [("gif", 0.4), ("gif", 0.6), ("gif", 0.8), ("apng", 0.6)])
+def test_a_truncated_animation_names_the_frame_that_is_cut(tmp_path, kind, keep):
+    """A GIF/APNG cut short: the frames that decode are written and the failure names the
+    first one that does not (not the last one written)."""
+    path = tmp_path / ("anim.gif" if kind == "gif" else "anim.png")
+    frames_rgb = np.stack([photo(30, 40, seed=i)[:, :, ::-1] for i in range(4)])
+    data = iio.imwrite("<bytes>", frames_rgb, extension=path.suffix, loop=0)
+    path.write_bytes(data[: int(len(data) * keep)])
+    decoded = []
+    with pytest.raises((OSError, IndexError)):  # what imageio gives: frames, then an error
+        for frame in iio.imiter(path):
+            decoded.append(frame)
+    summary = edgecli.process(path, tmp_path / "out", backend="cpu", on_error="skip")
+    assert [f["source"] for f in summary.failed] == [f"{path} [frame {len(decoded)}]"]
+    written = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert written == [f"anim_{i:06d}.png" for i in range(len(decoded))]

@@ -3,7 +3,7 @@ and its stage."""
 
 from __future__ import annotations
 
-from edgecli.timing import find_bottleneck
+from edgecli.timing import StageClock, find_bottleneck
 
 
 def _stages(**total_ms: float) -> dict:
@@ -51,5 +51,33 @@ def test_reading_videos_in_order_can_be_the_bottleneck():
     )
 
 
-def test_a_gpu_with_no_time_still_names_a_stage():
-    assert find_bottleneck(_stages(kernel=0), wall_s=1.0, workers=4)[0] == "kernel"
+def test_a_gpu_with_no_time_is_not_a_bottleneck():
+    """A GPU that spent no time is not saturated: nothing is named."""
+    assert find_bottleneck(_stages(kernel=0), wall_s=1.0, workers=4)[0] == "none"
+
+
+def test_a_run_whose_workers_were_mostly_idle_is_not_bound():
+    """Workers busy 43% of the wall time (a 12-frame run, say) saturate nothing: the
+    bottleneck is "none" and the detail says how busy the busiest resource was."""
+    stages = _stages(decode=500, compute=160, encode=140, write=60)
+    assert find_bottleneck(stages, wall_s=1.0, workers=2) == (
+        "none",
+        "not bound: the busiest resource, the 2 worker thread(s), was busy 43% of the wall "
+        "time (under 70%: the run was too short, or waited on I/O)",
+    )
+
+
+def test_a_resource_busy_just_over_the_threshold_is_the_bottleneck():
+    """At 70% busy the workers are saturated enough to name their longest stage."""
+    stages = _stages(decode=1000, encode=400)
+    assert find_bottleneck(stages, wall_s=1.0, workers=2)[0] == "decode"
+    assert find_bottleneck(stages, wall_s=1.01, workers=2)[0] == "none"
+
+
+def test_timings_csv_ends_lines_with_newline_only(tmp_path):
+    """The timings CSV uses \\n line ends, not csv's default \\r\\n."""
+    clock = StageClock(per_frame=True)
+    clock.record("decode", 1.5, "a.png")
+    clock.record("write", 0.25, "a.png")
+    clock.write_csv(tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_bytes() == b"frame,decode_ms,write_ms\na.png,1.500,0.250\n"

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
+import cv2
+import numpy as np
 import pytest
 
 from edgecli.workers import PriorityPool
+
+from .media import REPO
+from .test_pipeline import make_frames
 
 
 def _blocked_pool() -> tuple[PriorityPool, threading.Event]:
@@ -83,3 +91,89 @@ def test_threads_are_named_and_counted():
 def test_at_least_one_worker():
     with pytest.raises(ValueError, match="at least 1"):
         PriorityPool(0, "test-pool")
+
+
+REFUSE_THREADS = """
+import threading, sys
+real_start, started, allowed = threading.Thread.start, [], [int(sys.argv[1])]
+def start(thread):  # as threading does once RLIMIT_NPROC (ulimit -u) is reached
+    if len(started) >= allowed[0]:
+        raise RuntimeError("can't start new thread")
+    started.append(thread)
+    real_start(thread)
+threading.Thread.start = start
+"""
+
+
+def with_threads_refused(after: int, code: str, *args) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python whose threading refuses every thread after the first
+    ``after``. It must exit within 30 s: a thread left waiting keeps a process from exiting."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", REFUSE_THREADS + code, str(after), *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("hung: the threads that did start were never stopped")
+
+
+def test_a_pool_whose_threads_cannot_all_start_stops_those_that_did():
+    """The 4th thread of 6 refused: an EdgecliError naming it and the system's refusal, and
+    the 3 threads started already are stopped (the process exits)."""
+    code = """
+from edgecli import EdgecliError
+from edgecli.workers import PriorityPool
+try:
+    PriorityPool(6, "test-pool")
+except EdgecliError as exc:
+    print(exc, threading.active_count())
+"""
+    result = with_threads_refused(3, code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("cannot start worker thread 4 of 6 (can't start new thread)")
+    assert result.stdout.endswith(" 1\n")  # only the main thread is left
+
+
+@pytest.mark.parametrize(
+    "kind, after, refused",
+    [
+        ("folder", 2, "worker thread 3 of 3"),
+        ("tiff", 3, "a reader thread"),  # the workers start, a multi-page file's reader not
+    ],
+)
+def test_a_run_that_cannot_start_its_threads_fails_with_one_error(tmp_path, kind, after, refused):
+    """A run whose worker or reader threads are refused raises an EdgecliError with exit
+    code 1 naming the thread, and leaves no thread of its own running."""
+    if kind == "folder":
+        source = make_frames(tmp_path / "in", [(10, 10)] * 3)
+    else:
+        source = tmp_path / "pages.tiff"
+        assert cv2.imwritemulti(str(source), [np.zeros((8, 8, 3), np.uint8)] * 3)
+    code = """
+import edgecli
+allowed[0] = 1000  # a normal run first: what it leaves running (tqdm's monitor) is not ours
+edgecli.process(sys.argv[2], sys.argv[3], backend="cpu", workers=3)
+threads, allowed[0] = threading.active_count(), len(started) + int(sys.argv[1])
+try:
+    edgecli.process(sys.argv[2], sys.argv[3], backend="cpu", workers=3)
+except edgecli.EdgecliError as exc:
+    print(exc.exit_code, exc, threading.active_count() - threads, sep="|")
+"""
+    result = with_threads_refused(after, code, source, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    code, message, more_threads = result.stdout.rstrip("\n").split("|")
+    assert (code, more_threads) == ("1", "0") and message.startswith(f"cannot start {refused} (")
+
+
+def test_the_command_reports_threads_it_cannot_start_in_one_line(tmp_path):
+    """edgecli run with its threads refused: exit 1, one Error line, no traceback."""
+    folder = make_frames(tmp_path / "in", [(10, 10)] * 3)
+    code = "from edgecli.cli import main; sys.argv[:2] = ['edgecli']; main()"
+    args = ["run", folder, "-o", tmp_path / "out", "--backend", "cpu", "--workers", "2"]
+    result = with_threads_refused(0, code, *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: cannot start worker thread 1 of 2 (can't start new")
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
