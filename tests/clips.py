@@ -1,0 +1,93 @@
+"""Video clips made and taken apart with the ffmpeg binary of imageio-ffmpeg (a dev extra).
+
+Imported, not skipped: without imageio-ffmpeg the tests that use it fail at collection.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import cv2
+import imageio_ffmpeg
+import numpy as np
+
+FFMPEG = imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def encode(path: Path, frames: list[np.ndarray], *, pix_fmt: str = "yuv420p", args=()) -> Path:
+    """Encode BGR frames with libx264 (``args`` adds tags or options); returns ``path``."""
+    height, width = frames[0].shape[:2]
+    command = [FFMPEG, "-v", "error", "-f", "rawvideo", "-pix_fmt", "bgr24"]
+    command += ["-s", f"{width}x{height}", "-r", "10", "-i", "-"]
+    command += ["-c:v", "libx264", "-preset", "ultrafast", "-crf", "12", "-pix_fmt", pix_fmt]
+    command += [*args, "-y", str(path)]
+    subprocess.run(command, input=b"".join(f.tobytes() for f in frames), check=True)
+    return path
+
+
+def decode_planes(path: Path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """FFmpeg's decode of an 8-bit 4:2:0 stream as (Y, U, V) planes, unconverted, per frame."""
+    info = probe(path)
+    width, height = info["width"], info["height"]
+    raw = subprocess.run(
+        [FFMPEG, "-v", "error", "-i", str(path), "-f", "rawvideo", "-"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    cw, ch = (width + 1) // 2, (height + 1) // 2
+    size = width * height + 2 * cw * ch
+    assert len(raw) % size == 0, f"{path}: {len(raw)} bytes is no whole number of 4:2:0 frames"
+    planes = []
+    for start in range(0, len(raw), size):
+        frame = np.frombuffer(raw, np.uint8, size, start)
+        y = frame[: width * height].reshape(height, width)
+        u = frame[width * height : width * height + cw * ch].reshape(ch, cw)
+        v = frame[width * height + cw * ch :].reshape(ch, cw)
+        planes.append((y, u, v))
+    return planes
+
+
+def read_frames(path: Path) -> list[np.ndarray]:
+    """Every frame as cv2.VideoCapture.read() gives it."""
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return parts + [text[start:].strip()]
+
+
+def probe(path: Path) -> dict:
+    """The video stream's pix_fmt, color_range, color_space, width and height, as ffprobe names
+    them (read from ``ffmpeg -i``; the range and matrix are None where the stream leaves them
+    unspecified)."""
+    stderr = subprocess.run([FFMPEG, "-hide_banner", "-i", str(path)], capture_output=True).stderr
+    line = re.search(r"Video: (.*)", stderr.decode()).group(1)
+    fields = _split_top_level(line)
+    pix_fmt, _, tags = fields[1].partition("(")
+    tags = [t.strip() for t in tags.rstrip(")").split(",") if t.strip()]
+    width, height = map(int, re.match(r"(\d+)x(\d+)", fields[2]).groups())
+    color_range = next((t for t in tags if t in ("tv", "pc")), None)
+    matrices = [t.split("/")[0] for t in tags if t not in ("tv", "pc", "progressive")]
+    return {
+        "pix_fmt": pix_fmt,
+        "color_range": color_range,
+        "color_space": matrices[0] if matrices else None,
+        "width": width,
+        "height": height,
+    }
