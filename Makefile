@@ -16,7 +16,7 @@ CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && (
 	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
-	bench-png-threads bench-cpu sample-frames clean
+	bench-png-threads bench-cpu sample-frames clean turbojpeg
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# tests/test_jpeg_planes.py reads a JPEG's planes through the system's libturbojpeg: install it
+# where apt-get can (root on Debian or Ubuntu); elsewhere they skip, saying why (under CI: fail).
+turbojpeg:
+	@ldconfig -p 2>/dev/null | grep -q libturbojpeg || { [ "$$(id -u)" = 0 ] \
+		&& command -v apt-get >/dev/null && apt-get update -qq \
+		&& apt-get install -y -qq libturbojpeg0 >/dev/null 2>&1; } \
+		|| echo "libturbojpeg not installed: the JPEG plane tests skip (fail under CI)"
+
 demo: $(STAMP)
 	$(VENV)/bin/edgecli run sample_frames -o $(DEMO_OUT)
 	@echo "edge maps written to $(DEMO_OUT)/"
 
-test: $(STAMP)
+test: $(STAMP) turbojpeg
 	$(MAKE) kernel-check
 	$(PY) -m pytest
 

@@ -1,0 +1,83 @@
+"""A JPEG's component planes as libjpeg-turbo decodes them, before upsampling (tests only).
+
+TurboJPEG's ``tjDecompressToYUVPlanes`` runs the decoder with ``raw_data_out``: Y, Cb and Cr
+after the (ISLOW) IDCT, each at its own sampling, cropped to the component's size - what
+nvJPEG's ``NVJPEG_OUTPUT_YUV`` hands over. The library is the system's libturbojpeg (Debian:
+``libturbojpeg0``, which ``make test`` installs where it can); the TurboJPEG 2 API used here
+is kept by libjpeg-turbo 3. ``load()`` returns None where the library is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+import numpy as np
+
+# TJSAMP_* in turbojpeg.h (441 from libjpeg-turbo 3.0 on).
+SUBSAMPLINGS = {0: "444", 1: "422", 2: "420", 3: "gray", 4: "440", 5: "411", 6: "441"}
+
+
+class TurboJPEGError(RuntimeError):
+    pass
+
+
+@functools.cache
+def load() -> ctypes.CDLL | None:
+    """The system's libturbojpeg, or None where it is not installed."""
+    for name in (ctypes.util.find_library("turbojpeg"), "libturbojpeg.so.0"):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        lib.tjInitDecompress.restype = ctypes.c_void_p
+        lib.tjDestroy.argtypes = [ctypes.c_void_p]
+        lib.tjGetErrorStr2.restype = ctypes.c_char_p
+        lib.tjGetErrorStr2.argtypes = [ctypes.c_void_p]
+        lib.tjDecompressHeader3.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ulong]
+        lib.tjDecompressHeader3.argtypes += [ctypes.POINTER(ctypes.c_int)] * 4
+        lib.tjPlaneWidth.argtypes = lib.tjPlaneHeight.argtypes = [ctypes.c_int] * 3
+        lib.tjDecompressToYUVPlanes.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_ulong,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int),
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
+        return lib
+    return None
+
+
+def decode_planes(data: bytes) -> tuple[list[np.ndarray], str, int, int]:
+    """``([Y] or [Y, Cb, Cr], subsampling, width, height)`` of a baseline JPEG."""
+    lib = load()
+    if lib is None:
+        raise TurboJPEGError("libturbojpeg is not installed")
+    handle = lib.tjInitDecompress()
+    try:
+        width, height, samp, colorspace = (ctypes.c_int() for _ in range(4))
+        if lib.tjDecompressHeader3(handle, data, len(data), width, height, samp, colorspace):
+            raise TurboJPEGError(lib.tjGetErrorStr2(handle).decode())
+        width, height, samp = width.value, height.value, samp.value
+        count = 1 if SUBSAMPLINGS[samp] == "gray" else 3
+        shapes = [
+            (lib.tjPlaneHeight(i, height, samp), lib.tjPlaneWidth(i, width, samp))
+            for i in range(count)
+        ]
+        planes = [np.zeros(shape, np.uint8) for shape in shapes]
+        pointers = (ctypes.c_void_p * 3)(*(p.ctypes.data for p in planes))
+        strides = (ctypes.c_int * 3)(*(p.shape[1] for p in planes))
+        if lib.tjDecompressToYUVPlanes(handle, data, len(data), pointers, 0, strides, 0, 0):
+            raise TurboJPEGError(lib.tjGetErrorStr2(handle).decode())
+        # TurboJPEG pads the Y plane to whole chroma samples (a 15 x 15 4:2:0 file has a
+        # 16 x 16 Y plane, its chroma planes 8 x 8): crop it to the image.
+        planes[0] = planes[0][:height, :width]
+        return planes, SUBSAMPLINGS[samp], width, height
+    finally:
+        lib.tjDestroy(handle)
