@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from edgecli import yuv
-from tests.clips import decode_planes, encode, probe, read_frames
+
+# The clips are made and decoded to planes by imageio-ffmpeg's ffmpeg (a dev extra, so make
+# test has it; the GPU host has not, and runs only the gpu-marked tests).
+pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
+from tests.clips import decode_planes, encode, probe, read_frames  # noqa: E402
 from tests.media import REPO, photo
 
 
