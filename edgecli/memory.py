@@ -17,10 +17,12 @@ import threading
 from .errors import FrameError
 
 # What one frame costs while it is in flight, per pixel. On the host (the CPU backend) it is
-# its decoded pixels (3 bytes), its luma and gradients and its edge map: one 8192 x 8192 PNG
-# peaked at 1.57 GB of resident memory on one worker, 23 bytes a pixel over the interpreter's
-# own. On the GPU path the host holds only the decoded pixels until they are copied.
-HOST_BYTES_PER_PIXEL = 24
+# its file's bytes, its decoded pixels (3 bytes), its luma, int16 gradients and its edge map:
+# one 8192 x 8192 PNG (61 MB) peaked at 584 MB of resident memory on one worker, 7.9 bytes a
+# pixel over the interpreter's own 55 MB (2-core development machine, 2026-12-01); 10 leaves
+# room for what a worker's allocator keeps. On the GPU path the host holds only the decoded
+# pixels until they are copied.
+HOST_BYTES_PER_PIXEL = 10
 DECODED_BYTES_PER_PIXEL = 3
 
 # The default budget: this share of the memory available when the run starts.
