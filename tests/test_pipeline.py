@@ -373,6 +373,8 @@ def test_a_budget_for_one_frame_never_deadlocks(tmp_path, kind, fake_gpu):
 def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
     """A frame that could not fit even alone: exit 1, one Error line naming the file, what it
     needs and the budget; under skip, the frames that fit are written (exit 3)."""
+    from edgecli.memory import HOST_BYTES_PER_PIXEL
+
     from .test_cli import invoke
 
     folder = tmp_path / "in"
@@ -383,7 +385,8 @@ def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
     result = invoke(*args)
     assert result.exit_code == 1
     assert result.stderr == (
-        f"Error: {folder / 'wide.png'}: a frame this size needs 4800000 bytes in flight, "
+        f"Error: {folder / 'wide.png'}: a frame this size needs "
+        f"{100 * 2000 * HOST_BYTES_PER_PIXEL} bytes in flight, "
         "more than the memory budget of 1048576 bytes (raise it with --max-memory)\n"
     )
     result = invoke(*args, "--on-error", "skip", "-q")
