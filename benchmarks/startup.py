@@ -6,7 +6,10 @@
    DIR -q`` with ``--backend cpu`` and, where CUDA is usable, ``--backend cuda``: the first CUDA
    run with an empty kernel cache (it compiles), then ``--runs`` runs of each with the cache
    filled, interleaved; the median and range of their wall times.
-2. Phases, each once in order in one fresh process (imports and the CUDA context cold, the
+2. With CUDA, the same CUDA run with and without edgecli's early driver start
+   (``edgecli/driver.py``; off: ``start_driver`` replaced by a no-op), interleaved, with when
+   ``main()`` returned.
+3. Phases, each once in order in one fresh process (imports and the CUDA context cold, the
    kernel cache warm): imports, device query, context, kernel load, backend, the first batch.
 
 Prints a short table last.
@@ -58,6 +61,35 @@ lap("second detect() (buffers reused)")
 """
 
 
+# A one-image CUDA run that reports when main() returned; {prelude} runs first.
+TIMED_RUN = """
+import sys, time
+t0 = time.perf_counter()
+{prelude}
+from edgecli.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(f"MAIN {{time.perf_counter() - t0:.3f}}", file=sys.stderr)
+"""
+NO_EARLY_DRIVER = "import edgecli.driver as d; d.start_driver = lambda device: None"
+
+
+def timed_cuda_run(image: Path, prelude: str, env: dict) -> tuple[float, float]:
+    """Wall seconds of a one-image CUDA run, and when its main() returned."""
+    with tempfile.TemporaryDirectory(prefix="edgecli-startup-") as out:
+        code = TIMED_RUN.format(prelude=prelude)
+        command = [sys.executable, "-c", code, "run", str(image), "-o", out, "-q"]
+        start = time.perf_counter()
+        done = subprocess.run([*command, "--backend", "cuda"], env=env, capture_output=True)
+        wall = time.perf_counter() - start
+    marks = [line for line in done.stderr.decode().splitlines() if line.startswith("MAIN ")]
+    if done.returncode or not marks:
+        raise SystemExit(f"startup.py: a timed CUDA run failed:\n{done.stderr.decode()}")
+    return wall, float(marks[-1].split()[1])
+
+
 def run_once(image: Path, backend: str, env: dict) -> float:
     with tempfile.TemporaryDirectory(prefix="edgecli-startup-") as out:
         command = [sys.executable, "-m", "edgecli", "run", str(image), "-o", out, "-q"]
@@ -105,6 +137,20 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         if "cuda" in backends:
+            early: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
+            for _ in range(args.runs):
+                early["with"].append(timed_cuda_run(args.image, "", env))
+                early["without"].append(timed_cuda_run(args.image, NO_EARLY_DRIVER, env))
+            for how, runs in early.items():
+                walls = [wall for wall, _ in runs]
+                rows.append(
+                    (
+                        f"cuda, {how} the early driver start",
+                        f"median {statistics.median(walls):.3f} s "
+                        f"(range {min(walls):.3f}-{max(walls):.3f}), main() done at "
+                        f"{statistics.median(m for _, m in runs):.3f} s",
+                    )
+                )
             phases = subprocess.run(
                 [sys.executable, "-c", f"IMAGE = {str(args.image)!r}\n" + PHASES],
                 env=env,
