@@ -9,7 +9,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import cv2
 import imageio_ffmpeg
 import numpy as np
 
@@ -47,19 +46,6 @@ def decode_planes(path: Path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]
         v = frame[width * height + cw * ch :].reshape(ch, cw)
         planes.append((y, u, v))
     return planes
-
-
-def read_frames(path: Path) -> list[np.ndarray]:
-    """Every frame as cv2.VideoCapture.read() gives it."""
-    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
-    frames = []
-    while True:
-        ok, frame = capture.read()
-        if not ok:
-            break
-        frames.append(frame)
-    capture.release()
-    return frames
 
 
 def _split_top_level(text: str) -> list[str]:

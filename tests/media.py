@@ -46,12 +46,17 @@ def write_video(path: Path, frames: list[np.ndarray], fourcc: str = "MJPG", fps:
     for frame in frames:
         writer.write(frame)
     writer.release()
+    return read_frames(path)
+
+
+def read_frames(path: Path) -> list[np.ndarray]:
+    """Every frame of a video as cv2.VideoCapture.read() gives it (edgecli's CPU decoder)."""
     capture = cv2.VideoCapture(str(path))
-    decoded = []
+    frames = []
     while True:
         ok, frame = capture.read()
         if not ok:
             break
-        decoded.append(frame)
+        frames.append(frame)
     capture.release()
-    return decoded
+    return frames

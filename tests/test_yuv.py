@@ -12,8 +12,8 @@ from edgecli import yuv
 # The clips are made and decoded to planes by imageio-ffmpeg's ffmpeg (a dev extra, so make
 # test has it; the GPU host has not, and runs only the gpu-marked tests).
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
-from tests.clips import decode_planes, encode, probe, read_frames  # noqa: E402
-from tests.media import REPO, photo
+from tests.clips import decode_planes, encode, probe  # noqa: E402
+from tests.media import REPO, photo, read_frames  # noqa: E402
 
 
 @pytest.fixture(scope="session")
