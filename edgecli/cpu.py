@@ -19,13 +19,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from . import reference
+from .cache import cache_dir
 from .errors import OutputError
 from .params import Options
 
@@ -34,12 +34,6 @@ CACHE_FILE = "luma-check.json"
 # caches and are reused, where all 2^24 at once faulted in 300 MB of fresh pages (0.5-0.9 s
 # for the check, against 0.15-0.3 s in steps, on the 2-core development machine).
 CHECK_STEP = 1 << 20
-
-
-def cache_dir() -> Path:
-    """edgecli's folder in the user's cache: $XDG_CACHE_HOME/edgecli, else ~/.cache/edgecli."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "edgecli"
 
 
 def opencv_build_key() -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .cache import cache_dir
 from .errors import OptionError
 from .params import BORDERS, NORMS
 
@@ -154,8 +155,7 @@ def forced_arch() -> int | None:
 def kernel_cache_dir() -> Path:
     """Where compiled kernels are kept across runs: ``$XDG_CACHE_HOME/edgecli/kernels`` (by
     default ``~/.cache/edgecli/kernels``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "edgecli", "kernels")
+    return cache_dir() / "kernels"
 
 
 def cache_key(source: str, options: tuple[str, ...], compiler: str) -> str:

@@ -42,7 +42,7 @@ What cv2 does (OpenCV 5.0.0 with its bundled libswscale 9.5, x86-64; measured):
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import platform
 import tempfile
 from collections.abc import Mapping
@@ -50,6 +50,11 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+
+from .cache import cache_dir
+from .cpu import opencv_build_key
+from .errors import OutputError
+from .sinks import write_atomic
 
 TABLE_SHAPE = (256, 256, 256, 3)
 
@@ -138,24 +143,11 @@ def closed_form_table(matrix: str = "bt601", *, full_range: bool = False) -> np.
     return np.stack([np.clip(c, 0, 255).astype(np.uint8) for c in bgr], axis=-1)
 
 
-def _cpu_features() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def cache_path() -> Path:
     """Where the table measured by this OpenCV build on this CPU is cached."""
-    key = "\n".join(
-        [cv2.__version__, cv2.getBuildInformation(), platform.machine(), _cpu_features()]
-    )
+    key = "\n".join([opencv_build_key(), platform.machine()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "edgecli" / f"yuv420-bt601-cv{cv2.__version__}-{digest}.npy"
+    return cache_dir() / f"yuv420-bt601-cv{cv2.__version__}-{digest}.npy"
 
 
 def load_table() -> np.ndarray:
@@ -168,18 +160,11 @@ def load_table() -> np.ndarray:
     except (OSError, ValueError):
         pass  # missing or damaged: measure again
     table = measure_table()
+    saved = io.BytesIO()
+    np.save(saved, table)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write under a temporary name and rename, so a concurrent reader never sees half a file.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, table)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
+        write_atomic(path, saved.getbuffer())  # a concurrent reader never sees half a file
+    except OutputError:
         pass  # an unwritable cache only costs a measurement next time
     return table
 
