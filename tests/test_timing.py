@@ -3,6 +3,10 @@ and its stage."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+from edgecli import timing
 from edgecli.timing import StageClock, find_bottleneck
 
 
@@ -81,3 +85,11 @@ def test_timings_csv_ends_lines_with_newline_only(tmp_path):
     clock.record("write", 0.25, "a.png")
     clock.write_csv(tmp_path / "t.csv")
     assert (tmp_path / "t.csv").read_bytes() == b"frame,decode_ms,write_ms\na.png,1.500,0.250\n"
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 101])
+def test_percentiles_are_numpy_s_linear_ones(size, rng):
+    """The summary's p50 and p95 equal np.percentile's (linear) on any number of samples."""
+    values = rng.random(size) * 100
+    for q in (0, 50, 95, 100):
+        assert timing.percentile(values, q) == pytest.approx(np.percentile(values, q), abs=1e-9)
