@@ -108,10 +108,18 @@ def begin(out_dir: Path, options: Options) -> bool:
 
 
 def finish(out_dir: Path, options: Options, written: Iterable[str]) -> None:
-    """Clear the record's ``mixed`` once every PNG in the folder is one this run wrote."""
+    """Clear the record's ``mixed`` once every PNG in the folder is one this run wrote.
+
+    Shards of one run (``--shard``) write into one folder at once: each vouches only for the
+    PNGs it wrote, so a shard clears the mark only where the folder holds no PNG but its
+    own (the others' PNGs, or stale ones, keep it). Nor does it clear a record that another
+    run has rewritten meanwhile with other options.
+    """
     written = set(written)
     if all(p.relative_to(out_dir).as_posix() in written for p in out_dir.rglob("*.png")):
-        write_manifest(out_dir, options, mixed=False)
+        manifest = read_manifest(out_dir)
+        if manifest is not None and manifest["options"] == recorded_options(options):
+            write_manifest(out_dir, options, mixed=False)
 
 
 def whole_png_pixels(path: Path, png_bits: int) -> int | None:
