@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import edgecli
+from edgecli import sinks
 from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 from edgecli.shards import partition, shard_of
@@ -316,3 +317,23 @@ def test_a_sole_shard_clears_a_mark_it_can_vouch_for(tmp_path, n):
     edgecli.process(folder, out, backend="cpu", shard=(owner, n))
     assert json.loads((out / MANIFEST_NAME).read_text())["mixed"] is False
     assert set(os.listdir(out)) == {MANIFEST_NAME, "big.png"}
+
+
+def test_another_hosts_temporaries_are_kept_until_stale(media, tmp_path):
+    """In a folder shared by shards on several hosts, a run removes its own host's dead
+    temporaries and another host's old ones, but keeps another host's recent ones (its
+    writer may be alive: a PID says nothing about another host)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = 999999999  # no such process here
+    mine = out / f".edgecli-{dead}-0@{sinks._HOST}.tmp"
+    recent = out / f".edgecli-{dead}-0@other-host.example.tmp"
+    old = out / f".edgecli-{dead}-1@other-host.example.tmp"
+    for temp in (mine, recent, old):
+        temp.write_bytes(b"partial")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+    edgecli.process(media / "shots" / "shot0.jpg", out, backend="cpu", shard=(0, 1))
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [MANIFEST_NAME, "shot0.png", recent.name]
+    )
