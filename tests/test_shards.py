@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import edgecli
-from edgecli import sinks
+from edgecli import resume, sinks
 from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 from edgecli.shards import partition, shard_of
@@ -337,3 +337,25 @@ def test_another_hosts_temporaries_are_kept_until_stale(media, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [MANIFEST_NAME, "shot0.png", recent.name]
     )
+
+
+def test_a_shard_starting_beside_another_does_not_mark_the_folder_mixed(media, tmp_path):
+    """Two shards begin at once on a new folder, the other recording the options and writing
+    its first PNG just as this one reads the record: the record stays unmixed."""
+    out = tmp_path / "out"
+    out.mkdir()
+    options = edgecli.Options(backend="cpu", shard=(0, 2))
+    first_png = (plain_run(media, "glob", tmp_path / "clean") / "shot4.png").read_bytes()
+    read = resume.read_manifest
+
+    def other_shard_starts(folder):
+        found = read(folder)
+        if not (folder / "shot4.png").exists():  # the other shard: its record, then a PNG
+            resume.write_manifest(folder, edgecli.Options(shard=(1, 2)), mixed=False)
+            (folder / "shot4.png").write_bytes(first_png)
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resume, "read_manifest", other_shard_starts)
+        assert resume.begin(out, options) is False
+    assert json.loads((out / MANIFEST_NAME).read_text())["mixed"] is False
