@@ -70,7 +70,8 @@ def process(input, output, **options):
 
     ``input`` is a folder, a video, an image, a multi-frame image or a glob, or a list of
     them (read in order); ``output`` is the folder to write into. Keyword options are the
-    fields of :class:`Options`. (The command line also calls :func:`keep_freed_memory`
+    fields of :class:`Options`; ``shard=(i, n)`` runs only part ``i`` of ``n`` of the
+    sources (:mod:`edgecli.shards`). (The command line also calls :func:`keep_freed_memory`
     first; a script may too.)
     """
     from .pipeline import run

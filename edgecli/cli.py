@@ -20,6 +20,7 @@ import click
 from . import __version__
 from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError
 from .params import BACKENDS, BORDERS, NORMS, ON_ERROR, Options
+from .shards import parse_shard
 
 
 class EdgecliClickError(click.ClickException):
@@ -212,6 +213,13 @@ def main() -> None:
     "that cannot fit alone fails.  [default: half the memory available]",
 )
 @click.option(
+    "--shard",
+    metavar="I/N",  # a str, parsed by edgecli.shards: a bad value is one Error: line, exit 2
+    default=None,
+    help="Run only part I of N (0 <= I < N) of the sources, split by size; N such runs "
+    "into one folder make the whole run.",
+)
+@click.option(
     "--json-summary",
     "json_summary",
     metavar="PATH|-",
@@ -226,7 +234,9 @@ def main() -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
 @click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
-def run(inputs, output, png_bits, json_summary, timings_csv, quiet, verbose, **fields) -> None:
+def run(
+    inputs, output, png_bits, shard, json_summary, timings_csv, quiet, verbose, **fields
+) -> None:
     """Detect edges in every frame of each INPUT and write one PNG per frame.
 
     An INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
@@ -259,7 +269,8 @@ def run(inputs, output, png_bits, json_summary, timings_csv, quiet, verbose, **f
             warn(message)
 
     try:
-        options = Options(png_bits=int(png_bits), **fields)
+        shard = None if shard is None else parse_shard(shard)
+        options = Options(png_bits=int(png_bits), shard=shard, **fields)
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
         with stop_on_signals() as (stop, received):

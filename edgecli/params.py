@@ -10,6 +10,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from .errors import OptionError
+from .shards import check_shard
 
 NORMS = ("l1", "l2")
 BORDERS = ("replicate", "reflect101", "constant")
@@ -87,6 +88,8 @@ class Options:
     max_pixels: int = DEFAULT_MAX_PIXELS
     # Bytes of frames in flight at once (edgecli.memory); None: half the memory available.
     max_memory: int | None = None
+    # (i, n): run only shard i of n (edgecli.shards); None: the whole run.
+    shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         _check_int("threshold", self.threshold, 0)
@@ -108,6 +111,10 @@ class Options:
         _check_int("max_pixels", self.max_pixels, 1)
         if self.max_memory is not None:
             _check_int("max_memory", self.max_memory, 1)
+        if self.shard is not None:
+            if isinstance(self.shard, list):  # as JSON gives it
+                object.__setattr__(self, "shard", tuple(self.shard))
+            check_shard(self.shard)
 
     @property
     def effective_threshold(self) -> int:

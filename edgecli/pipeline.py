@@ -32,6 +32,7 @@ from .backends import select_backend
 from .errors import FrameError
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
+from .shards import format_shard, shard_of
 from .sinks import (
     check_output_name,
     discard_reports,
@@ -515,6 +516,16 @@ def run(
         reports=reports,
         own_output=resume.read_manifest(Path(output)) is not None,
     )
+    if options.shard is not None:
+        # Names and inputs were checked across the whole run above; this process does its part.
+        run_size = len(sources)
+        sources = shard_of(sources, *options.shard)
+        if not sources:
+            notify(
+                f"shard {format_shard(options.shard)} has no sources (the run has {run_size}, "
+                "split by size); nothing to do, nothing written"
+            )
+            return _empty_shard(output, options, reports, started)
     if backend is None:
         choice = select_backend(options)
         if choice.notice:
@@ -540,6 +551,38 @@ def run(
         },
     )
     return summary
+
+
+def _empty_shard(output, options: Options, reports: dict, started: float) -> Summary:
+    """The summary of a shard with no sources: 0 frames. The output folder is not touched;
+    the reports asked for are written (a scheduler collecting one per shard finds it)."""
+    clock = StageClock(per_frame="timings CSV" in reports)
+    summary = Summary(
+        frames=0,
+        failed=[],
+        wall_s=time.perf_counter() - started,
+        backend="none",
+        device="none",
+        params=summary_params(options),
+        workers=options.worker_count,
+        output=str(output),
+    )
+    write_reports(
+        open_reports(reports),
+        {
+            "timings CSV": clock.write_csv,
+            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
+        },
+    )
+    return summary
+
+
+def summary_params(options: Options) -> dict:
+    """The summary's ``params``: the options that decide the bytes, and the shard run."""
+    return options.edge_params() | {
+        "png_bits": options.png_bits,
+        "shard": format_shard(options.shard),
+    }
 
 
 def _run_into(
@@ -630,7 +673,7 @@ def _run_into(
         wall_s=time.perf_counter() - started,
         backend=backend.name,
         device=backend.device_name,
-        params=options.edge_params() | {"png_bits": options.png_bits},
+        params=summary_params(options),
         workers=workers,
         output=str(out_dir),
         stages=stats,

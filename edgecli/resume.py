@@ -81,11 +81,16 @@ def begin(out_dir: Path, options: Options) -> bool:
     """Check the folder's record against ``options`` (OptionError where --skip-existing
     would keep stale outputs), then record ``options``; return whether the folder may hold
     PNGs of other options (then :func:`finish` clears that once the run rewrote them all)."""
+    # PNGs first, the record second: shards of one run start at once into one folder, and
+    # each writes the record before its first PNG, so a PNG seen here means the record read
+    # next is there; read the other way round, a shard could miss the record and then see
+    # another shard's first PNG, and take PNGs of its own options for stale ones.
+    pngs = holds_pngs(out_dir)
     manifest = read_manifest(out_dir)
     wanted = recorded_options(options)
     if options.skip_existing:
         if manifest is None:
-            if holds_pngs(out_dir):
+            if pngs:
                 _refuse(
                     out_dir,
                     f"made with unknown options (no readable {MANIFEST_NAME}: written by an "
@@ -102,16 +107,24 @@ def begin(out_dir: Path, options: Options) -> bool:
         mixed = False
     else:
         differs = manifest is None or manifest["options"] != wanted or manifest.get("mixed")
-        mixed = bool(differs) and holds_pngs(out_dir)
+        mixed = bool(differs) and pngs
     write_manifest(out_dir, options, mixed=mixed)
     return mixed
 
 
 def finish(out_dir: Path, options: Options, written: Iterable[str]) -> None:
-    """Clear the record's ``mixed`` once every PNG in the folder is one this run wrote."""
+    """Clear the record's ``mixed`` once every PNG in the folder is one this run wrote.
+
+    Shards of one run (``--shard``) write into one folder at once: each vouches only for the
+    PNGs it wrote, so a shard clears the mark only where the folder holds no PNG but its
+    own (the others' PNGs, or stale ones, keep it). Nor does it clear a record that another
+    run has rewritten meanwhile with other options.
+    """
     written = set(written)
     if all(p.relative_to(out_dir).as_posix() in written for p in out_dir.rglob("*.png")):
-        write_manifest(out_dir, options, mixed=False)
+        manifest = read_manifest(out_dir)
+        if manifest is not None and manifest["options"] == recorded_options(options):
+            write_manifest(out_dir, options, mixed=False)
 
 
 def whole_png_pixels(path: Path, png_bits: int) -> int | None:

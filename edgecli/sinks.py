@@ -6,7 +6,10 @@ import contextlib
 import errno
 import itertools
 import os
+import re
+import socket
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +34,15 @@ PNG_8BIT: list[int] = []
 # the GIL while it compresses and checksums.
 _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
 
-# Temporaries are named by the process and a count: unique in this process, and a dead run's
-# leftover of the same name (its PID reused) is stepped over, as O_EXCL refuses it.
+# Temporaries are named by the process, a count and the host: unique in this process, and a
+# dead run's leftover of the same name (its PID reused) is stepped over, as O_EXCL refuses it.
+# The host, because shards on several hosts write into one shared folder (--shard), and a PID
+# says whether its writer is alive only on the host that gave it.
 _temp_numbers = itertools.count()
+_HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
+# Another host's temporary is removed only once it is this old: a live writer renames its
+# temporary within seconds, and clocks of hosts sharing a file system differ by far less.
+FOREIGN_TEMP_STALE_S = 3600
 
 
 def png_row_bytes_1bit(width: int) -> int:
@@ -178,7 +187,8 @@ def _create_temporary(path: Path, make_folder: bool = True) -> tuple[int, Path]:
     made_folder = not make_folder
     while True:
         # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
-        temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{next(_temp_numbers)}{TEMP_SUFFIX}")
+        number = next(_temp_numbers)
+        temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{number}@{_HOST}{TEMP_SUFFIX}")
         try:
             return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), temp
         except FileExistsError:
@@ -279,12 +289,22 @@ def remove_stale_temporaries(out_dir: Path) -> int:
     """Delete temporaries that runs killed mid-write left behind; return how many.
 
     Only those whose writer process is gone: another edgecli writing into the same folder
-    right now keeps its files.
+    right now keeps its files. A temporary another host made (a shard writing into a shared
+    folder) is removed only once it is :data:`FOREIGN_TEMP_STALE_S` old, since this host
+    cannot tell whether its writer lives.
     """
     removed = 0
+    now = time.time()
     for temp in out_dir.rglob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
-        pid = temp.name[len(TEMP_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and _process_alive(int(pid)):
+        owner, _, host = temp.name[len(TEMP_PREFIX) : -len(TEMP_SUFFIX)].partition("@")
+        pid = owner.split("-", 1)[0]
+        if host and host != _HOST:
+            try:
+                if now - temp.stat().st_mtime < FOREIGN_TEMP_STALE_S:
+                    continue
+            except OSError:
+                continue
+        elif pid.isdigit() and _process_alive(int(pid)):
             continue
         try:
             temp.unlink()

@@ -78,6 +78,7 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
         "norm": "l1",
         "border": "replicate",
         "png_bits": 1,
+        "shard": None,
     }
     assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
     assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())

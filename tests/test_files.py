@@ -138,7 +138,7 @@ def test_write_atomic_gives_outputs_the_mode_of_any_new_file(tmp_path, umask):
 def test_write_atomic_steps_over_a_dead_runs_temporary_of_the_same_name(tmp_path, monkeypatch):
     """A leftover whose name this process would take next (its PID reused) is left alone."""
     monkeypatch.setattr(sinks, "_temp_numbers", iter([7, 8]))
-    stale = tmp_path / f"{TEMP_PREFIX}{os.getpid()}-7{TEMP_SUFFIX}"
+    stale = tmp_path / f"{TEMP_PREFIX}{os.getpid()}-7@{sinks._HOST}{TEMP_SUFFIX}"
     stale.write_bytes(b"partial")
     write_atomic(tmp_path / "a.png", b"png")
     assert (tmp_path / "a.png").read_bytes() == b"png"
