@@ -65,6 +65,18 @@ def check_path(name: str, value: str | os.PathLike) -> str | os.PathLike:
     return value
 
 
+def parse_scheduler(text: str) -> tuple[str, int | str]:
+    """``--scheduler``: ``("local", N)`` for ``local:N`` (a LocalCluster of N worker
+    processes) or ``("tcp", "tcp://HOST:PORT")`` for a running Dask scheduler."""
+    kind, _, rest = text.partition(":")
+    if kind == "local" and rest.isdigit() and int(rest) >= 1:
+        return "local", int(rest)
+    host, _, port = rest.removeprefix("//").rpartition(":")
+    if kind == "tcp" and rest.startswith("//") and host and port.isdigit():
+        return "tcp", text
+    raise OptionError(f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}")
+
+
 @dataclass(frozen=True)
 class Options:
     """Every option of a run. The first three define the edge contract (README.md)."""
@@ -87,6 +99,8 @@ class Options:
     max_pixels: int = DEFAULT_MAX_PIXELS
     # Bytes of frames in flight at once (edgecli.memory); None: half the memory available.
     max_memory: int | None = None
+    # (i, n): run only shard i of n of the sources (edgecli.shards); None: all of them.
+    shard: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         _check_int("threshold", self.threshold, 0)
@@ -108,6 +122,12 @@ class Options:
         _check_int("max_pixels", self.max_pixels, 1)
         if self.max_memory is not None:
             _check_int("max_memory", self.max_memory, 1)
+        if self.shard is not None:
+            index, count = self.shard
+            _check_int("shard count", count, 1)
+            _check_int("shard index", index, 0)
+            if index >= count:
+                raise OptionError(f"shard index must be < the shard count, got {index}/{count}")
 
     @property
     def effective_threshold(self) -> int:

@@ -32,6 +32,7 @@ from .backends import select_backend
 from .errors import FrameError
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
+from .shards import shard_of
 from .sinks import (
     check_output_name,
     discard_reports,
@@ -507,6 +508,8 @@ def run(
         if path is not None
     }
     sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    if options.shard is not None:
+        sources = shard_of(sources, *options.shard)
     refuse_overwriting_inputs(
         inputs,
         sources,
