@@ -132,7 +132,7 @@ def connect(kind: str, target: int | str, connect_timeout: float):
     configured = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
     timeout = min(connect_timeout, configured)
     try:
-        client = Client(target, timeout=timeout, set_as_default=False)
+        client = Client(target, timeout=timeout)
     except (OSError, TimeoutError) as exc:
         reason = str(exc).split(":", 1)[0] if "Timed out" in str(exc) else str(exc)
         raise ClusterError(
@@ -255,17 +255,23 @@ def run_on_cluster(
         reports=reports,
         own_output=resume.read_manifest(Path(output)) is not None,
     )
-    out_dir = prepare_output_dir(Path(output))
-    report_files = open_reports(reports)
+    # Connected before anything is written: a scheduler that does not answer leaves no trace.
+    client, cluster = connect(kind, target, connect_timeout)
     try:
-        summary = _run_tasks(
-            inputs, out_dir, options, scheduler, kind, target, len(sources),
-            progress=progress, warn=warn, stop=stop, backend=backend,
-            connect_timeout=connect_timeout, started=started,
-        )  # fmt: skip
-    except BaseException:
-        discard_reports(report_files)
-        raise
+        out_dir = prepare_output_dir(Path(output))
+        report_files = open_reports(reports)
+        try:
+            summary = _run_tasks(
+                client, inputs, out_dir, options, scheduler, kind, len(sources),
+                progress=progress, warn=warn, stop=stop, backend=backend, started=started,
+            )  # fmt: skip
+        except BaseException:
+            discard_reports(report_files)
+            raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
     write_reports(
         report_files,
         {"JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8")},
@@ -274,73 +280,66 @@ def run_on_cluster(
 
 
 def _run_tasks(
-    inputs, out_dir, options, scheduler, kind, target, n_sources, *, progress, warn, stop,
-    backend, connect_timeout, started,
+    client, inputs, out_dir, options, scheduler, kind, n_sources, *, progress, warn, stop,
+    backend, started,
 ) -> ClusterSummary:  # fmt: skip
+    from distributed import as_completed
     from tqdm import tqdm
 
-    client, cluster = connect(kind, target, connect_timeout)
-    try:
-        from distributed import as_completed
-
-        # Once, before any task: refuses a stale --skip-existing folder, records the options.
-        remove_stale_temporaries(out_dir)
-        resume.begin(out_dir, options)
-        n_workers = max(1, len(client.scheduler_info()["workers"]))
-        n = max(1, min(n_sources, TASKS_PER_WORKER * n_workers))
-        futures = [
-            client.submit(
-                run_shard,
-                inputs,
-                str(out_dir),
-                task_options(options, kind, n_workers, i, n),
-                backend,
-                key=f"edgecli-shard-{i}-of-{n}-{os.getpid()}-{started}",
-                pure=False,
-                retries=TASK_RETRIES,
-            )
-            for i in range(n)
-        ]
-        order = {f.key: i for i, f in enumerate(futures)}
-        results: dict[int, dict] = {}
-        frames = 0
-        bar = tqdm(total=n, disable=not progress, unit="task", dynamic_ncols=True, leave=False)
-        try:
-            pending = as_completed(futures)
-            while not pending.is_empty() and not stop.is_set():
-                if not pending.has_ready():
-                    time.sleep(POLL_S)
-                    continue
-                for future in pending.next_batch(block=False):
-                    result = _result(future, order[future.key], n)
-                    results[order[future.key]] = result
-                    for failure in result["summary"]["failed"]:
-                        warn(f"skipped {failure['source']}: {failure['reason']}")
-                    frames += result["summary"]["frames"]
-                    bar.update(1)
-                    bar.set_postfix(frames=frames, refresh=False)
-        finally:
-            bar.close()
-            unfinished = [f for f in futures if not f.done()]
-            if unfinished:  # an error or a stop: nothing more is started
-                client.cancel(unfinished)
-        interrupted = stop.is_set() and len(results) < n
-        if not interrupted:
-            # Every task has ended: what temporaries remain are a dead worker's.
-            remove_stale_temporaries(out_dir)
-        return merge(
-            [results[i] for i in sorted(results)],
-            scheduler=scheduler,
-            tasks=n,
-            wall_s=time.perf_counter() - started,
-            output=str(out_dir),
-            options=options,
-            interrupted=interrupted,
+    # Once, before any task: refuses a stale --skip-existing folder, records the options.
+    remove_stale_temporaries(out_dir)
+    resume.begin(out_dir, options)
+    n_workers = max(1, len(client.scheduler_info()["workers"]))
+    n = max(1, min(n_sources, TASKS_PER_WORKER * n_workers))
+    futures = [
+        client.submit(
+            run_shard,
+            inputs,
+            str(out_dir),
+            task_options(options, kind, n_workers, i, n),
+            backend,
+            key=f"edgecli-shard-{i}-of-{n}-{os.getpid()}-{started}",
+            pure=False,
+            retries=TASK_RETRIES,
         )
+        for i in range(n)
+    ]
+    order = {f.key: i for i, f in enumerate(futures)}
+    results: dict[int, dict] = {}
+    frames = 0
+    bar = tqdm(total=n, disable=not progress, unit="task", dynamic_ncols=True, leave=False)
+    try:
+        pending = as_completed(futures)
+        while not pending.is_empty() and not stop.is_set():
+            if not pending.has_ready():
+                time.sleep(POLL_S)
+                continue
+            for future in pending.next_batch(block=False):
+                result = _result(future, order[future.key], n)
+                results[order[future.key]] = result
+                for failure in result["summary"]["failed"]:
+                    warn(f"skipped {failure['source']}: {failure['reason']}")
+                frames += result["summary"]["frames"]
+                bar.update(1)
+                bar.set_postfix(frames=frames, refresh=False)
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        bar.close()
+        unfinished = [f for f in futures if not f.done()]
+        if unfinished:  # an error or a stop: nothing more is started
+            client.cancel(unfinished)
+    interrupted = stop.is_set() and len(results) < n
+    if not interrupted:
+        # Every task has ended: what temporaries remain are a dead worker's.
+        remove_stale_temporaries(out_dir)
+    return merge(
+        [results[i] for i in sorted(results)],
+        scheduler=scheduler,
+        tasks=n,
+        wall_s=time.perf_counter() - started,
+        output=str(out_dir),
+        options=options,
+        interrupted=interrupted,
+    )
 
 
 def _result(future, i: int, n: int) -> dict:
