@@ -45,6 +45,7 @@ TASKS_PER_WORKER = 4
 # retried by the scheduler (distributed.scheduler.allowed-failures, 3 by default).
 TASK_RETRIES = 2
 POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
+STOP_POLL_S = 0.5  # how often a task asks the scheduler whether the client said stop
 
 
 @dataclass
@@ -75,21 +76,40 @@ class ClusterError(EdgecliError):
     """The cluster cannot be reached or used, or a task failed there; the message says why."""
 
 
-def run_shard(inputs: list[str], output: str, options: Options, backend=None) -> dict:
+def run_shard(
+    inputs: list[str], output: str, options: Options, backend=None, stop_name: str | None = None
+) -> dict:
     """One task, on a Dask worker: the ordinary pipeline on shard ``options.shard``.
 
     An edgecli error is returned (message and exit code) rather than raised: it is the run's
     answer (a corrupt frame under --on-error fail, say), which a retry would only repeat.
+    ``stop_name`` names the Dask Event the client sets on SIGINT: the task then stops as a
+    plain run does (no new frame started, frames in flight finished) and returns its summary.
     """
-    from distributed import get_worker
+    from distributed import Event, get_worker
 
     started = time.perf_counter()
+    stop, ended = threading.Event(), threading.Event()
+    if stop_name is not None:
+        client_stop = Event(stop_name)
+        if client_stop.is_set():
+            return {"not_started": True}
+
+        def watch() -> None:
+            while not ended.is_set():
+                if client_stop.wait(timeout=STOP_POLL_S):
+                    stop.set()
+                    return
+
+        threading.Thread(target=watch, name="edgecli-stop-watch", daemon=True).start()
     try:
         from .pipeline import run
 
-        summary = run(inputs, output, options, backend=backend)
+        summary = run(inputs, output, options, backend=backend, stop=stop)
     except EdgecliError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}
+    finally:
+        ended.set()
     return {
         "summary": asdict(summary),
         "worker": get_worker().address,
@@ -283,7 +303,7 @@ def _run_tasks(
     client, inputs, out_dir, options, scheduler, kind, n_sources, *, progress, warn, stop,
     backend, started,
 ) -> ClusterSummary:  # fmt: skip
-    from distributed import as_completed
+    from distributed import Event, as_completed
     from tqdm import tqdm
 
     # Once, before any task: refuses a stale --skip-existing folder, records the options.
@@ -291,6 +311,7 @@ def _run_tasks(
     resume.begin(out_dir, options)
     n_workers = max(1, len(client.scheduler_info()["workers"]))
     n = max(1, min(n_sources, TASKS_PER_WORKER * n_workers))
+    stop_name = f"edgecli-stop-{os.getpid()}-{started}"
     futures = [
         client.submit(
             run_shard,
@@ -298,6 +319,7 @@ def _run_tasks(
             str(out_dir),
             task_options(options, kind, n_workers, i, n),
             backend,
+            stop_name,
             key=f"edgecli-shard-{i}-of-{n}-{os.getpid()}-{started}",
             pure=False,
             retries=TASK_RETRIES,
@@ -307,27 +329,35 @@ def _run_tasks(
     order = {f.key: i for i, f in enumerate(futures)}
     results: dict[int, dict] = {}
     frames = 0
+    told_to_stop = False
     bar = tqdm(total=n, disable=not progress, unit="task", dynamic_ncols=True, leave=False)
     try:
         pending = as_completed(futures)
-        while not pending.is_empty() and not stop.is_set():
+        while not pending.is_empty():
+            if stop.is_set() and not told_to_stop:
+                # The tasks running finish their frames in flight and report; those not yet
+                # started return at once. A second signal exits at once (cli.stop_on_signals).
+                Event(stop_name, client=client).set()
+                told_to_stop = True
             if not pending.has_ready():
                 time.sleep(POLL_S)
                 continue
             for future in pending.next_batch(block=False):
                 result = _result(future, order[future.key], n)
+                bar.update(1)
+                if "not_started" in result:
+                    continue
                 results[order[future.key]] = result
                 for failure in result["summary"]["failed"]:
                     warn(f"skipped {failure['source']}: {failure['reason']}")
                 frames += result["summary"]["frames"]
-                bar.update(1)
                 bar.set_postfix(frames=frames, refresh=False)
     finally:
         bar.close()
         unfinished = [f for f in futures if not f.done()]
-        if unfinished:  # an error or a stop: nothing more is started
+        if unfinished:  # an error: nothing more is started
             client.cancel(unfinished)
-    interrupted = stop.is_set() and len(results) < n
+    interrupted = stop.is_set()
     if not interrupted:
         # Every task has ended: what temporaries remain are a dead worker's.
         remove_stale_temporaries(out_dir)

@@ -198,3 +198,30 @@ def test_plain_cli_does_not_import_dask(media, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "out").glob("*.png"))) == 6
+
+
+class Slow(CpuBackend):
+    """The CPU backend, 100 ms a frame slower: a run long enough to be stopped midway."""
+
+    def detect(self, frames_bgr):
+        time.sleep(0.1)
+        return super().detect(frames_bgr)
+
+
+def test_stop_ends_tasks_with_whole_outputs(media, tmp_path, scheduler):
+    """A stop request (what SIGINT sets) midway: the tasks finish their frames in flight, the
+    summary says interrupted and counts exactly the PNGs in the folder, none partial."""
+    import threading
+
+    from edgecli.resume import whole_png_pixels
+
+    options = Options(backend="cpu", workers=1)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    out = tmp_path / "out"
+    inputs = sorted(media.iterdir())
+    summary = run_on_cluster(inputs, out, options, scheduler, backend=Slow(options), stop=stop)
+    pngs = list(out.glob("*.png"))
+    assert summary.interrupted and 0 < summary.frames == len(pngs) < 6 + 3 * 5
+    assert all(whole_png_pixels(p, 1) for p in pngs)
+    assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
