@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import resume
+from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .errors import EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
 from .sinks import (
@@ -44,6 +45,14 @@ TASKS_PER_WORKER = 4
 # not raised, so a corrupt frame is not decoded three times). A task whose worker died is
 # retried by the scheduler (distributed.scheduler.allowed-failures, 3 by default).
 TASK_RETRIES = 2
+# Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands every large
+# buffer a frame frees back to the kernel and faults it in again for the next frame (and
+# allocator.keep_freed_memory, which yields to a setting in the environment, cannot undo it).
+# A LocalCluster's workers get the settings keep_freed_memory makes instead.
+WORKER_ENVIRONMENT = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+}
 POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
 STOP_POLL_S = 0.5  # how often a task asks the scheduler whether the client said stop
 
@@ -96,10 +105,13 @@ def run_shard(
             return {"not_started": True}
 
         def watch() -> None:
-            while not ended.is_set():
-                if client_stop.wait(timeout=STOP_POLL_S):
-                    stop.set()
-                    return
+            try:
+                while not ended.is_set():
+                    if client_stop.wait(timeout=STOP_POLL_S):
+                        stop.set()
+                        return
+            except Exception:  # the scheduler went away (the run is over): nothing to stop
+                return
 
         threading.Thread(target=watch, name="edgecli-stop-watch", daemon=True).start()
     try:
@@ -141,13 +153,14 @@ def connect(kind: str, target: int | str, connect_timeout: float):
             "--scheduler needs Dask: pip install 'edgecli[cluster]' (dask and distributed)"
         ) from None
     if kind == "local":
-        cluster = LocalCluster(
-            n_workers=target,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
-        )
+        with dask.config.set(WORKER_ENVIRONMENT):
+            cluster = LocalCluster(
+                n_workers=target,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+            )
         return Client(cluster), cluster
     configured = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
     timeout = min(connect_timeout, configured)
