@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import click
 
 from . import __version__
-from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError
+from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError, OptionError
 from .params import BACKENDS, BORDERS, NORMS, ON_ERROR, Options
 from .shards import parse_shard
 
@@ -232,10 +232,26 @@ def main() -> None:
     default=None,
     help="Write one row per frame (milliseconds per stage) to this CSV file.",
 )
+@click.option(
+    "--scheduler",
+    metavar="local:N|tcp://HOST:PORT",
+    default=None,
+    help="Run as shards on a Dask cluster: a LocalCluster of N worker processes, or a running "
+    "scheduler (needs the cluster extra).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
 @click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
 def run(
-    inputs, output, png_bits, shard, json_summary, timings_csv, quiet, verbose, **fields
+    inputs,
+    output,
+    png_bits,
+    shard,
+    json_summary,
+    timings_csv,
+    scheduler,
+    quiet,
+    verbose,
+    **fields,
 ) -> None:
     """Detect edges in every frame of each INPUT and write one PNG per frame.
 
@@ -273,6 +289,13 @@ def run(
         options = Options(png_bits=int(png_bits), shard=shard, **fields)
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
+        extra = {"timings_csv": timings_csv}
+        if scheduler is not None:
+            from .cluster import run_on_cluster as run_pipeline  # imports Dask
+
+            if timings_csv is not None:
+                raise OptionError("--timings-csv cannot be combined with --scheduler")
+            extra = {"scheduler": scheduler}
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -282,8 +305,8 @@ def run(
                 notify=notify,
                 warn=warn,
                 stop=stop,
-                timings_csv=timings_csv,
                 json_summary=None if json_summary == "-" else json_summary,
+                **extra,
             )
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None

@@ -66,6 +66,18 @@ def check_path(name: str, value: str | os.PathLike) -> str | os.PathLike:
     return value
 
 
+def parse_scheduler(text: str) -> tuple[str, int | str]:
+    """``--scheduler``: ``("local", N)`` for ``local:N`` (a LocalCluster of N worker
+    processes) or ``("tcp", "tcp://HOST:PORT")`` for a running Dask scheduler."""
+    kind, _, rest = text.partition(":")
+    if kind == "local" and rest.isdigit() and int(rest) >= 1:
+        return "local", int(rest)
+    host, _, port = rest.removeprefix("//").rpartition(":")
+    if kind == "tcp" and rest.startswith("//") and host and port.isdigit():
+        return "tcp", text
+    raise OptionError(f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}")
+
+
 @dataclass(frozen=True)
 class Options:
     """Every option of a run. The first three define the edge contract (README.md)."""

@@ -1,0 +1,399 @@
+"""``--scheduler``: a run spread over a Dask cluster, as shards of its sources.
+
+Each task is one shard (``Options.shard``, :mod:`edgecli.shards`) run by the ordinary
+pipeline on a Dask worker, into the same output folder; the client gathers the tasks'
+summaries as they complete and merges them into one. Dask does the scheduling: it retries
+the task of a worker that dies, and since every PNG is renamed into place whole, a retried
+task only redoes its shard, and the final folder equals a clean run's.
+
+Dask (the ``cluster`` extra) is imported here only, and this module only for
+``--scheduler``: ``import edgecli`` and a plain run never load it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from . import resume
+from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .errors import EdgecliError, OptionError
+from .params import Options, check_path, parse_scheduler, usable_cpus
+from .sinks import (
+    check_output_name,
+    discard_reports,
+    open_reports,
+    prepare_output_dir,
+    remove_stale_temporaries,
+    write_reports,
+)
+from .sources import discover_inputs, input_list, refuse_overwriting_inputs
+from .timing import Summary
+
+# A scheduler that does not answer within this many seconds fails the run (Dask's own
+# distributed.comm.timeouts.connect, 30 s by default, bounds it where shorter).
+CONNECT_TIMEOUT_S = 10.0
+# Tasks per Dask worker: enough that a fast worker takes more shards than a slow one, few
+# enough that each task's start (listing the inputs, starting its threads) stays small.
+TASKS_PER_WORKER = 4
+# Retries of a task that raised something other than an edgecli error (which is returned,
+# not raised, so a corrupt frame is not decoded three times). A task whose worker died is
+# retried by the scheduler (distributed.scheduler.allowed-failures, 3 by default).
+TASK_RETRIES = 2
+# Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, so glibc hands every large
+# buffer a frame frees back to the kernel and faults it in again for the next frame (and
+# allocator.keep_freed_memory, which yields to a setting in the environment, cannot undo it).
+# A LocalCluster's workers get the settings keep_freed_memory makes instead.
+WORKER_ENVIRONMENT = {
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+    "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
+}
+POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
+STOP_POLL_S = 0.5  # how often a task asks the scheduler whether the client said stop
+
+
+@dataclass
+class ClusterSummary(Summary):
+    """A :class:`Summary` merged from a cluster's tasks, and what each Dask worker did."""
+
+    scheduler: str = ""
+    tasks: int = 0
+    # One entry a Dask worker: its address and host, tasks and frames, the seconds its
+    # tasks ran, and its frames per second over them.
+    workers_detail: list[dict] = field(default_factory=list)
+
+    def format_text(self) -> str:
+        lines = [super().format_text()]
+        lines.append(
+            f"  cluster {self.scheduler}: {self.tasks} task(s) on "
+            f"{len(self.workers_detail)} Dask worker(s)"
+        )
+        for w in self.workers_detail:
+            lines.append(
+                f"    {w['worker']} ({w['host']}): {w['tasks']} task(s), {w['frames']} "
+                f"frame(s) in {w['busy_s']:.2f} s ({w['fps']:.1f} fps)"
+            )
+        return "\n".join(lines)
+
+
+class ClusterError(EdgecliError):
+    """The cluster cannot be reached or used, or a task failed there; the message says why."""
+
+
+def run_shard(
+    inputs: list[str], output: str, options: Options, backend=None, stop_name: str | None = None
+) -> dict:
+    """One task, on a Dask worker: the ordinary pipeline on shard ``options.shard``.
+
+    An edgecli error is returned (message and exit code) rather than raised: it is the run's
+    answer (a corrupt frame under --on-error fail, say), which a retry would only repeat.
+    ``stop_name`` names the Dask Event the client sets on SIGINT: the task then stops as a
+    plain run does (no new frame started, frames in flight finished) and returns its summary.
+    """
+    from distributed import Event, get_worker
+
+    started = time.perf_counter()
+    stop, ended = threading.Event(), threading.Event()
+    if stop_name is not None:
+        client_stop = Event(stop_name)
+        if client_stop.is_set():
+            return {"not_started": True}
+
+        def watch() -> None:
+            try:
+                while not ended.is_set():
+                    if client_stop.wait(timeout=STOP_POLL_S):
+                        stop.set()
+                        return
+            except Exception:  # the scheduler went away (the run is over): nothing to stop
+                return
+
+        threading.Thread(target=watch, name="edgecli-stop-watch", daemon=True).start()
+    try:
+        from .pipeline import run
+
+        summary = run(inputs, output, options, backend=backend, stop=stop)
+    except EdgecliError as exc:
+        return {"error": str(exc), "exit_code": exc.exit_code}
+    finally:
+        ended.set()
+    return {
+        "summary": asdict(summary),
+        "worker": get_worker().address,
+        "host": socket.gethostname(),
+        "task_s": time.perf_counter() - started,
+    }
+
+
+def task_options(options: Options, kind: str, n_workers: int, i: int, n: int) -> Options:
+    """The options of task ``i`` of ``n``. On ``local:N`` the N workers share this host, so
+    each runs the CPU backend (one GPU a worker, by CUDA_VISIBLE_DEVICES, is not done yet)
+    unless CUDA was asked for, with its share of the cores unless --workers says otherwise."""
+    changes: dict = {"shard": (i, n)}
+    if kind == "local":
+        if options.backend == "auto":
+            changes["backend"] = "cpu"
+        if options.workers is None:
+            changes["workers"] = max(1, usable_cpus() // n_workers)
+    return replace(options, **changes)
+
+
+def connect(kind: str, target: int | str, connect_timeout: float):
+    """A Dask client, and the LocalCluster it started (None for a running scheduler)."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ClusterError(
+            "--scheduler needs Dask: pip install 'edgecli[cluster]' (dask and distributed)"
+        ) from None
+    if kind == "local":
+        with dask.config.set(WORKER_ENVIRONMENT):
+            cluster = LocalCluster(
+                n_workers=target,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+            )
+        return Client(cluster), cluster
+    configured = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
+    timeout = min(connect_timeout, configured)
+    try:
+        client = Client(target, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        reason = str(exc).split(":", 1)[0] if "Timed out" in str(exc) else str(exc)
+        raise ClusterError(
+            f"scheduler {target}: cannot connect ({reason or type(exc).__name__}, "
+            f"{timeout:g} s bound)"
+        ) from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        client.close()
+        raise ClusterError(
+            f"scheduler {target}: no worker joined within {timeout:g} s "
+            "(start them with: dask worker " + target + ")"
+        ) from None
+    return client, None
+
+
+def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, output: str,
+          options: Options, interrupted: bool) -> ClusterSummary:  # fmt: skip
+    """One summary from the tasks' ``results`` (in shard order): counts and stage totals
+    summed, each stage's p50 and p95 the largest of the tasks', the wall time the client's."""
+    summaries = [r["summary"] for r in results]
+    stages: dict[str, dict] = {}
+    for s in summaries:
+        for name, st in s["stages"].items():
+            merged = stages.setdefault(
+                name, {"count": 0, "total_ms": 0.0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
+            )
+            merged["count"] += st["count"]
+            merged["total_ms"] += st["total_ms"]
+            merged["p50_ms"] = max(merged["p50_ms"], st["p50_ms"])
+            merged["p95_ms"] = max(merged["p95_ms"], st["p95_ms"])
+    for st in stages.values():
+        st["mean_ms"] = st["total_ms"] / st["count"] if st["count"] else 0.0
+    waits: dict[str, float] = {}
+    for s in summaries:
+        for name, seconds in s["main_thread_waits_s"].items():
+            waits[name] = waits.get(name, 0.0) + seconds
+    detail: dict[str, dict] = {}
+    threads: dict[str, int] = {}
+    for r in results:
+        w = detail.setdefault(
+            r["worker"],
+            {"worker": r["worker"], "host": r["host"], "tasks": 0, "frames": 0, "busy_s": 0.0},
+        )
+        w["tasks"] += 1
+        w["frames"] += r["summary"]["frames"]
+        w["busy_s"] += r["task_s"]
+        threads[r["worker"]] = max(threads.get(r["worker"], 0), r["summary"]["workers"])
+    for w in detail.values():
+        w["fps"] = round(w["frames"] / w["busy_s"], 2) if w["busy_s"] > 0 else 0.0
+        w["busy_s"] = round(w["busy_s"], 4)
+    busy = [s["gpu_busy_s"] for s in summaries if s["gpu_busy_s"] is not None]
+    first = summaries[0] if summaries else {"backend": options.backend, "device": ""}
+    return ClusterSummary(
+        frames=sum(s["frames"] for s in summaries),
+        failed=[f for s in summaries for f in s["failed"]],
+        wall_s=wall_s,
+        backend=first["backend"],
+        device=first["device"],
+        params=options.edge_params() | {"png_bits": options.png_bits},
+        workers=sum(threads.values()),
+        output=output,
+        stages=stages,
+        megapixels=sum(s["megapixels"] for s in summaries),
+        skipped_existing=sum(s["skipped_existing"] for s in summaries),
+        interrupted=interrupted,
+        gpu_busy_s=sum(busy) if busy else None,
+        main_thread_waits_s=waits,
+        scheduler=scheduler,
+        tasks=tasks,
+        workers_detail=sorted(detail.values(), key=lambda w: w["worker"]),
+    )
+
+
+def run_on_cluster(
+    inputs,
+    output,
+    options: Options,
+    scheduler: str,
+    *,
+    progress: bool = False,
+    notify: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+    json_summary: str | Path | None = None,
+    backend=None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+) -> ClusterSummary:
+    """Process ``inputs`` into ``output`` as :func:`edgecli.pipeline.run` does, in shards
+    run as tasks on the Dask cluster ``scheduler`` names (``local:N`` or ``tcp://HOST:PORT``).
+
+    The inputs are checked, and the output folder's record (``.edgecli-run.json``) written,
+    here, once, before any task starts: the tasks then find it recorded with their own
+    options, so they neither refuse it nor mark it mixed. For ``tcp://`` the output folder
+    must be one filesystem that every worker and this client see at the same path.
+    ``backend`` (a stand-in from :mod:`edgecli.testing`, say) is sent to every task.
+    """
+    started = time.perf_counter()
+    notify = notify or (lambda message: None)
+    warn = warn or notify
+    stop = stop or threading.Event()
+    if options.shard is not None:
+        raise OptionError("--scheduler runs every shard itself; it cannot be combined with --shard")
+    kind, target = parse_scheduler(scheduler)
+    # Absolute paths: a worker on another host, or in another folder, reads the same files.
+    inputs = [os.path.abspath(text) for text in input_list(inputs)]
+    check_path("output folder", output)
+    output = os.path.abspath(output)
+    check_output_name(Path(output))
+    reports = {}
+    if json_summary is not None:
+        reports["JSON summary"] = Path(check_path("JSON summary path", json_summary))
+    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    refuse_overwriting_inputs(
+        inputs,
+        sources,
+        Path(output),
+        recursive=options.recursive,
+        reports=reports,
+        own_output=resume.read_manifest(Path(output)) is not None,
+    )
+    # Connected before anything is written: a scheduler that does not answer leaves no trace.
+    client, cluster = connect(kind, target, connect_timeout)
+    try:
+        out_dir = prepare_output_dir(Path(output))
+        report_files = open_reports(reports)
+        try:
+            summary = _run_tasks(
+                client, inputs, out_dir, options, scheduler, kind, len(sources),
+                progress=progress, warn=warn, stop=stop, backend=backend, started=started,
+            )  # fmt: skip
+        except BaseException:
+            discard_reports(report_files)
+            raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    write_reports(
+        report_files,
+        {"JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8")},
+    )
+    return summary
+
+
+def _run_tasks(
+    client, inputs, out_dir, options, scheduler, kind, n_sources, *, progress, warn, stop,
+    backend, started,
+) -> ClusterSummary:  # fmt: skip
+    from distributed import Event, as_completed
+    from tqdm import tqdm
+
+    # Once, before any task: refuses a stale --skip-existing folder, records the options.
+    remove_stale_temporaries(out_dir)
+    resume.begin(out_dir, options)
+    n_workers = max(1, len(client.scheduler_info()["workers"]))
+    n = max(1, min(n_sources, TASKS_PER_WORKER * n_workers))
+    stop_name = f"edgecli-stop-{os.getpid()}-{started}"
+    futures = [
+        client.submit(
+            run_shard,
+            inputs,
+            str(out_dir),
+            task_options(options, kind, n_workers, i, n),
+            backend,
+            stop_name,
+            key=f"edgecli-shard-{i}-of-{n}-{os.getpid()}-{started}",
+            pure=False,
+            retries=TASK_RETRIES,
+        )
+        for i in range(n)
+    ]
+    order = {f.key: i for i, f in enumerate(futures)}
+    results: dict[int, dict] = {}
+    frames = 0
+    told_to_stop = False
+    bar = tqdm(total=n, disable=not progress, unit="task", dynamic_ncols=True, leave=False)
+    try:
+        pending = as_completed(futures)
+        while not pending.is_empty():
+            if stop.is_set() and not told_to_stop:
+                # The tasks running finish their frames in flight and report; those not yet
+                # started return at once. A second signal exits at once (cli.stop_on_signals).
+                Event(stop_name, client=client).set()
+                told_to_stop = True
+            if not pending.has_ready():
+                time.sleep(POLL_S)
+                continue
+            for future in pending.next_batch(block=False):
+                result = _result(future, order[future.key], n)
+                bar.update(1)
+                if "not_started" in result:
+                    continue
+                results[order[future.key]] = result
+                for failure in result["summary"]["failed"]:
+                    warn(f"skipped {failure['source']}: {failure['reason']}")
+                frames += result["summary"]["frames"]
+                bar.set_postfix(frames=frames, refresh=False)
+    finally:
+        bar.close()
+        unfinished = [f for f in futures if not f.done()]
+        if unfinished:  # an error: nothing more is started
+            client.cancel(unfinished)
+    interrupted = stop.is_set()
+    if not interrupted:
+        # Every task has ended: what temporaries remain are a dead worker's.
+        remove_stale_temporaries(out_dir)
+    return merge(
+        [results[i] for i in sorted(results)],
+        scheduler=scheduler,
+        tasks=n,
+        wall_s=time.perf_counter() - started,
+        output=str(out_dir),
+        options=options,
+        interrupted=interrupted,
+    )
+
+
+def _result(future, i: int, n: int) -> dict:
+    """The task's result; its edgecli error, or Dask's for it (its worker died too often,
+    say), raised as the run's."""
+    if future.status == "error":
+        exc = future.exception()
+        raise ClusterError(f"shard {i}/{n}: {type(exc).__name__}: {exc}")
+    result = future.result()
+    if "error" in result:
+        error = ClusterError(result["error"])
+        error.exit_code = result["exit_code"]
+        raise error
+    return result
