@@ -62,6 +62,7 @@ class FrameBudget:
         self.peak = 0
         self._held: dict[str, int] = {}
         self._changed = threading.Condition()
+        self._cancelled = False  # the run is ending: no one waits for room any more
 
     @property
     def active(self) -> bool:
@@ -102,9 +103,18 @@ class FrameBudget:
             return
         self._check(source, nbytes)
         with self._changed:
-            while self.reserved + nbytes > self.limit:
+            while self.reserved + nbytes > self.limit and not self._cancelled:
                 self._changed.wait()
-            self._take(name, nbytes)
+            if not self._cancelled:
+                self._take(name, nbytes)
+
+    def cancel(self) -> None:
+        """End every wait for room, now and later: the run is stopping (a signal, an error)
+        and the frames that would give room back will not be consumed. A reader waiting in
+        :meth:`reserve` then returns at once, and finds its queue closed."""
+        with self._changed:
+            self._cancelled = True
+            self._changed.notify_all()
 
     def release(self, name: str) -> None:
         """Give back what ``name`` holds, if anything."""

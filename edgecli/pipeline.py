@@ -81,11 +81,22 @@ class RunAhead:
     The consumer gets the items in order, with the time it waits for them in ``waits`` under
     ``stage``; an exception on the thread is raised in the consumer. :meth:`close` (also
     called when the iteration ends or is closed) stops the thread, at its next item, and
-    waits for it.
+    waits for it; if the consumer leaves before the end, ``abandon`` is called first, to end
+    any wait of the thread's own that only the consumer would end (a memory budget's).
     """
 
-    def __init__(self, items: Iterable, depth: int, name: str, waits: WaitClock, stage: str):
+    def __init__(
+        self,
+        items: Iterable,
+        depth: int,
+        name: str,
+        waits: WaitClock,
+        stage: str,
+        abandon: Callable[[], None] | None = None,
+    ):
         self.queued: deque = deque()
+        self.abandon = abandon
+        self.finished = False  # the consumer took the last item
         self.depth = depth
         self.changed = threading.Condition()  # an item queued or taken, depth or stop changed
         self.stopped = False
@@ -132,6 +143,7 @@ class RunAhead:
             while True:
                 item = self._take()
                 if item is _End:
+                    self.finished = True
                     return
                 if isinstance(item, _Raised):
                     raise item.error
@@ -143,6 +155,8 @@ class RunAhead:
         with self.changed:
             self.stopped = True
             self.changed.notify_all()
+        if not self.finished and self.abandon is not None:
+            self.abandon()
         self.thread.join()
 
 
@@ -240,7 +254,8 @@ class FrameReader:
     def _sequence(self, source, depth: int) -> RunAhead:
         """A reader of one sequence's items, started now, at most ``depth`` items ahead."""
         items = self._sequence_items(source)
-        return RunAhead(items, depth, "edgecli-reader", self.waits, "decode")
+        # Left early (a stop, an error), the run frees no more room: end the reader's wait.
+        return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
 
     def frames(self, sources: list) -> Iterator[Frame | Failure]:
         pending: deque[Future] = deque()  # still images on the pool, oldest first
@@ -281,6 +296,7 @@ class FrameReader:
             while pending:
                 yield oldest()
         finally:  # the run may end early: stop the readers' threads
+            self.budget.cancel()  # a reader waiting for room would never get it
             for started in (reader, following):
                 if started is not None:
                     started.close()

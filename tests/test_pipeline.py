@@ -392,3 +392,48 @@ def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
     result = invoke(*args, "--on-error", "skip", "-q")
     assert result.exit_code == 3
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["small.png"]
+
+
+def test_a_stop_while_a_reader_waits_for_room_ends_the_run(tmp_path):
+    """SIGINT (the stop event) while a video's reader waits for room under --max-memory: the
+    run returns, interrupted, with its PNGs whole, rather than hanging on that wait."""
+    from edgecli.memory import HOST_BYTES_PER_PIXEL
+    from edgecli.params import Options
+
+    clip = tmp_path / "clip.avi"
+    write_video(clip, [photo(240, 320, seed=i) for i in range(60)])
+    stop = threading.Event()
+    options = Options(
+        backend="cpu", workers=2, max_memory=int(1.2 * 240 * 320 * HOST_BYTES_PER_PIXEL)
+    )
+    done: list = []
+    runner = threading.Thread(
+        target=lambda: done.append(pipeline.run(clip, tmp_path / "out", options, stop=stop)),
+        daemon=True,
+    )
+    runner.start()
+    while not list((tmp_path / "out").glob("*.png")) and runner.is_alive():
+        time.sleep(0.01)
+    stop.set()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "the run did not end after the stop"
+    summary = done[0]
+    assert summary.interrupted and 0 < summary.frames < 60
+    assert len(list((tmp_path / "out").glob("*.png"))) == summary.frames
+
+
+def test_a_cancelled_budget_ends_every_wait_for_room():
+    """A reservation that waits for room returns once the budget is cancelled, and later
+    ones do not wait at all."""
+    from edgecli.memory import FrameBudget
+
+    budget = FrameBudget(100, 1)
+    budget.reserve("a", 80, "a")
+    waiter = threading.Thread(target=budget.reserve, args=("b", 50, "b"), daemon=True)
+    waiter.start()
+    time.sleep(0.05)
+    assert waiter.is_alive()  # no room: it waits
+    budget.cancel()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive()
+    budget.reserve("c", 90, "c")  # returns at once
