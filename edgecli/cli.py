@@ -44,7 +44,7 @@ class ByteSize(click.ParamType):
         unit = text[-1:] if text[-1:] in self.UNITS else ""
         try:
             size = int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
-        except ValueError:
+        except (ValueError, OverflowError):  # "x", "inf"
             size = 0
         if size < 1:
             self.fail(f"{value!r} is not a size in bytes (e.g. 2000000000, 512M, 4G)", param, ctx)

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from . import resume
 from .backends import select_backend
-from .errors import FrameError
+from .errors import FrameError, OutputError
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
 from .shards import format_shard, shard_of
@@ -537,6 +537,12 @@ def run(
         run_size = len(sources)
         sources = shard_of(sources, *options.shard)
         if not sources:
+            # What would fail its sibling shards fails it too: an output path that is a file,
+            # a CUDA backend asked for that cannot run here.
+            if Path(output).exists() and not Path(output).is_dir():
+                raise OutputError(f"{output}: output path exists and is not a folder")
+            if backend is None and options.backend == "cuda":
+                select_backend(options)
             notify(
                 f"shard {format_shard(options.shard)} has no sources (the run has {run_size}, "
                 "split by size); nothing to do, nothing written"

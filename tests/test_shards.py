@@ -222,6 +222,27 @@ def test_empty_shard_exits_0_and_writes_nothing(media, tmp_path):
     assert not out.exists()
 
 
+def test_an_empty_shard_fails_where_its_siblings_would(media, tmp_path):
+    """An empty shard is refused as every other shard of the run is, when the output path
+    is a file (exit 1, one line): one task of an array does not succeed where the rest fail."""
+    (tmp_path / "afile").write_text("x")
+    sources = discover_inputs(cli_inputs(media, "videos"))
+    empty = next(i for i, shard in enumerate(partition(sources, 7)) if not shard)
+    result = invoke(
+        "run", *cli_inputs(media, "videos"), "-o", tmp_path / "afile", "--backend", "cpu",
+        "--shard", f"{empty}/7",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {tmp_path / 'afile'}: output path exists and is not a folder\n"
+
+
+def test_a_size_that_overflows_is_a_usage_error(tmp_path):
+    """--max-memory inf is one usage error line (exit 2), not a traceback."""
+    result = invoke("run", tmp_path, "-o", tmp_path / "out", "--max-memory", "inf")
+    assert result.exit_code == 2 and "is not a size in bytes" in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_plain_run_summary_says_no_shard(media, tmp_path):
     """A run without --shard reports "shard": null in its params."""
     summary = edgecli.process(media / "shots" / "shot0.jpg", tmp_path, backend="cpu")
