@@ -13,6 +13,7 @@ Dask (the ``cluster`` extra) is imported here only, and this module only for
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -24,6 +25,7 @@ from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .errors import EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
+from .pipeline import summary_params
 from .sinks import (
     check_output_name,
     discard_reports,
@@ -153,15 +155,30 @@ def connect(kind: str, target: int | str, connect_timeout: float):
             "--scheduler needs Dask: pip install 'edgecli[cluster]' (dask and distributed)"
         ) from None
     if kind == "local":
-        with dask.config.set(WORKER_ENVIRONMENT):
-            cluster = LocalCluster(
-                n_workers=target,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
-            )
-        return Client(cluster), cluster
+        # The workers are started with SIGINT ignored, and keep it so (an ignored signal stays
+        # ignored in a child): a Ctrl-C at the terminal reaches the whole process group, and
+        # only the client may act on it, stopping the tasks through their stop event.
+        ignoring = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
+        try:
+            with dask.config.set(WORKER_ENVIRONMENT):
+                cluster = LocalCluster(
+                    n_workers=target,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+                )
+        except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
+            raise ClusterError(f"scheduler local:{target}: cannot start ({exc})") from None
+        finally:
+            if ignoring:
+                signal.signal(signal.SIGINT, previous)
+        try:
+            return Client(cluster), cluster
+        except BaseException:
+            cluster.close()
+            raise
     configured = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"))
     timeout = min(connect_timeout, configured)
     try:
@@ -219,14 +236,15 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
         w["fps"] = round(w["frames"] / w["busy_s"], 2) if w["busy_s"] > 0 else 0.0
         w["busy_s"] = round(w["busy_s"], 4)
     busy = [s["gpu_busy_s"] for s in summaries if s["gpu_busy_s"] is not None]
-    first = summaries[0] if summaries else {"backend": options.backend, "device": ""}
+    ran = [s for s in summaries if s["backend"] != "none"]  # "none": a shard with no sources
+    first = ran[0] if ran else {"backend": options.backend, "device": ""}
     return ClusterSummary(
         frames=sum(s["frames"] for s in summaries),
         failed=[f for s in summaries for f in s["failed"]],
         wall_s=wall_s,
         backend=first["backend"],
         device=first["device"],
-        params=options.edge_params() | {"png_bits": options.png_bits},
+        params=summary_params(options),
         workers=sum(threads.values()),
         output=output,
         stages=stages,
@@ -368,7 +386,8 @@ def _run_tasks(
     finally:
         bar.close()
         unfinished = [f for f in futures if not f.done()]
-        if unfinished:  # an error: nothing more is started
+        if unfinished:  # an error: the tasks running stop as on SIGINT, the rest never start
+            Event(stop_name, client=client).set()
             client.cancel(unfinished)
     interrupted = stop.is_set()
     if not interrupted:
