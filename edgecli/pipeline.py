@@ -184,8 +184,9 @@ class FrameReader:
     Under an active ``budget`` (:mod:`edgecli.memory`) each frame reserves its cost: a still
     image from its header, before its decode is submitted (while it does not fit, the frames
     decoded already are handed on first, then the main thread waits); a sequence's frame on
-    its reader, once decoded, before it is queued. The next sequence is then not read ahead:
-    what it held could be given back only after the one before it, which might need it.
+    its reader, once decoded, before it is queued, once its turn has come. The next sequence,
+    read ahead, reserves nothing for its few frames (FOLLOWING_DEPTH and one being decoded):
+    what it held would be given back only after the one before it, which might wait for it.
     """
 
     def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, budget=None):
@@ -216,7 +217,7 @@ class FrameReader:
             raise exc
         return Failure(exc.source, exc.reason)
 
-    def _sequence_items(self, source) -> Iterator[Frame | Failure]:
+    def _sequence_items(self, source, turn: threading.Event) -> Iterator[Frame | Failure]:
         frames = source.frames(self.options.max_pixels)
         while True:
             start = time.perf_counter()
@@ -235,12 +236,13 @@ class FrameReader:
                 continue
             self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
             height, width = frame.pixels.shape[:2]
-            try:
-                cost = self.budget.cost(height * width)
-                self.budget.reserve(frame.out_name, cost, frame.source)
-            except FrameError as exc:
-                yield self._failure(exc)
-                continue
+            if turn.is_set():  # read ahead as the next sequence: no reservation (see frames)
+                try:
+                    cost = self.budget.cost(height * width)
+                    self.budget.reserve(frame.out_name, cost, frame.source)
+                except FrameError as exc:
+                    yield self._failure(exc)
+                    continue
             yield frame
 
     def _cost(self, source) -> int:
@@ -251,9 +253,10 @@ class FrameReader:
         pixels = declared_pixels(source.path)
         return 0 if pixels is None or pixels > self.options.max_pixels else self.budget.cost(pixels)
 
-    def _sequence(self, source, depth: int) -> RunAhead:
-        """A reader of one sequence's items, started now, at most ``depth`` items ahead."""
-        items = self._sequence_items(source)
+    def _sequence(self, source, depth: int, turn: threading.Event) -> RunAhead:
+        """A reader of one sequence's items, started now, at most ``depth`` items ahead;
+        its frames reserve their memory once ``turn`` is set."""
+        items = self._sequence_items(source, turn)
         # Left early (a stop, an error), the run frees no more room: end the reader's wait.
         return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
 
@@ -261,6 +264,7 @@ class FrameReader:
         pending: deque[Future] = deque()  # still images on the pool, oldest first
         reader: RunAhead | None = None  # the sequence being read
         following: RunAhead | None = None  # the next one's reader, once started
+        following_turn = threading.Event()  # set when the next one becomes the one read
 
         def oldest() -> Frame | Failure:
             with self.waits.timed("decode"):
@@ -269,11 +273,20 @@ class FrameReader:
         try:
             for i, source in enumerate(sources):
                 if source.multi_frame:
-                    reader, following = following or self._sequence(source, self.window), None
-                    reader.widen(self.window)  # started as the next one: now at full depth
+                    if following is None:
+                        turn = threading.Event()
+                        reader = self._sequence(source, self.window, turn)
+                    else:
+                        reader, turn, following = following, following_turn, None
+                    # Its turn: its frames reserve memory from now on, and it reads at full
+                    # depth. Read ahead as the next one, it held at most FOLLOWING_DEPTH + 1
+                    # frames unreserved: reserving them could wait for room that only the
+                    # sequence before it, waiting for its turn to come, would give back.
+                    turn.set()
+                    reader.widen(self.window)
                     if i + 1 < len(sources) and sources[i + 1].multi_frame:
-                        if not self.budget.active:
-                            following = self._sequence(sources[i + 1], FOLLOWING_DEPTH)
+                        following_turn = threading.Event()
+                        following = self._sequence(sources[i + 1], FOLLOWING_DEPTH, following_turn)
                     while pending:  # the images before it come first
                         yield oldest()
                     yield from reader  # its frames, read ahead in the reader's own queue
