@@ -25,7 +25,7 @@ from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .errors import EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
-from .pipeline import summary_params
+from .pipeline import checked_sources, summary_params
 from .sinks import (
     check_output_name,
     discard_reports,
@@ -34,7 +34,7 @@ from .sinks import (
     remove_stale_temporaries,
     write_reports,
 )
-from .sources import discover_inputs, input_list, refuse_overwriting_inputs
+from .sources import input_list
 from .timing import Summary
 
 # A scheduler that does not answer within this many seconds fails the run (Dask's own
@@ -297,15 +297,7 @@ def run_on_cluster(
     reports = {}
     if json_summary is not None:
         reports["JSON summary"] = Path(check_path("JSON summary path", json_summary))
-    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
-    refuse_overwriting_inputs(
-        inputs,
-        sources,
-        Path(output),
-        recursive=options.recursive,
-        reports=reports,
-        own_output=resume.read_manifest(Path(output)) is not None,
-    )
+    sources = checked_sources(inputs, output, options, reports)
     # Connected before anything is written: a scheduler that does not answer leaves no trace.
     client, cluster = connect(kind, target, connect_timeout)
     try:

@@ -499,6 +499,21 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     return said
 
 
+def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
+    """The sources of the whole run, once they are known not to collide and no output (a PNG,
+    a frame name, a report in ``reports``) would overwrite an input."""
+    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    refuse_overwriting_inputs(
+        inputs,
+        sources,
+        Path(output),
+        recursive=options.recursive,
+        reports=reports,
+        own_output=resume.read_manifest(Path(output)) is not None,
+    )
+    return sources
+
+
 def run(
     inputs,
     output,
@@ -536,15 +551,7 @@ def run(
         for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
         if path is not None
     }
-    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
-    refuse_overwriting_inputs(
-        inputs,
-        sources,
-        Path(output),
-        recursive=options.recursive,
-        reports=reports,
-        own_output=resume.read_manifest(Path(output)) is not None,
-    )
+    sources = checked_sources(inputs, output, options, reports)
     if options.shard is not None:
         # Names and inputs were checked across the whole run above; this process does its part.
         run_size = len(sources)
