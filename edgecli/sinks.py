@@ -30,7 +30,7 @@ PNG_8BIT: list[int] = []
 # the CUDA path (a nonzero pixel is a 1 bit, which reads back as 255), each row has filter
 # type 0 (none), and zlib compresses with its run-length strategy, as libpng does for
 # OpenCV's IMWRITE_PNG_BILEVEL: the same size within 0.6%, 2.3-3.3x faster than cv2.imencode
-# on one core (benchmarks/png_encode.py, benchmarks/RESULTS.md, session 6). zlib lets go of
+# on one core (benchmarks/png_encode.py, benchmarks/RESULTS.md). zlib lets go of
 # the GIL while it compresses and checksums.
 _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
 
@@ -95,7 +95,7 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     significant bit, a nonzero pixel a 1 and the last byte padded with 0 bits.
 
     ``np.packbits`` holds the GIL: on 16 threads of the H200 host it packed no more maps a
-    second than on one (benchmarks/RESULTS.md, session 8), so the GPU path packs on the device
+    second than on one (benchmarks/RESULTS.md), so the GPU path packs on the device
     (:class:`PackedEdges`)."""
     height, width = edges.shape
     rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)

@@ -74,7 +74,7 @@ def declared_pixels(source: Path | bytes) -> int | None:
 
     PNG and JPEG headers are read here, in a few small reads: the decoding threads share
     the GIL, and PIL's parsers, which read the other formats, hold it for tens of
-    microseconds a frame (benchmarks/RESULTS.md, session 4).
+    microseconds a frame (benchmarks/RESULTS.md).
     """
     try:
         with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
@@ -147,7 +147,7 @@ def read_file(path: Path) -> bytes:
     Four system calls (open, fstat, read, close), where ``stat``, ``os.access`` and
     ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, and a
     worker waits for it a fraction of a millisecond when 16 of them share it at JPEG's frame
-    rate (benchmarks/RESULTS.md, session 7).
+    rate (benchmarks/RESULTS.md).
     """
     source = str(path)
     try:
