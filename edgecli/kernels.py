@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .cache import cache_dir
 from .errors import OptionError
-from .params import BORDERS, NORMS
+from .params import BORDERS, NORMS, usable_cpus
 
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
@@ -294,7 +294,7 @@ def check(
                 print(f"FAIL sm_{arch} {variant.name}\n{result.report}", file=out)
         return result
 
-    with ThreadPoolExecutor(max_workers=_usable_cores()) as pool:
+    with ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
         results = list(pool.map(run, jobs))
     failures = 0
     for arch in archs:
@@ -310,12 +310,6 @@ def check(
     total = len(results)
     print(f"{total - failures}/{total} variant-architectures compiled", file=out)
     return 1 if failures else 0
-
-
-def _usable_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
 
 
 def _registers(report: str) -> int:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -245,12 +245,12 @@ class FrameReader:
                     continue
             yield frame
 
-    def _cost(self, source) -> int:
-        """A still image's cost from its header (which is read only under a budget); 0 for
-        one over --max-pixels, which its decode refuses, saying so, before allocating it."""
+    def _cost(self, header_pixels: Callable[[], int | None]) -> int:
+        """A still image's cost from its header (read only under a budget); 0 for one over
+        --max-pixels, which its decode refuses, saying so, before allocating it."""
         if not self.budget.active:
             return 0
-        pixels = declared_pixels(source.path)
+        pixels = header_pixels()
         return 0 if pixels is None or pixels > self.options.max_pixels else self.budget.cost(pixels)
 
     def _sequence(self, source, depth: int, turn: threading.Event) -> RunAhead:
@@ -290,9 +290,11 @@ class FrameReader:
                     while pending:  # the images before it come first
                         yield oldest()
                     yield from reader  # its frames, read ahead in the reader's own queue
-                elif self.wanted(source.out_name, partial(declared_pixels, source.path)):
+                    continue
+                header_pixels = cache(partial(declared_pixels, source.path))  # read once
+                if self.wanted(source.out_name, header_pixels):
                     try:
-                        cost = self._cost(source)
+                        cost = self._cost(header_pixels)
                         while not self.budget.try_reserve(source.out_name, cost, str(source.path)):
                             if not pending:  # all it waits for is downstream: given back
                                 self.budget.reserve(source.out_name, cost, str(source.path))
@@ -430,14 +432,25 @@ class Writer:
     """Encode-and-write tasks on the pool, at most ``window`` outstanding."""
 
     def __init__(
-        self, pool, out_dir: Path, options: Options, clock, window: int, on_done, budget=None
+        self,
+        pool,
+        out_dir: Path,
+        options: Options,
+        clock,
+        window: int,
+        on_done,
+        budget=None,
+        *,
+        keep_written: bool = False,
     ):
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
         self.budget = budget or FrameBudget(None, 0)
         self.pending: deque[Future] = deque()
         self.waits = WaitClock()
-        self.written: list[str] = []  # output names, as each PNG is in place
+        # With ``keep_written``, the output names, as each PNG is in place (what clears a
+        # folder's mixed mark); else nothing is kept a frame.
+        self.written: list[str] | None = [] if keep_written else None
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
@@ -449,7 +462,8 @@ class Writer:
                 done()
         with self.clock.timed("write", name):
             write_atomic(self.out_dir / name, data)
-        self.written.append(name)
+        if self.written is not None:
+            self.written.append(name)
 
     def compute_encode_write(self, backend, frame: Frame) -> None:
         try:
@@ -679,7 +693,14 @@ def _run_into(
         raise
     with pool:
         writer = Writer(
-            pool.at(ENCODE), out_dir, options, clock, window, lambda: bar.update(1), budget
+            pool.at(ENCODE),
+            out_dir,
+            options,
+            clock,
+            window,
+            lambda: bar.update(1),
+            budget,
+            keep_written=mixed,
         )
         reader = FrameReader(pool.at(DECODE), clock, options, wanted, window, budget)
         ring = None
@@ -698,7 +719,7 @@ def _run_into(
                     clock,
                     writer,
                     reader.waits,
-                    budget.release,
+                    budget.release if budget.active else None,
                 )
             writer.drain()
         finally:
