@@ -58,12 +58,20 @@ bench-kernel: $(STAMP)
 	$(PY) benchmarks/kernel.py --blocks-per-sm
 
 # Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
+# For the GPU-decoding rows also q95 JPEGs (bench_data/q95/jpeg) and pan_long.mp4, pan.mp4 ten
+# times over (stream-copied).
 bench-media: $(STAMP)
 	$(PY) -m pip install --quiet imageio-ffmpeg scikit-image
 	$(PY) scripts/make_bench_media.py
+	$(PY) scripts/make_bench_media.py --only jpeg --jpeg-quality 95 --out bench_data/q95
+	$(PY) scripts/make_bench_media.py --long-copies 10
 
+# The pipeline against the codec floor (CPU decoders), then the GPU-decoding rows: --decode
+# cpu, auto and gpu on 2400 1080p frames of each kind, the OpenCV script, the engines' rates.
 bench-e2e: $(STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
+	$(PY) benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg \
+		--json benchmarks/gpu_decode.json
 
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(STAMP)

@@ -407,6 +407,12 @@ class CudaBackend:
         """:func:`launch_pack_rows` with this backend's module."""
         launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
 
+    def gpu_decoders(self, options: Options, sources: list):
+        """What decodes on the GPU in a run of ``sources`` (:func:`edgecli.decoders.plan`)."""
+        from .decoders import plan
+
+        return plan(options, sources)
+
     def slab_ring(self, slabs: int) -> SlabRing:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
         batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and

@@ -123,8 +123,9 @@ def cuda_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "cuda"
 
 
-def kernel_path() -> Path:
-    path = cuda_dir() / KERNEL_FILE
+def kernel_path(name: str = KERNEL_FILE) -> Path:
+    """Where ``cuda/<name>`` is: beside the package in a checkout, inside it in a wheel."""
+    path = cuda_dir() / name
     if not path.is_file():
         raise FileNotFoundError(
             f"CUDA kernel source not found at {path}; reinstall edgecli (the wheel ships it)"
@@ -132,10 +133,10 @@ def kernel_path() -> Path:
     return path
 
 
-@lru_cache(maxsize=1)
-def kernel_source() -> str:
-    """The kernel source, with a #line directive so compiler messages name the real file."""
-    path = kernel_path()
+@lru_cache(maxsize=4)
+def kernel_source(name: str = KERNEL_FILE) -> str:
+    """A kernel source, with a #line directive so compiler messages name the real file."""
+    path = kernel_path(name)
     return f'#line 1 "{path.as_posix()}"\n' + path.read_text(encoding="utf-8")
 
 

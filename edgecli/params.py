@@ -15,6 +15,9 @@ from .shards import check_shard
 NORMS = ("l1", "l2")
 BORDERS = ("replicate", "reflect101", "constant")
 BACKENDS = ("auto", "cuda", "cpu")
+# --decode: "auto" decodes on the GPU wherever that gives exactly the CPU decoder's frames,
+# "gpu" wherever the GPU can decode at all, "cpu" never (edgecli.gpu_decode).
+DECODES = ("auto", "cpu", "gpu")
 PNG_BITS = (1, 8)
 ON_ERROR = ("fail", "skip")
 # Frames larger than this are refused from their header, before any pixel is allocated.
@@ -86,6 +89,7 @@ class Options:
     norm: str = "l1"
     border: str = "replicate"
     backend: str = "auto"
+    decode: str = "auto"
     png_bits: int = 1
     recursive: bool = False
     workers: int | None = None  # None: one per usable CPU core
@@ -108,6 +112,7 @@ class Options:
         _check_choice("norm", self.norm, NORMS)
         _check_choice("border", self.border, BORDERS)
         _check_choice("backend", self.backend, BACKENDS)
+        _check_choice("decode", self.decode, DECODES)
         _check_choice("png_bits", self.png_bits, PNG_BITS)
         if self.workers is not None:
             _check_int("workers", self.workers, 1)

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
 
@@ -29,7 +29,8 @@ from tqdm import tqdm
 
 from . import resume
 from .backends import select_backend
-from .errors import FrameError, OutputError
+from .decoders import JPEG_SUFFIXES
+from .errors import CudaUnavailableError, FrameError, OutputError
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
 from .shards import format_shard, shard_of
@@ -45,10 +46,13 @@ from .sinks import (
 )
 from .sources import (
     Frame,
+    check_size,
     count_frames,
     declared_pixels,
+    decode_image,
     discover_inputs,
     input_list,
+    read_file,
     refuse_overwriting_inputs,
 )
 from .timing import StageClock, Summary, WaitClock
@@ -189,10 +193,19 @@ class FrameReader:
     what it held would be given back only after the one before it, which might wait for it.
     """
 
-    def __init__(self, pool, clock: StageClock, options: Options, wanted, window: int, budget=None):
+    def __init__(
+        self, pool, clock: StageClock, options: Options, wanted, window: int, budget=None,
+        gpu=None, read_pool=None,
+    ):  # fmt: skip
         self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
+        # Files read for the GPU's JPEG decoder come before encodes (they feed the engines, and
+        # take a fraction of a millisecond), on ``read_pool``; decodes on the CPU come after.
+        self.read_pool = read_pool or pool
         self.window = window
         self.budget = budget or FrameBudget(None, 0)
+        # GPU decoders (gpu_decode.GpuDecoders, or a stand-in): JPEGs go to gpu.jpeg in
+        # batches, videos to gpu.fleet(...); None: every frame is decoded on the CPU.
+        self.gpu = gpu
         self.waits = WaitClock()
         self.skipped_existing = 0
         self._skipped_lock = threading.Lock()  # readers count from their own threads
@@ -201,8 +214,12 @@ class FrameReader:
         with self._skipped_lock:
             self.skipped_existing += 1
 
-    def _decode(self, source) -> Frame | Failure:
+    def _decode(self, source, read: Callable | None = None) -> Frame | Failure:
+        """``source`` decoded on the CPU (or what ``read(source)`` makes of it), a Failure
+        where it cannot be; either way its reservation goes with an error."""
         try:
+            if read is not None:
+                return read(source)
             with self.clock.timed("decode", source.out_name):
                 return source.decode(self.options.max_pixels)
         except FrameError as exc:
@@ -260,15 +277,71 @@ class FrameReader:
         # Left early (a stop, an error), the run frees no more room: end the reader's wait.
         return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
 
-    def frames(self, sources: list) -> Iterator[Frame | Failure]:
+    def _read_for_gpu(self, source) -> Frame | object:
+        """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
+        it decodes the file exactly, else the CPU's frame (from the bytes read)."""
+        from .jpeg_planes import parse_header
+
+        data = read_file(source.path)
+        header = parse_header(data) if data[:2] == b"\xff\xd8" else None
+        # Until the GPU's decoder is open (it takes a while), the CPU decodes.
+        if header is None or header.gpu_reason is not None or not self.gpu.jpeg.ready():
+            with self.clock.timed("decode", source.out_name):
+                pixels = decode_image(source.path, data, self.options.max_pixels)
+            return Frame(source.out_name, str(source.path), pixels)
+        check_size(str(source.path), header.width * header.height, self.options.max_pixels)
+        # The GPU decodes it into memory of its own: no host frame to reserve room for.
+        self.budget.release(source.out_name)
+        return self.gpu.encoded(source.out_name, str(source.path), source.path, data, header)
+
+    def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
+        """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
+        decoded on the GPU (with ``result()``), which come in the order they are ready."""
+        fleet = None
+        if self.gpu is not None and self.gpu.video:
+            videos = [s for s in sources if s.multi_frame and s.kind == "video"]
+            if videos:
+                sources = [s for s in sources if not (s.multi_frame and s.kind == "video")]
+                fleet = self.gpu.fleet(videos, self.wanted, self._skipped, self.clock)
+        try:
+            for item in self._in_order(sources):
+                yield item
+                if fleet is not None:
+                    yield from self._fleet_items(fleet.ready())
+            if fleet is not None:
+                yield from self._fleet_items(fleet.rest())
+        finally:
+            if fleet is not None:
+                fleet.close()
+
+    def _fleet_items(self, items) -> Iterator:
+        for item in items:
+            yield self._failure(item) if isinstance(item, FrameError) else item
+
+    def _in_order(self, sources: list) -> Iterator[Frame | Failure | object]:
         pending: deque[Future] = deque()  # still images on the pool, oldest first
         reader: RunAhead | None = None  # the sequence being read
         following: RunAhead | None = None  # the next one's reader, once started
         following_turn = threading.Event()  # set when the next one becomes the one read
 
-        def oldest() -> Frame | Failure:
+        jpeg = self.gpu.jpeg if self.gpu is not None else None
+        group: list = []  # EncodedJpegs for the GPU's next batch, in order, sharing a key
+
+        def flush() -> Iterator:
+            if group:
+                yield jpeg.submit(list(group))
+                group.clear()
+
+        def oldest() -> Iterator:
             with self.waits.timed("decode"):
-                return pending.popleft().result()
+                item = pending.popleft().result()
+            if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
+                if group and (item.key() != group[0].key() or len(group) == jpeg.batch):
+                    yield from flush()
+                group.append(item)
+                return
+            yield from flush()
+            yield item
 
         try:
             for i, source in enumerate(sources):
@@ -288,28 +361,41 @@ class FrameReader:
                         following_turn = threading.Event()
                         following = self._sequence(sources[i + 1], FOLLOWING_DEPTH, following_turn)
                     while pending:  # the images before it come first
-                        yield oldest()
+                        yield from oldest()
+                    yield from flush()
                     yield from reader  # its frames, read ahead in the reader's own queue
                     continue
                 header_pixels = cache(partial(declared_pixels, source.path))  # read once
+                # A JPEG for the GPU's decoder holds no decoded frame on the host: it reserves
+                # nothing, and its header is not read here, on the main thread, where each
+                # system call waits to win the GIL back from busy workers (a third of the main
+                # thread's time at the engines' rate). Only --max-memory, a limit the user set,
+                # still has every file's size weighed first, for the few the CPU decodes.
+                for_gpu = jpeg is not None and source.path.suffix.lower() in JPEG_SUFFIXES
                 if self.wanted(source.out_name, header_pixels):
                     try:
-                        cost = self._cost(header_pixels)
+                        weigh = not for_gpu or self.options.max_memory is not None
+                        cost = self._cost(header_pixels) if weigh else 0
                         while not self.budget.try_reserve(source.out_name, cost, str(source.path)):
                             if not pending:  # all it waits for is downstream: given back
                                 self.budget.reserve(source.out_name, cost, str(source.path))
                                 break
-                            yield oldest()
+                            yield from oldest()
                     except FrameError as exc:
                         yield self._failure(exc)
                         continue
-                    pending.append(self.pool.submit(self._decode, source))
+                    if for_gpu:
+                        task = self.read_pool.submit(self._decode, source, self._read_for_gpu)
+                        pending.append(task)
+                    else:
+                        pending.append(self.pool.submit(self._decode, source))
                 else:
                     self._skipped()
                 while len(pending) >= self.window:
-                    yield oldest()
+                    yield from oldest()
             while pending:
-                yield oldest()
+                yield from oldest()
+            yield from flush()
         finally:  # the run may end early: stop the readers' threads
             self.budget.cancel()  # a reader waiting for room would never get it
             for started in (reader, following):
@@ -320,6 +406,19 @@ class FrameReader:
 def copy_frame(pixels: np.ndarray, out: np.ndarray) -> None:
     """Copy a decoded frame into its place in a slab's pinned input: a worker's task."""
     np.copyto(out, pixels)
+
+
+@dataclass
+class DecodeTally:
+    """Frames by the decoder that gave them, and the megapixels of those the GPU decoded."""
+
+    frames: dict[str, int] = field(default_factory=dict)
+    megapixels: float = 0.0
+
+    def add(self, counts: dict[str, int], megapixels: float = 0.0) -> None:
+        for name, count in counts.items():
+            self.frames[name] = self.frames.get(name, 0) + count
+        self.megapixels += megapixels
 
 
 class CountDown:
@@ -348,6 +447,15 @@ SPARE_SLABS = 2
 # each: this many per worker, plus a batch.
 WINDOW_PER_WORKER = 2
 
+# Batches the GPU's decoders work on while the main thread hands the one before them to the
+# kernel (the JPEG decoder's ring holds these, those on the GPU, and one more).
+DECODE_AHEAD = 2
+
+
+def _raise(error: BaseException) -> None:
+    raise error
+
+
 # The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
 # main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
 COPY, ENCODE, DECODE = 0, 1, 2
@@ -362,6 +470,8 @@ def run_on_gpu(
     writer: Writer,
     waits: WaitClock,
     on_copied: Callable[[str], None] | None = None,
+    on_failed: Callable[[FrameError], None] | None = None,
+    tally: DecodeTally | None = None,
 ) -> float:
     """Stream ``frames`` through the GPU in batches of up to ``options.batch`` same-shape
     frames, ``options.streams`` batches in flight; return the GPU's busy seconds.
@@ -377,43 +487,85 @@ def run_on_gpu(
     needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
     is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
     directly). ``on_copied(name)`` is called once a frame is in its slab.
+
+    Items of ``frames`` that are not Frames are batches the GPU decodes (futures of
+    gpu_decode.DeviceBatch): up to DECODE_AHEAD of them decode while the one before goes to
+    the kernel, which reads the decoder's buffer. ``on_failed(error)`` is told of each file
+    such a batch could not decode; ``tally`` counts the frames each decoder gave.
     """
+    on_failed = on_failed or _raise
+    tally = tally or DecodeTally()
     in_flight: deque = deque()
     busy_ms = 0.0
     batch: list[Frame] = []
     copied: list[Future] = []
     filling = None
+    decoding: deque = deque()  # batches decoding on the GPU, oldest first (their futures)
 
     def collect() -> None:
         nonlocal busy_ms
-        names, pending = in_flight.popleft()
+        names, pending, decoded = in_flight.popleft()
         with waits.timed("gpu"):
             edges, gpu_ms = pending.result()
         busy_ms += sum(gpu_ms.values())
+        if decoded is not None:  # frames the GPU decoded: their decode's time, shared
+            gpu_ms = gpu_ms | {"gpu_decode": decoded.decode_ms()}
         encoded = CountDown(len(names), pending.release)
         for name, frame_edges in zip(names, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
                 clock.record(stage, ms / len(names), name)
             writer.submit(writer.encode_write, name, frame_edges, encoded.done)
 
+    def make_room() -> None:
+        """Hand finished batches to the encoders now, not when their stream is next needed:
+        their slabs come free sooner, and the encoders get work while it waits."""
+        while in_flight and (len(in_flight) == options.streams or in_flight[0][1].ready()):
+            collect()
+
+    def submit_decoded() -> None:
+        """The oldest batch decoding on the GPU, once its decoder has queued it: its frames
+        go to the kernel straight from the decoder's buffer."""
+        with waits.timed("gpu_decode"):
+            decoded = decoding.popleft().result()
+        for error in decoded.errors:
+            on_failed(error)
+        tally.add(decoded.decoders, decoded.frames.size / 3e6)
+        if not decoded.names:
+            decoded.discard()
+            return
+        make_room()
+        n = len(decoded.names)
+        with waits.timed("submit"):  # the encoders of the slab's last batch
+            target = ring.fill(decoded.frames.shape[1:], n, host_input=False)
+        flight = target.submit_device(decoded.frames, decoded.ready, decoded.consumed)
+        in_flight.append((decoded.names, flight, decoded))
+
     def submit() -> None:
         with waits.timed("submit"):  # the batch's last copies into pinned memory
             for copy in copied:
                 copy.result()  # raises a copy's error, if any
         # Only the names stay: the frames' pixels are in the slab now, and can be freed.
-        in_flight.append(([frame.out_name for frame in batch], filling.submit(len(batch))))
+        names = [frame.out_name for frame in batch]
+        in_flight.append((names, filling.submit(len(batch)), None))
+        tally.add({"cpu": len(batch)})
         batch.clear()
         copied.clear()
 
     for frame in frames:
+        if not isinstance(frame, Frame):  # a batch the GPU decodes
+            if batch:
+                submit()
+            decoding.append(frame)
+            if len(decoding) > DECODE_AHEAD:
+                submit_decoded()
+            continue
+        while decoding:
+            submit_decoded()
         shape = frame.pixels.shape
         if batch and (len(batch) == options.batch or shape != batch[0].pixels.shape):
             submit()
         if not batch:
-            # Hand finished batches to the encoders now, not when their stream is next
-            # needed: their slabs come free sooner, and the encoders get work while it waits.
-            while in_flight and (len(in_flight) == options.streams or in_flight[0][1].ready()):
-                collect()
+            make_room()
             with waits.timed("submit"):  # the encoders of the slab's last batch
                 filling = ring.fill(shape, options.batch)
         copy = copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)])
@@ -423,6 +575,8 @@ def run_on_gpu(
         batch.append(frame)
     if batch:
         submit()
+    while decoding:
+        submit_decoded()
     while in_flight:
         collect()
     return busy_ms / 1e3
@@ -587,6 +741,9 @@ def run(
         if choice.notice:
             notify(choice.notice)
         backend = choice.backend
+    # Which GPU decoders can run is settled before the output folder is touched: --decode gpu
+    # where none can is an error (exit 4) with nothing written.
+    gpu_decoding = gpu_decoders(options, backend, sources)
     out_dir = prepare_output_dir(Path(output))
     # Opened now, before any mark is made in the output folder: a report that cannot be
     # written fails the run here, leaving the folder as it was.
@@ -594,7 +751,7 @@ def run(
     try:
         summary, clock = _run_into(
             out_dir, sources, options, backend, progress, warn, stop, started,
-            per_frame=timings_csv is not None,
+            per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
         )  # fmt: skip
     except BaseException:  # a failed run leaves no report, not even an empty one
         discard_reports(report_files)
@@ -607,6 +764,22 @@ def run(
         },
     )
     return summary
+
+
+def gpu_decoders(options: Options, backend, sources: list):
+    """A function that opens the run's GPU decoders, or None where every frame is decoded
+    on the CPU (--decode cpu, the CPU backend, no JPEG or video among the sources).
+    CudaUnavailableError (exit 4) for --decode gpu where no GPU decoder can run."""
+    if options.decode == "cpu":
+        return None
+    plan = getattr(backend, "gpu_decoders", None)
+    if plan is None:
+        if options.decode == "gpu":
+            raise CudaUnavailableError(
+                "--decode gpu needs the CUDA backend; this run uses the CPU backend"
+            )
+        return None
+    return plan(options, sources)
 
 
 def _empty_shard(output, options: Options, reports: dict, started: float) -> Summary:
@@ -642,10 +815,21 @@ def summary_params(options: Options) -> dict:
 
 
 def _run_into(
-    out_dir, sources, options, backend, progress, warn, stop, started, *, per_frame: bool
+    out_dir,
+    sources,
+    options,
+    backend,
+    progress,
+    warn,
+    stop,
+    started,
+    *,
+    per_frame: bool,
+    gpu_decoding=None,
 ) -> tuple[Summary, StageClock]:
     """The run proper, once the inputs, the backend and the output folder are settled: the
-    summary, and the clock that timed it (``per_frame``: with a row per frame)."""
+    summary, and the clock that timed it (``per_frame``: with a row per frame).
+    ``gpu_decoding()``, if given, opens the run's GPU decoders."""
     remove_stale_temporaries(out_dir)
     mixed = resume.begin(out_dir, options)  # refuses a stale --skip-existing, records options
 
@@ -657,6 +841,7 @@ def _run_into(
         )
 
     clock = StageClock(per_frame=per_frame)
+    tally = DecodeTally()
     workers = options.worker_count
     window = WINDOW_PER_WORKER * workers + options.batch
     budget = frame_budget(options, backend, workers, window)
@@ -683,7 +868,8 @@ def _run_into(
                 warn(f"skipped {item.source}: {item.reason}")
                 bar.update(1)
                 continue
-            megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
+            if isinstance(item, Frame):  # a batch the GPU decodes is counted when it is in
+                megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
             yield item
 
     try:
@@ -702,10 +888,24 @@ def _run_into(
             budget,
             keep_written=mixed,
         )
-        reader = FrameReader(pool.at(DECODE), clock, options, wanted, window, budget)
+        gpu = None
+        if gpu_decoding is not None:
+            gpu = gpu_decoding()
+            if gpu.notice:
+                warn(gpu.notice)
+        reader = FrameReader(
+            pool.at(DECODE), clock, options, wanted, window, budget, gpu, pool.at(COPY)
+        )
         ring = None
         if not backend.runs_on_host:
             ring = backend.slab_ring(options.streams + SPARE_SLABS)
+
+        def failed(error: FrameError) -> None:  # a file a GPU-decoded batch could not decode
+            failure = reader._failure(error)  # raises under --on-error fail
+            failures.append(failure)
+            warn(f"skipped {failure.source}: {failure.reason}")
+            bar.update(1)
+
         try:
             if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in decoded_frames(reader):
@@ -720,11 +920,18 @@ def _run_into(
                     writer,
                     reader.waits,
                     budget.release if budget.active else None,
+                    failed,
+                    tally,
                 )
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
+            if gpu is not None:
+                if gpu.jpeg is not None and gpu.jpeg.failure():
+                    warn(f"JPEGs decoded on the CPU: the GPU's JPEG decoder did not open "
+                         f"({gpu.jpeg.failure()})")  # fmt: skip
+                gpu.close()
             pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
     if mixed and not stop.is_set():
@@ -740,10 +947,20 @@ def _run_into(
         workers=workers,
         output=str(out_dir),
         stages=stats,
-        megapixels=megapixels,
+        megapixels=megapixels + tally.megapixels,
         skipped_existing=reader.skipped_existing,
         interrupted=stop.is_set(),
         gpu_busy_s=gpu_busy_s,
         main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
+        decoders=_decoders(tally.frames, stats, ring is None),
+        decode_lanes=gpu.lanes if gpu is not None else 1,
     )
     return summary, clock
+
+
+def _decoders(counted: dict[str, int], stats: dict, on_host: bool) -> dict[str, int]:
+    """Frames per decoder, of those written: on the CPU backend every one is the CPU's."""
+    written = stats.get("write", {}).get("count", 0)
+    if on_host:
+        return {"cpu": written} if written else {}
+    return {name: n for name, n in sorted(counted.items()) if n}

@@ -176,8 +176,12 @@ def read_file(path: Path) -> bytes:
 
 def read_image(path: Path, max_pixels: int) -> np.ndarray:
     """Decode one still image, or raise FrameError naming the file and the reason."""
+    return decode_image(path, read_file(path), max_pixels)
+
+
+def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
+    """Decode the still image ``path`` from its bytes ``data``, already read."""
     source = str(path)
-    data = read_file(path)
     if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
         frame = next(_animation_frames(path, max_pixels), None)  # (imageio reads it again)
         if frame is None:

@@ -58,7 +58,8 @@ class Slab:
     def __init__(self, packed: bool = False):
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.packed = packed
-        self.capacity = 0  # pixels (frames x height x width) the input buffers hold
+        self.capacity = 0  # pixels (frames x height x width) the edge buffer holds
+        self.input_capacity = 0  # pixels the input buffers (host frames) hold
         self.out_capacity = 0  # bytes the output buffers hold
         self.started, self.uploaded, self.computed, self.downloaded = (
             cp.cuda.Event() for _ in range(4)
@@ -67,13 +68,18 @@ class Slab:
         self.free = threading.Event()
         self.free.set()
 
-    def _reserve(self, pixels: int, out_bytes: int) -> None:
+    def _reserve(self, pixels: int, out_bytes: int, host_input: bool) -> None:
         try:
             if pixels > self.capacity:
-                self.frames_pinned = empty_pinned(pixels * 3)
-                self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
                 self.edges_dev = cp.empty(pixels, dtype=np.uint8)
                 self.capacity = pixels
+            if host_input and pixels > self.input_capacity:
+                # Frames decoded on the GPU come in buffers of their own: only frames from
+                # the host need these.
+                self.frames_pinned = self.frames_dev = None
+                self.frames_pinned = empty_pinned(pixels * 3)
+                self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
+                self.input_capacity = pixels
             if out_bytes > self.out_capacity:
                 self.out_pinned = empty_pinned(out_bytes)
                 if self.packed:
@@ -85,17 +91,23 @@ class Slab:
             wanted = pixels * 7 + out_bytes * (2 if self.packed else 1)
             raise _allocation_error("GPU and pinned memory for a batch", wanted, exc) from None
 
-    def fill(self, shape: tuple[int, ...], capacity: int, device: int, launch, pack) -> Filling:
+    def fill(
+        self, shape: tuple[int, ...], capacity: int, device: int, launch, pack,
+        host_input: bool = True,
+    ) -> Filling:  # fmt: skip
         """This slab, once the encoders of its previous batch are done with it, for a batch
-        of up to ``capacity`` frames of ``shape`` (H, W, 3)."""
+        of up to ``capacity`` frames of ``shape`` (H, W, 3); without ``host_input``, for
+        frames already on the device (:meth:`Filling.submit_device`)."""
         self.free.wait()
         self.free.clear()
         h, w = shape[:2]
-        self._reserve(capacity * h * w, capacity * h * out_row_bytes(w, self.packed))
+        self._reserve(capacity * h * w, capacity * h * out_row_bytes(w, self.packed), host_input)
         # The previous batch's upload from frames_pinned is done: its result was collected
         # before the slab was freed.
-        inputs = self.frames_pinned[: capacity * h * w * 3].reshape(capacity, h, w, 3)
-        return Filling(self, inputs, device, launch, pack)
+        inputs = None
+        if host_input:
+            inputs = self.frames_pinned[: capacity * h * w * 3].reshape(capacity, h, w, 3)
+        return Filling(self, inputs, device, launch, pack, (capacity, h, w))
 
 
 def out_row_bytes(width: int, packed: bool) -> int:
@@ -108,19 +120,30 @@ class Filling:
     """A batch being put together in a slab: the caller copies its frames into ``inputs``
     (pinned memory; from any thread), then submits the first n of them."""
 
-    def __init__(self, slab: Slab, inputs: np.ndarray, device: int, launch, pack):
+    def __init__(self, slab: Slab, inputs, device: int, launch, pack, shape):
         self.slab, self.inputs, self.device = slab, inputs, device
         self.launch, self.pack = launch, pack
+        self.shape = shape  # (frames, H, W) the slab was filled for
 
     def submit(self, n: int) -> InFlight:
         """Queue the upload of ``inputs[:n]``, the kernel (and the packing) and the download on
         the slab's stream. The copies into those inputs must be done."""
-        if not 1 <= n <= len(self.inputs):
-            raise ValueError(f"a batch of {n} frames in a slab filled for {len(self.inputs)}")
+        h, w = self.shape[1:]
+        # A prefix slice of a fresh allocation: 16-byte aligned, as the kernel requires.
+        frames_dev = self.slab.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
+        return self._submit(n, frames_dev, upload=self.inputs[:n])
+
+    def submit_device(self, frames_dev, ready, then=None) -> InFlight:
+        """Queue the kernel (and the packing) and the download of frames already on the
+        device, once the CUDA event ``ready`` has fired; ``then(stream)`` is called once the
+        kernel that reads them is enqueued on the slab's stream."""
+        return self._submit(len(frames_dev), frames_dev, ready=ready, then=then)
+
+    def _submit(self, n: int, frames_dev, upload=None, ready=None, then=None) -> InFlight:
+        if not 1 <= n <= self.shape[0]:
+            raise ValueError(f"a batch of {n} frames in a slab filled for {self.shape[0]}")
         slab = self.slab
-        h, w = self.inputs.shape[1:3]
-        # Prefix slices of fresh allocations: 16-byte aligned, as the kernel requires.
-        frames_dev = slab.frames_dev[: n * h * w * 3].reshape(n, h, w, 3)
+        h, w = self.shape[1:]
         edges_dev = slab.edges_dev[: n * h * w].reshape(n, h, w)
         row_bytes = out_row_bytes(w, slab.packed)
         out_pinned = slab.out_pinned[: n * h * row_bytes].reshape(n, h, row_bytes)
@@ -130,10 +153,15 @@ class Filling:
             else edges_dev
         )
         with cp.cuda.Device(self.device):
+            if ready is not None:
+                slab.stream.wait_event(ready)
             slab.started.record(slab.stream)
-            frames_dev.set(self.inputs[:n], stream=slab.stream)  # one async copy, from pinned
+            if upload is not None:
+                frames_dev.set(upload, stream=slab.stream)  # one async copy, from pinned
             slab.uploaded.record(slab.stream)
             self.launch(frames_dev, edges_dev, slab.stream)
+            if then is not None:
+                then(slab.stream)
             if slab.packed:
                 self.pack(edges_dev, out_dev, slab.stream)
             slab.computed.record(slab.stream)
@@ -192,10 +220,10 @@ class SlabRing:
         self.launch, self.pack = launch, pack
         self.turn = 0
 
-    def fill(self, shape: tuple[int, ...], capacity: int) -> Filling:
+    def fill(self, shape: tuple[int, ...], capacity: int, host_input: bool = True) -> Filling:
         """The next slab, for a batch of up to ``capacity`` frames of ``shape`` (H, W, 3);
         waits until the encoders of its last batch are done with it."""
         slab = self.slabs[self.turn]
         self.turn = (self.turn + 1) % len(self.slabs)
         with cp.cuda.Device(self.device):
-            return slab.fill(shape, capacity, self.device, self.launch, self.pack)
+            return slab.fill(shape, capacity, self.device, self.launch, self.pack, host_input)

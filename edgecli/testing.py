@@ -129,7 +129,9 @@ class StandInRing:
         self.filling: StandInFilling | None = None
         self.batch_sizes: list[int] = []
 
-    def fill(self, shape: tuple[int, ...], capacity: int) -> StandInFilling:
+    def fill(
+        self, shape: tuple[int, ...], capacity: int, host_input: bool = True
+    ) -> StandInFilling:
         if self.filling is not None:
             raise RuntimeError("a slab was filled while another one was being filled")
         slab, self.turn = self.turn, (self.turn + 1) % self.size
@@ -142,14 +144,17 @@ class StandInRing:
             buffer = self.inputs[slab] = np.empty(size, np.uint8)
         if self.poison:  # a frame the caller never copied in then shows in the PNGs
             buffer[:size].fill(0x5A)
-        self.filling = StandInFilling(self, slab, buffer[:size].reshape(capacity, *shape))
+        inputs = buffer[:size].reshape(capacity, *shape)
+        self.filling = StandInFilling(self, slab, inputs, host_input)
         return self.filling
 
-    def submit(self, filling: StandInFilling, n: int) -> StandInBatch:
+    def submit(self, filling: StandInFilling, n: int, frames=None, then=None) -> StandInBatch:
         if filling is not self.filling:
             raise RuntimeError("a batch was submitted from a slab not being filled")
         if not 1 <= n <= len(filling.inputs):
             raise RuntimeError(f"a batch of {n} in a slab filled for {len(filling.inputs)}")
+        if (frames is None) != filling.host_input:
+            raise RuntimeError("a slab filled for host frames got device ones, or the reverse")
         with self.lock:
             in_flight = self.submitted - self.collected
             if in_flight >= self.streams:
@@ -157,19 +162,26 @@ class StandInRing:
             self.submitted += 1
         self.filling = None
         self.batch_sizes.append(n)
-        # Like the real slab, the batch is computed from the slab's own input buffer.
-        frames = list(filling.inputs[:n])
+        # Like the real slab, the batch is computed from the slab's own input buffer, or
+        # from the decoder's (copied now: its slot is handed back once the kernel is queued).
+        frames = list(filling.inputs[:n]) if frames is None else [f.copy() for f in frames]
+        if then is not None:
+            then(None)
         return StandInBatch(self, filling.slab, frames, self.max_delay_s * self.rng.random())
 
 
 class StandInFilling:
     """A slab of a :class:`StandInRing` being filled with a batch's frames."""
 
-    def __init__(self, ring: StandInRing, slab: int, inputs: np.ndarray):
+    def __init__(self, ring: StandInRing, slab: int, inputs: np.ndarray, host_input=True):
         self.ring, self.slab, self.inputs = ring, slab, inputs
+        self.host_input = host_input
 
     def submit(self, n: int) -> StandInBatch:
         return self.ring.submit(self, n)
+
+    def submit_device(self, frames, ready=None, then=None) -> StandInBatch:
+        return self.ring.submit(self, len(frames), frames, then)
 
     def release(self) -> None:
         if self.ring.filling is self:
@@ -208,6 +220,14 @@ class StandInGpuBackend:
         ring = StandInRing(slabs, self.options.streams, self.compute, self.max_delay_s, self.poison)
         self.rings.append(ring)
         return ring
+
+    def gpu_decoders(self, options: Options, sources: list):
+        """Stand-in GPU decoding (:class:`StandInDecoders`) unless ``--decode cpu``."""
+        if options.decode == "cpu":
+            return None
+        return lambda: StandInDecoders(options.max_pixels, self.decode_batch)
+
+    decode_batch = 4  # files a stand-in JPEG batch: small, so tests cross batch boundaries
 
 
 def fingerprint(pixels: np.ndarray) -> bytes:
@@ -283,3 +303,94 @@ class PrecomputedEdges:
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         edges = self.lookup(frames_bgr)
         return edges[0][np.newaxis] if len(edges) == 1 else np.stack(edges)  # 1: no copy
+
+
+class StandInDeviceBatch:
+    """Stands in for ``gpu_decode.DeviceBatch``: frames "on the device" (host arrays here),
+    and the protocol's checks: consumed or discarded exactly once."""
+
+    def __init__(self, names, sources, frames, decoders, errors=()):
+        self.names, self.sources, self.frames = names, sources, frames
+        self.decoders, self.errors = decoders, list(errors)
+        self.ready = None
+        self.handed_back = 0
+
+    def decode_ms(self) -> float:
+        return 0.0
+
+    def consumed(self, stream) -> None:
+        self.handed_back += 1
+
+    def discard(self) -> None:
+        self.handed_back += 1
+
+    def result(self) -> StandInDeviceBatch:
+        return self
+
+
+class StandInJpegDecoder:
+    """Stands in for ``gpu_decode.JpegDecoder``: decodes each batch with cv2 on a thread of
+    its own (the pipeline's grouping, ordering and error handling are what is tested), and
+    checks every batch shares one key. Files whose name holds "engine-refuses" fail the batch
+    as nvJPEG would, so the CPU decodes that batch instead."""
+
+    name = "stand-in-jpeg"
+
+    def __init__(self, max_pixels: int, batch: int):
+        self.max_pixels, self.batch = max_pixels, batch
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-stand-in-jpeg")
+        self.batches: list[StandInDeviceBatch] = []
+
+    def ready(self) -> bool:
+        return True
+
+    def failure(self) -> str | None:
+        return None
+
+    def submit(self, items):
+        if len({item.key() for item in items}) != 1 or not 1 <= len(items) <= self.batch:
+            raise RuntimeError(f"a JPEG batch of {len(items)} files with several keys")
+        return self.executor.submit(self._decode, items)
+
+    def _decode(self, items) -> StandInDeviceBatch:
+        from .errors import FrameError
+        from .sources import decode_image
+
+        refused = any("engine-refuses" in item.source for item in items)
+        names, sources, frames, errors = [], [], [], []
+        for item in items:
+            try:
+                frames.append(decode_image(Path(item.path), item.data, self.max_pixels))
+            except FrameError as exc:
+                errors.append(exc)
+                continue
+            names.append(item.out_name)
+            sources.append(item.source)
+        decoder = "cpu" if refused else self.name
+        stacked = np.stack(frames) if frames else np.empty((0, 1, 1, 3), np.uint8)
+        batch = StandInDeviceBatch(names, sources, stacked, {decoder: len(names)}, errors)
+        self.batches.append(batch)
+        return batch
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+class StandInDecoders:
+    """Stands in for ``gpu_decode.GpuDecoders``: JPEGs only (``video`` is False)."""
+
+    video = False
+    notice = None
+    lanes = 1
+
+    def __init__(self, max_pixels: int, batch: int):
+        self.jpeg = StandInJpegDecoder(max_pixels, batch)
+
+    @staticmethod
+    def encoded(out_name, source, path, data, header):
+        from .decoders import EncodedJpeg
+
+        return EncodedJpeg(out_name, source, path, data, header)
+
+    def close(self) -> None:
+        self.jpeg.close()

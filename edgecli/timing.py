@@ -17,7 +17,12 @@ import numpy as np
 # the worker threads. Host stages are timed with perf_counter.
 DEVICE_STAGES = ("upload", "kernel", "download")
 READER_STAGES = ("read",)
-STAGE_ORDER = ("read", "decode", "compute", "upload", "kernel", "download", "encode", "write")
+# "gpu_decode": a batch decoded by the GPU's JPEG engines (timed with CUDA events) or by an NVDEC
+# session (on its thread), shared by its frames.
+DECODER_STAGES = ("gpu_decode",)
+STAGE_ORDER = (
+    "read", "decode", "gpu_decode", "compute", "upload", "kernel", "download", "encode", "write",
+)  # fmt: skip
 SCHEMA_VERSION = 1
 # A resource is named the bottleneck only when it was busy at least this share of the wall
 # time. Below it nothing was saturated: the run was too short for the pipeline to fill (start-up
@@ -112,7 +117,9 @@ class WaitClock:
         return {what: round(s, 4) for what, s in sorted(self.seconds.items())}
 
 
-def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str]:
+def find_bottleneck(
+    stages: dict, wall_s: float, workers: int, decode_lanes: int = 1
+) -> tuple[str, str]:
     """The stage that kept the busiest resource busiest, and a sentence saying so; or "none"
     when even the busiest resource was busy less than BOUND_FRACTION of the wall time.
 
@@ -121,7 +128,9 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
     (two at most at once, the next file read ahead: their time can pass the wall time). A
     resource's busy fraction is its stages' total time over the time it had (wall x threads,
     or wall). The busiest names the bottleneck: the GPU stage that took it longest, the worker
-    stage that took the most of the workers' time, or reading.
+    stage that took the most of the workers' time, or reading. The GPU's decoders are a
+    resource of their own: the JPEG engines (one decoder thread feeds them) or the NVDEC
+    sessions (``decode_lanes`` of them side by side).
     """
     if not stages or wall_s <= 0:
         return "none", "no frames were processed"
@@ -129,15 +138,21 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
     def busy(names, threads: int = 1) -> dict[str, float]:
         return {n: stages[n]["total_ms"] / 1e3 / (wall_s * threads) for n in stages if n in names}
 
-    host = busy([n for n in stages if n not in DEVICE_STAGES + READER_STAGES], workers)
+    own = DEVICE_STAGES + READER_STAGES + DECODER_STAGES
+    host = busy([n for n in stages if n not in own], workers)
     device, reader = busy(DEVICE_STAGES), busy(READER_STAGES)
-    busiest = max((f for f in (host, device, reader) if f), key=lambda f: sum(f.values()))
+    engines = busy(DECODER_STAGES, decode_lanes)
+    resources = (host, device, reader, engines)
+    busiest = max((f for f in resources if f), key=lambda f: sum(f.values()))
     name = max(busiest, key=busiest.get)
     total = sum(busiest.values())
     if total < BOUND_FRACTION:
-        who = f"the {workers} worker thread(s)"
-        if busiest is not host:
-            who = "the GPU" if busiest is device else "the readers of videos and multi-frame files"
+        who = {
+            id(host): f"the {workers} worker thread(s)",
+            id(device): "the GPU",
+            id(reader): "the readers of videos and multi-frame files",
+            id(engines): "the GPU's decoders",
+        }[id(busiest)]
         return "none", (  # percent rounded down, so 69.6% never reads "70% (under 70%)"
             f"not bound: the busiest resource, {who}, was busy {int(total * 100)}% of the wall "
             f"time (under {BOUND_FRACTION:.0%}: the run was too short, or waited on I/O)"
@@ -146,6 +161,11 @@ def find_bottleneck(stages: dict, wall_s: float, workers: int) -> tuple[str, str
         return name, (
             f"{name}-bound: reading videos and multi-frame files, in order (a reader a file), "
             f"took {total:.0%} of the wall time"
+        )
+    if busiest is engines:
+        return name, (
+            f"{name}-bound: the GPU's decoders (JPEG engines or {decode_lanes} NVDEC "
+            f"session(s)) were busy {total:.0%} of the wall time"
         )
     who = "the GPU was" if busiest is device else f"the {workers} worker thread(s) were"
     return name, (
@@ -171,6 +191,8 @@ class Summary:
     interrupted: bool = False
     gpu_busy_s: float | None = None  # time the GPU spent on copies and kernels (CUDA only)
     main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
+    decoders: dict = field(default_factory=dict)  # frames per decoder: "cpu", "nvjpeg-hw", ...
+    decode_lanes: int = 1  # the GPU decoders' sessions side by side (for the bottleneck)
 
     @property
     def gpu_busy_fraction(self) -> float | None:
@@ -187,11 +209,12 @@ class Summary:
         return self.megapixels / self.wall_s if self.wall_s > 0 else 0.0
 
     def bottleneck(self) -> tuple[str, str]:
-        return find_bottleneck(self.stages, self.wall_s, self.workers)
+        return find_bottleneck(self.stages, self.wall_s, self.workers, self.decode_lanes)
 
     def as_json(self) -> dict:
         data = asdict(self)
         data.pop("gpu_busy_s")
+        data.pop("decode_lanes")
         name, detail = self.bottleneck()
         data.update(
             schema=SCHEMA_VERSION,
@@ -229,6 +252,8 @@ class Summary:
             )
         if self.gpu_busy_fraction is not None:
             lines.append(f"  GPU busy {self.gpu_busy_fraction:.1%} of the wall time")
+        if self.decoders:
+            lines.append("  decoded by: " + ", ".join(f"{k} {v}" for k, v in self.decoders.items()))
         if self.main_thread_waits_s:
             waits = ", ".join(f"{k} {v:.2f} s" for k, v in self.main_thread_waits_s.items())
             lines.append(f"  main thread waited on: {waits}")

@@ -169,6 +169,22 @@ def write_folder(pan: Pan, folder: Path, suffix: str, params: list[int], workers
         return sum(pool.map(write, range(len(pan))))
 
 
+def write_long(clip: Path, copies: int, path: Path) -> None:
+    """``clip`` ``copies`` times over in one MP4, stream-copied by FFmpeg's concat demuxer
+    (the same frames, so a long video costs no encoding)."""
+    import imageio_ffmpeg
+
+    listing = path.with_suffix(".txt")
+    listing.write_text(f"file '{clip.resolve()}'\n" * copies)
+    try:
+        command = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-y", "-f", "concat"]
+        command += ["-safe", "0", "-i", str(listing), "-c", "copy", str(path)]
+        subprocess.run(command, check=True)
+    finally:
+        listing.unlink()
+    print(f"{path}: {clip.name} x {copies}, {path.stat().st_size / 1e6:.1f} MB")
+
+
 def parse_size(text: str) -> tuple[int, int]:
     try:
         width, height = (int(v) for v in text.lower().split("x"))
@@ -190,13 +206,24 @@ def main() -> None:
     )
     parser.add_argument("--crf", type=int, default=20, help="x264 CRF (default 20)")
     parser.add_argument(
+        "--jpeg-quality", type=int, default=JPEG_QUALITY, help=f"(default {JPEG_QUALITY})"
+    )
+    parser.add_argument(
         "--head-frames",
         type=int,
         default=None,
         help="frames in pan_head.mp4 (default: a fifth of --frames)",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="writer threads")
+    parser.add_argument(
+        "--long-copies",
+        type=int,
+        help="only write OUT/pan_long.mp4: OUT/pan.mp4 this many times over (stream-copied)",
+    )
     args = parser.parse_args()
+    if args.long_copies:
+        write_long(args.out / "pan.mp4", args.long_copies, args.out / "pan_long.mp4")
+        return
     if args.frames < 2:
         parser.error("--frames must be at least 2")
     head = args.head_frames or max(1, args.frames // 5)
@@ -218,7 +245,7 @@ def main() -> None:
                 size_mb = path.stat().st_size / 1e6
                 print(f"{path}: {frames} frames {width}x{height}, CRF {args.crf}, {size_mb:.1f} MB")
         elif kind == "jpeg":
-            params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]
+            params = [cv2.IMWRITE_JPEG_QUALITY, args.jpeg_quality]
             total = write_folder(pan, args.out / "jpeg", ".jpg", params, args.workers)
             print(f"{args.out / 'jpeg'}: {args.frames} JPEGs, {total / 1e6:.1f} MB")
         else:

@@ -22,7 +22,7 @@ JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
     "backend", "device", "params", "workers", "output", "stages", "bottleneck",
     "bottleneck_detail", "skipped_existing", "interrupted", "gpu_busy_fraction",
-    "main_thread_waits_s",
+    "main_thread_waits_s", "decoders",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
 
@@ -73,6 +73,7 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
     summary = json.loads(result.stdout)
     assert set(summary) == JSON_KEYS
     assert summary["frames"] == 3 and summary["failed"] == [] and summary["backend"] == "cpu"
+    assert summary["decoders"] == {"cpu": 3}
     assert summary["params"] == {
         "threshold": 100,
         "norm": "l1",

@@ -1,0 +1,308 @@
+"""GPU decoding, end to end (issue 18): whole-process wall fps of ``edgecli run`` with
+``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video and a glob of
+clips; against the OpenCV script a user would write and the CPU codec floor, all measured in
+the same run; with the GPU engines' decode-only rates.
+
+    python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
+
+Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make_bench_media.py
+--only jpeg --jpeg-quality 95``, which runs anywhere); under ``--data``, ``pan.mp4`` (240
+frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
+``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over).
+The JPEG folder is ``--frames`` symlinks cycling over the 240 files, the clips are
+``--frames / 240`` symlinks to pan.mp4. Every GPU-decoded run's PNGs are checked, file for
+file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal pixels
+give equal bytes). Each is also run on a fifth of the frames, for the steady rate between the
+two. edgecli runs as ``python -m edgecli`` from this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import cv2
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from e2e import symlink_folder, video_copies  # noqa: E402
+
+DECODES = ("cpu", "auto", "gpu")
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def edgecli(source: str, out: Path, decode: str) -> dict:
+    """One whole ``edgecli run``: its wall time (process start to exit) and JSON summary."""
+    summary = out.with_suffix(".json")
+    command = [sys.executable, "-m", "edgecli", "run", source, "-o", str(out), "-q"]
+    command += ["--decode", decode, "--json-summary", str(summary)]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
+    figures = json.loads(summary.read_text())
+    return {
+        "wall_s": round(wall, 3),
+        "fps": round(figures["frames"] / wall, 1),
+        "frames": figures["frames"],
+        "decoders": figures.get("decoders"),
+        "bottleneck": figures["bottleneck_detail"],
+        "run_s": figures["wall_s"],  # from the run's start, after Python and imports
+        "stages_s": {k: round(v["total_ms"] / 1e3, 3) for k, v in figures["stages"].items()},
+        "main_thread_waits_s": figures["main_thread_waits_s"],
+    }
+
+
+def steady(long: dict, short: dict) -> float | None:
+    """Frames a second between a short run's end and a long one's: the rate once started."""
+    if "error" in long or "error" in short or long["wall_s"] <= short["wall_s"]:
+        return None
+    return round((long["frames"] - short["frames"]) / (long["wall_s"] - short["wall_s"]), 1)
+
+
+def digests(folder: Path) -> dict[str, str]:
+    def one(path: Path) -> tuple[str, str]:
+        return path.name, hashlib.sha1(path.read_bytes()).hexdigest()
+
+    with ThreadPoolExecutor(16) as pool:
+        return dict(pool.map(one, sorted(folder.glob("*.png"))))
+
+
+def script(kind: str, source: str, out: Path) -> dict:
+    """The OpenCV script a user would write: a Pool over the JPEGs, or one reader a video."""
+    out.mkdir(parents=True)
+    if kind == "jpeg":
+        command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), source, str(out)]
+    else:
+        command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), str(out)]
+        command += sorted(str(p) for p in Path(source).parent.glob(Path(source).name))
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        return {"error": done.stderr.strip()[-400:]}
+    frames = len(list(out.glob("*.png")))
+    return {"wall_s": round(wall, 3), "fps": round(frames / wall, 1), "frames": frames}
+
+
+def codec_floor(kind: str, source: str, threads: int) -> dict:
+    """The CPU's codecs alone: decode every frame (16 threads over files; a reader a video)
+    and 1-bit PNG-encode edge maps of them (16 threads); floor = 1 / (1/decode + 1/encode)."""
+    from edgecli.params import Options
+    from edgecli.reference import detect_frame
+    from edgecli.sinks import encode_png
+
+    pool = ThreadPoolExecutor(threads)
+    if kind == "jpeg":
+        paths = sorted(str(p) for p in Path(source).iterdir())
+
+        def decode_all():
+            return list(pool.map(lambda p: cv2.imread(p, cv2.IMREAD_COLOR).shape, paths))
+
+        sample = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths[:64]]
+    else:
+        videos = sorted(str(p) for p in Path(source).parent.glob(Path(source).name))
+
+        def read(path: str) -> int:
+            capture, n = cv2.VideoCapture(path), 0
+            while capture.read()[0]:
+                n += 1
+            return n
+
+        def decode_all():
+            return list(pool.map(read, videos))
+
+        capture = cv2.VideoCapture(videos[0])
+        sample = [capture.read()[1] for _ in range(64)]
+    start = time.perf_counter()
+    decoded = decode_all()
+    frames = sum(decoded) if kind != "jpeg" else len(decoded)
+    decode_fps = frames / (time.perf_counter() - start)
+    edges = [detect_frame(f, Options()) for f in sample]
+    reps = max(1, frames // len(edges))
+    start = time.perf_counter()
+    list(pool.map(lambda e: encode_png(e, 1), edges * reps))
+    encode_fps = len(edges) * reps / (time.perf_counter() - start)
+    pool.shutdown()
+    return {
+        "decode_fps": round(decode_fps, 1),
+        "encode_fps": round(encode_fps, 1),
+        "floor_fps": round(1 / (1 / decode_fps + 1 / encode_fps), 1),
+    }
+
+
+def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
+    """Decode-only (and conversion) rates of the JPEG engines and NVDEC, 1080p."""
+    import cupy as cp
+
+    from edgecli import gpu_decode, nvjpeg
+
+    rates: dict = {}
+    files = [p.read_bytes() for p in sorted(jpeg_dir.iterdir())[:64]]
+    decoder = nvjpeg.BatchDecoder("hardware")
+    h, w = 1080, 1920
+    frame_bytes = h * w * 3 // 2
+    stream = cp.cuda.Stream(non_blocking=True)
+    for batch in (32, 64):
+        planes = cp.empty(batch * frame_bytes, cp.uint8)
+        out = cp.empty((batch, h, w, 3), cp.uint8)
+        base = planes.data.ptr
+        destinations = [
+            [(b, w), (b + h * w, w // 2), (b + h * w + h * w // 4, w // 2)]
+            for b in (base + i * frame_bytes for i in range(batch))
+        ]
+        data = (files * 4)[:batch]
+        decoder.decode(data, destinations, stream.ptr)  # warm
+        stream.synchronize()
+        calls = max(1, 1024 // batch)
+        start = time.perf_counter()
+        for _ in range(calls):
+            decoder.decode(data, destinations, stream.ptr)
+            gpu_decode.launch_jpeg_to_bgr(0, planes, frame_bytes, out, h, w, (2, 2), 1, stream)
+        stream.synchronize()
+        rates[f"jpeg_engines_batch{batch}_fps"] = round(
+            calls * batch / (time.perf_counter() - start)
+        )
+    decoder.close()
+
+    import PyNvVideoCodec as nvc
+
+    def session(results: list) -> None:
+        cp.cuda.Device(0).use()
+        own = cp.cuda.Stream(non_blocking=True)
+        dec = nvc.SimpleDecoder(str(clip), gpu_id=0, use_device_memory=True,
+                                output_color_type=nvc.OutputColorType.NATIVE)  # fmt: skip
+        out = cp.empty((16, h, w, 3), cp.uint8)
+        total = len(dec)
+        n = 0
+        while n < total:
+            frames = dec.get_batch_frames(min(16, total - n))
+            if not frames:
+                break
+            with own:
+                for j, frame in enumerate(frames):
+                    nv12 = cp.from_dlpack(frame)
+                    pitch = nv12.strides[0]
+                    gpu_decode.launch_nv12_to_bgr(
+                        0, nv12.data.ptr, pitch, nv12.data.ptr + pitch * h, pitch, out[j], own
+                    )
+            own.synchronize()
+            n += len(frames)
+        results.append(n)
+
+    for sessions in (1, 4, 8):
+        results: list = []
+        threads = [threading.Thread(target=session, args=(results,)) for _ in range(sessions)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rates[f"nvdec_{sessions}_sessions_fps"] = round(
+            sum(results) / (time.perf_counter() - start)
+        )
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=REPO / "bench_data")
+    parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
+    parser.add_argument("--frames", type=int, default=2400)
+    parser.add_argument("--kinds", default="jpeg,long,clips")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    threads = os.cpu_count() or 1
+    scratch = Path(tempfile.mkdtemp(prefix="edgecli-bench-decode-"))
+    results: dict = {"frames": args.frames, "threads": threads, "kinds": {}}
+    try:
+        log(f"== engines (decode and conversion only, 1080p) at {time.strftime('%H:%M:%S')}")
+        results["engines"] = engine_rates(args.jpeg, args.data / "pan.mp4")
+        log(json.dumps(results["engines"]))
+        inputs = {
+            "jpeg": str(
+                symlink_folder(sorted((args.jpeg).iterdir()), args.frames, scratch / "jpeg-in")
+            ),  # fmt: skip
+            "long": str(args.data / "pan_long.mp4"),
+            "clips": video_copies(args.data / "pan.mp4", args.frames // 240, scratch / "clips"),
+        }
+        # A fifth of each, for the steady rate: the JPEGs and clips cut, the long video's
+        # first 480 frames (pan.mp4 twice, the long one's first two copies: the same frames).
+        fifth = args.frames // 5
+        short_inputs = {
+            "jpeg": str(
+                symlink_folder(sorted((args.jpeg).iterdir()), fifth, scratch / "jpeg-short")
+            ),  # fmt: skip
+            "long": video_copies(args.data / "pan.mp4", 2, scratch / "long-short"),
+            "clips": video_copies(
+                args.data / "pan.mp4", max(1, fifth // 240), scratch / "clips-short"
+            ),  # fmt: skip
+        }
+        for kind in args.kinds.split(","):
+            log(f"== {kind}: {inputs[kind]}")
+            figures: dict = {}
+            for decode in DECODES:
+                out = scratch / f"{kind}-{decode}"
+                figures[decode] = edgecli(inputs[kind], out, decode)
+                log(f"  edgecli --decode {decode}: {figures[decode]}")
+                short = edgecli(short_inputs[kind], scratch / f"{kind}-{decode}-short", decode)
+                shutil.rmtree(scratch / f"{kind}-{decode}-short", ignore_errors=True)
+                figures[decode]["short_run"] = short
+                figures[decode]["steady_fps"] = steady(figures[decode], short)
+                log(f"    {short.get('frames')} frames: {short.get('wall_s')} s; steady "
+                    f"{figures[decode]['steady_fps']} fps")  # fmt: skip
+            reference = digests(scratch / f"{kind}-cpu")
+            for decode in ("auto", "gpu"):
+                if "error" not in figures[decode]:
+                    same = digests(scratch / f"{kind}-{decode}") == reference
+                    figures[decode]["equal_to_cpu"] = same
+                    log(f"  --decode {decode} PNGs == --decode cpu PNGs: {same}")
+            for decode in DECODES:
+                shutil.rmtree(scratch / f"{kind}-{decode}", ignore_errors=True)
+            figures["script"] = script("jpeg" if kind == "jpeg" else "video", inputs[kind],
+                                       scratch / f"{kind}-script")  # fmt: skip
+            log(f"  OpenCV script: {figures['script']}")
+            shutil.rmtree(scratch / f"{kind}-script", ignore_errors=True)
+            figures["codec_floor"] = codec_floor("jpeg" if kind == "jpeg" else "video",
+                                                 inputs[kind], threads)  # fmt: skip
+            log(f"  CPU codec floor: {figures['codec_floor']}")
+            results["kinds"][kind] = figures
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    log("\nkind   decode  wall fps  steady fps  vs script  vs floor  equal  decoders")
+    for kind, figures in results["kinds"].items():
+        script_fps = figures["script"].get("fps")
+        floor = figures["codec_floor"]["floor_fps"]
+        for decode in DECODES:
+            run = figures[decode]
+            if "error" in run:
+                log(f"{kind:<6} {decode:<6} {run['error'][:60]}")
+                continue
+            vs_script = run["fps"] / script_fps if script_fps else float("nan")
+            log(f"{kind:<6} {decode:<6} {run['fps']:8.0f}  {run.get('steady_fps')!s:>10}  "
+                f"{vs_script:8.2f}  "
+                f"{run['fps'] / floor:8.2f}  {str(run.get('equal_to_cpu', '-')):<5}  "
+                f"{run['decoders']}")  # fmt: skip
+        log(f"{kind:<6} script {script_fps}  floor {floor}")
+
+
+if __name__ == "__main__":
+    main()

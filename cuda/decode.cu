@@ -1,0 +1,118 @@
+// Decoded planes -> the contract's BGR frames, bit for bit as the CPU decoders make them.
+//
+// jpeg_planes_to_bgr: a batch of JPEGs' Y, Cb, Cr planes (nvJPEG's NVJPEG_OUTPUT_YUV, at their
+//   native sampling) -> BGR as cv2.imdecode gives it: libjpeg-turbo's fancy upsampling
+//   (jdsample.c) and YCbCr->RGB (jdcolor.c), then the EXIF orientation imdecode applies.
+//   The CPU reference, with the reasoning, is edgecli/jpeg_planes.py.
+// nv12_to_bgr: one NV12 frame (NVDEC's) -> BGR as cv2.VideoCapture gives it for 8-bit
+//   yuv420p, BT.601, limited range: swscale's fixed-point yuv2rgb, one chroma sample per 2x2
+//   block. The CPU reference is edgecli/yuv.py.
+//
+// One thread an output pixel; every output pixel is written.
+
+// jdcolor.c's tables in 16.16 fixed point: FIX(1.40200), FIX(1.77200), FIX(0.71414),
+// FIX(0.34414), and ONE_HALF.
+#define CR_R 91881
+#define CB_B 116130
+#define CR_G 46802
+#define CB_G 22554
+#define ONE_HALF 32768
+
+__device__ __forceinline__ int clamp255(int v) { return min(max(v, 0), 255); }
+
+__device__ __forceinline__ int at(const unsigned char* plane, int pitch, int row, int col) {
+    return plane[(long long)row * pitch + col];
+}
+
+// A chroma plane's value at luma sample (x, y), upsampled as jdsample.c does it.
+// fx, fy: Y's sampling over the chroma plane's (1 or 2 each); cw, ch: the plane's size.
+__device__ int upsampled(const unsigned char* c, int cw, int ch, int fx, int fy, int x, int y) {
+    if (fx == 1 && fy == 1) return at(c, cw, y, x);
+    if (fx == 1 && fy == 2) {  // h1v2_fancy_upsample: always fancy
+        int i = y >> 1;
+        int near = at(c, cw, i, x);
+        if (y & 1) return (3 * near + at(c, cw, min(i + 1, ch - 1), x) + 2) >> 2;
+        return (3 * near + at(c, cw, max(i - 1, 0), x) + 1) >> 2;
+    }
+    int j = x >> 1;
+    if (cw <= 2) return at(c, cw, fy == 2 ? y >> 1 : y, j);  // too narrow: box replication
+    int jf = (x & 1) ? min(j + 1, cw - 1) : max(j - 1, 0);  // the further column
+    if (fy == 1) {  // h2v1_fancy_upsample
+        int near = at(c, cw, y, j);
+        return (3 * near + at(c, cw, y, jf) + ((x & 1) ? 2 : 1)) >> 2;
+    }
+    // h2v2_fancy_upsample: column sums of 3 * nearer row + further row, then across.
+    int i = y >> 1;
+    int iff = (y & 1) ? min(i + 1, ch - 1) : max(i - 1, 0);
+    int near = 3 * at(c, cw, i, j) + at(c, cw, iff, j);
+    int far = 3 * at(c, cw, i, jf) + at(c, cw, iff, jf);
+    return (3 * near + far + ((x & 1) ? 7 : 8)) >> 4;
+}
+
+// Planes of frame f start at planes + f * frame_bytes: Y (height x width, pitch width), then
+// Cb and Cr (ch x cw each, pitch cw); gray frames have only Y (fx == 0). The output is
+// (n, out_h, out_w, 3): the frame turned by EXIF orientation 1..8 (out_h, out_w swapped for
+// 5..8).
+extern "C" __global__ void jpeg_planes_to_bgr(
+    const unsigned char* __restrict__ planes, long long frame_bytes,
+    unsigned char* __restrict__ out, int height, int width, int cw, int ch, int fx, int fy,
+    int orientation) {
+    const int f = blockIdx.z;
+    const bool transposed = orientation >= 5 && orientation <= 8;
+    const int out_w = transposed ? height : width;
+    const int out_h = transposed ? width : height;
+    const int ox = blockIdx.x * blockDim.x + threadIdx.x;
+    const int oy = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ox >= out_w || oy >= out_h) return;
+    // Undo the flip (of orientation, or orientation - 4 after the transpose), then the
+    // transpose: jpeg_planes.apply_exif_orientation, backwards.
+    const int flip = transposed ? orientation - 4 : orientation;
+    int tx = (flip == 2 || flip == 3) ? out_w - 1 - ox : ox;
+    int ty = (flip == 3 || flip == 4) ? out_h - 1 - oy : oy;
+    const int x = transposed ? ty : tx;
+    const int y = transposed ? tx : ty;
+
+    const unsigned char* base = planes + f * frame_bytes;
+    const int luma = at(base, width, y, x);
+    int b, g, r;
+    if (fx == 0) {
+        b = g = r = luma;
+    } else {
+        const unsigned char* cb = base + (long long)height * width;
+        const unsigned char* cr = cb + (long long)ch * cw;
+        const int u = upsampled(cb, cw, ch, fx, fy, x, y) - 128;
+        const int v = upsampled(cr, cw, ch, fx, fy, x, y) - 128;
+        r = clamp255(luma + ((CR_R * v + ONE_HALF) >> 16));
+        g = clamp255(luma + ((-CB_G * u + ONE_HALF - CR_G * v) >> 16));
+        b = clamp255(luma + ((CB_B * u + ONE_HALF) >> 16));
+    }
+    unsigned char* o = out + (((long long)f * out_h + oy) * out_w + ox) * 3;
+    o[0] = (unsigned char)b;
+    o[1] = (unsigned char)g;
+    o[2] = (unsigned char)r;
+}
+
+// swscale's BT.601 limited-range coefficients as its x86 yuv2rgb applies them (pmulhw: >> 16,
+// flooring): see edgecli/yuv.py, closed_form_table.
+#define Y_COEFF 9539
+#define U_B 16525
+#define U_G (-3209)
+#define V_G (-6660)
+#define V_R 13075
+
+extern "C" __global__ void nv12_to_bgr(
+    const unsigned char* __restrict__ y_plane, int y_pitch,
+    const unsigned char* __restrict__ uv_plane, int uv_pitch,
+    unsigned char* __restrict__ out, int height, int width) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (col >= width || row >= height) return;
+    const int luma = ((8 * at(y_plane, y_pitch, row, col) - 128) * Y_COEFF) >> 16;
+    const unsigned char* uv = uv_plane + (long long)(row >> 1) * uv_pitch + 2 * (col >> 1);
+    const int u = 8 * uv[0] - 1024;
+    const int v = 8 * uv[1] - 1024;
+    unsigned char* o = out + ((long long)row * width + col) * 3;
+    o[0] = (unsigned char)clamp255(luma + ((u * U_B) >> 16));
+    o[1] = (unsigned char)clamp255(luma + ((u * U_G) >> 16) + ((v * V_G) >> 16));
+    o[2] = (unsigned char)clamp255(luma + ((v * V_R) >> 16));
+}

@@ -1,0 +1,157 @@
+"""Which decoder decodes what: ``--decode auto|cpu|gpu`` (no CuPy here).
+
+``auto`` puts a JPEG on the GPU's JPEG engines (nvJPEG's hardware backend) and a video on NVDEC
+wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.jpeg_planes.
+parse_header`, :func:`edgecli.gpu_decode.nvdec_reason`); ``gpu`` also uses nvJPEG's CUDA
+backend on GPUs without JPEG engines (its IDCT differs from libjpeg-turbo's by up to 3 levels)
+and fails (exit 4) where no GPU decoder can run; ``cpu`` never decodes on the GPU. The
+decoders themselves are :mod:`edgecli.gpu_decode`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
+
+
+@dataclass(frozen=True)
+class EncodedJpeg:
+    """A JPEG file read and found fit for the GPU decoder: its bytes and parsed header."""
+
+    out_name: str
+    source: str
+    path: object  # Path
+    data: bytes
+    header: object  # jpeg_planes.JpegHeader
+
+    def key(self) -> tuple:
+        """What the files of one batch share: size, sampling, orientation."""
+        h = self.header
+        return (h.width, h.height, h.subsampling, h.orientation)
+
+
+# Under --decode auto, JPEGs go to the engines only in runs of at least this many: opening
+# nvJPEG's hardware decoder takes about a second on the H200 (benchmarks/RESULTS.md), which the
+# CPU decoders fill with frames meanwhile, but which a run of a few files never earns back.
+JPEG_MIN_FILES = 64
+
+_kept: dict = {}  # a decoder opened by a check, for the run to use (opening it is slow)
+_kept_lock = threading.Lock()
+
+
+def jpeg_unusable_reason(backend: str, keep: bool = False) -> str | None:
+    """None when nvJPEG's ``backend`` ("hardware", "cuda") opens here, else why not; with
+    ``keep``, the decoder opened stays for :func:`take_jpeg_decoder`."""
+    from . import nvjpeg
+
+    try:
+        decoder = nvjpeg.BatchDecoder(backend)
+    except nvjpeg.NvjpegUnavailable as exc:
+        return str(exc)
+    except nvjpeg.NvjpegError as exc:
+        what = "this GPU has no JPEG engines" if backend == "hardware" else "nvJPEG failed"
+        return f"{what} ({exc})"
+    if keep:
+        with _kept_lock:
+            _kept.setdefault(backend, []).append(decoder)
+    else:
+        decoder.close()
+    return None
+
+
+def take_jpeg_decoder(backend: str):
+    """An nvjpeg.BatchDecoder for ``backend``: one a check kept, or a new one."""
+    from . import nvjpeg
+
+    with _kept_lock:
+        if _kept.get(backend):
+            return _kept[backend].pop()
+    return nvjpeg.BatchDecoder(backend)
+
+
+def nvjpeg_missing() -> str | None:
+    """Why libnvjpeg cannot be loaded, or None (a quick check: nothing is opened)."""
+    from . import nvjpeg
+
+    try:
+        nvjpeg.library()
+    except nvjpeg.NvjpegUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def video_unusable_reason() -> str | None:
+    """None when NVDEC can decode here (PyNvVideoCodec and the driver's libnvcuvid)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvcuvid.so.1")
+    except OSError:
+        return "the driver's NVDEC library (libnvcuvid.so.1) is not installed"
+    os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # its logger (see gpu_decode.import_nvc)
+    try:
+        import PyNvVideoCodec  # noqa: F401
+    except Exception as exc:  # ImportError, or a library it loads failing
+        return f"PyNvVideoCodec is not importable ({exc}); install edgecli[cuda13] or [cuda12]"
+    return None
+
+
+def plan(options, sources: list):
+    """What :class:`GpuDecoders` a run of ``sources`` gets under ``options.decode``, as a
+    function that opens them (None: nothing to decode on the GPU). Raises
+    CudaUnavailableError for --decode gpu where no GPU decoder can run.
+
+    Under ``auto`` the JPEG engines open while the run starts, and JPEGs decode on the CPU
+    until they are open (or for the whole run, if they cannot open); ``gpu`` opens them here,
+    so that a GPU without them is known before anything is written."""
+    from .errors import CudaUnavailableError
+
+    wants_gpu = options.decode == "gpu"
+    jpegs = sum(not s.multi_frame and s.path.suffix.lower() in JPEG_SUFFIXES for s in sources)
+    has_video = any(s.multi_frame and s.kind == "video" for s in sources)
+    missing = []
+    jpeg_backend = None
+    if wants_gpu:
+        reason = jpeg_unusable_reason("hardware", keep=True)
+        if reason is None:
+            jpeg_backend = "hardware"
+        elif jpeg_unusable_reason("cuda", keep=True) is None:
+            jpeg_backend = "cuda"  # not exact (benchmarks/RESULTS.md): only when asked for
+        else:
+            missing.append(f"JPEG: {reason}")
+    elif jpegs >= JPEG_MIN_FILES:
+        reason = nvjpeg_missing()
+        if reason is None:
+            jpeg_backend = "hardware"
+        else:
+            missing.append(f"JPEG: {reason}")
+    video = False
+    if has_video or wants_gpu:
+        reason = video_unusable_reason()
+        video = reason is None
+        if reason:
+            missing.append(f"video: {reason}")
+    if wants_gpu and jpeg_backend is None and not video:
+        raise CudaUnavailableError(
+            "--decode gpu: no GPU decoder can run here; " + "; ".join(missing)
+        )
+    jpeg_backend = jpeg_backend if jpegs else None
+    video = video and has_video
+    if jpeg_backend is None and not video:
+        return None
+    notice = ("decoding on the CPU: " + "; ".join(missing)) if missing else None
+
+    def open_decoders():
+        return _gpu_decoders()(options.device, options.max_pixels, jpeg_backend, video, notice)
+
+    return open_decoders
+
+
+def _gpu_decoders():
+    """gpu_decode.GpuDecoders, imported only when a run decodes on the GPU (it imports CuPy)."""
+    from .gpu_decode import GpuDecoders
+
+    return GpuDecoders

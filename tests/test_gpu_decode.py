@@ -1,0 +1,251 @@
+"""GPU decoding (--decode auto|gpu) against the CPU decoders, file for file (needs CUDA, and
+the GPU decoders: nvJPEG with JPEG engines, PyNvVideoCodec with the driver's NVDEC).
+
+Every frame a GPU decoder writes lands in a buffer poisoned right before its conversion kernel
+is queued, so a pixel the conversion never wrote fails the comparison.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import edgecli
+from edgecli.errors import FrameError
+
+from .media import photo
+
+pytestmark = pytest.mark.gpu
+
+DATA = Path(__file__).parent / "data"
+EXACT_CLIPS = ["nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4"]
+CPU_CLIPS = ["nvdec_bt709.mp4", "nvdec_bframes.mkv"]  # auto leaves these on the CPU
+SAMPLING = {
+    "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
+    "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
+    "420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
+    "440": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_440,
+    "411": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_411,
+}
+SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (17, 33), (33, 17), (1079, 1917)]
+
+
+@pytest.fixture(scope="module")
+def gpu_decode(gpu):
+    """edgecli.gpu_decode, or a skip naming the GPU decoder that cannot run here."""
+    from edgecli import decoders
+
+    reason = decoders.jpeg_unusable_reason("hardware")
+    if reason is not None:
+        pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
+    from edgecli import gpu_decode
+
+    return gpu_decode
+
+
+@pytest.fixture(autouse=True)
+def engines_from_the_first_file(request, monkeypatch):
+    """Every JPEG of these short runs to the engines (auto waits for JPEG_MIN_FILES), and none
+    to the CPU while they open: the decoder each file gets is then known."""
+    if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
+        return
+    from edgecli import decoders, gpu_decode
+
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
+    monkeypatch.setattr(gpu_decode.JpegDecoder, "ready", lambda self: self.opened.result() is None)
+
+
+@pytest.fixture(scope="module")
+def nvdec(gpu_decode):
+    from edgecli import decoders
+
+    reason = decoders.video_unusable_reason()
+    if reason is not None:
+        pytest.skip(f"NVDEC unusable: {reason}")
+    return gpu_decode
+
+
+@pytest.fixture(autouse=True)
+def poisoned_conversions(request, monkeypatch):
+    """Poison the frames each conversion kernel writes, on its stream, just before it runs."""
+    if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
+        return
+    from edgecli import gpu_decode
+
+    jpeg, nv12 = gpu_decode.launch_jpeg_to_bgr, gpu_decode.launch_nv12_to_bgr
+
+    def poisoned_jpeg(device, planes, frame_bytes, out, *args):
+        out.data.memset_async(0x5A, out.nbytes, args[-1])
+        jpeg(device, planes, frame_bytes, out, *args)
+
+    def poisoned_nv12(device, y, y_pitch, uv, uv_pitch, out, stream):
+        out.data.memset_async(0xA5, out.nbytes, stream)
+        nv12(device, y, y_pitch, uv, uv_pitch, out, stream)
+
+    monkeypatch.setattr(gpu_decode, "launch_jpeg_to_bgr", poisoned_jpeg)
+    monkeypatch.setattr(gpu_decode, "launch_nv12_to_bgr", poisoned_nv12)
+
+
+def jpeg(image: np.ndarray, sampling: str | None = "420", **flags) -> bytes:
+    params = [cv2.IMWRITE_JPEG_QUALITY, 92]
+    if sampling is not None:
+        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLING[sampling]]
+    if flags.get("progressive"):
+        params += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
+    ok, data = cv2.imencode(".jpg", image, params)
+    assert ok
+    return data.tobytes()
+
+
+def with_orientation(data: bytes, orientation: int) -> bytes:
+    """``data`` with an EXIF APP1 segment (little-endian TIFF) holding ``orientation``."""
+    ifd = struct.pack("<HHHIHH", 1, 0x0112, 3, 1, orientation, 0) + struct.pack("<I", 0)
+    body = b"Exif\x00\x00" + b"II*\x00" + struct.pack("<I", 8) + ifd
+    return data[:2] + b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body + data[2:]
+
+
+def pixels(folder: Path) -> dict[str, np.ndarray]:
+    return {p.name: cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(folder.glob("*.png"))}
+
+
+def same_pixels(a: Path, b: Path) -> None:
+    left, right = pixels(a), pixels(b)
+    assert sorted(left) == sorted(right) and left
+    for name in left:
+        assert np.array_equal(left[name], right[name]), name
+
+
+def run_both(source, tmp_path: Path, **options):
+    """The run with --decode cpu and with --decode auto; their summaries, outputs compared."""
+    cpu = edgecli.process(source, tmp_path / "cpu", backend="cuda", decode="cpu", **options)
+    auto = edgecli.process(source, tmp_path / "auto", backend="cuda", decode="auto", **options)
+    same_pixels(tmp_path / "cpu", tmp_path / "auto")
+    assert auto.failed == cpu.failed
+    return cpu, auto
+
+
+@pytest.fixture(scope="module")
+def jpeg_folder(tmp_path_factory):
+    """Every sampling at odd sizes, gray, EXIF orientations, and the kinds that stay on the
+    CPU (progressive, 4:1:1, a PNG), interleaved so batches break on every key."""
+    folder = tmp_path_factory.mktemp("jpegs")
+    gpu, cpu = 0, 0
+    for s, sampling in enumerate(("444", "422", "420", "440")):
+        for i, (h, w) in enumerate(SIZES):
+            (folder / f"{sampling}_{i}.jpg").write_bytes(jpeg(photo(h, w, seed=s + i), sampling))
+            gpu += 1
+    for i, (h, w) in enumerate(SIZES):
+        gray = cv2.cvtColor(photo(h, w, seed=i), cv2.COLOR_BGR2GRAY)
+        (folder / f"gray_{i}.jpg").write_bytes(jpeg(gray, None))
+        gpu += 1
+    for orientation in range(1, 9):
+        data = with_orientation(jpeg(photo(17, 33, seed=orientation)), orientation)
+        (folder / f"exif_{orientation}.jpg").write_bytes(data)
+        gpu += 1
+    (folder / "progressive.jpg").write_bytes(jpeg(photo(40, 60), "420", progressive=True))
+    (folder / "s411.jpg").write_bytes(jpeg(photo(40, 64), "411"))
+    cv2.imwrite(str(folder / "still.png"), photo(30, 40))
+    cpu += 3
+    return folder, gpu, cpu
+
+
+def test_jpegs_decode_on_the_engines_exactly(gpu_decode, jpeg_folder, tmp_path):
+    folder, on_gpu, on_cpu = jpeg_folder
+    cpu, auto = run_both(folder, tmp_path)
+    assert cpu.decoders == {"cpu": on_gpu + on_cpu}
+    assert auto.decoders == {"cpu": on_cpu, "nvjpeg-hw": on_gpu}
+    assert "gpu_decode" in auto.stages
+
+
+@pytest.mark.parametrize("count", [1, 31, 32, 33, 70])
+def test_batches_of_any_length(gpu_decode, tmp_path, count):
+    """Runs of same-size files across the decoder's batch boundaries, then a size change."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"a{i:03d}.jpg").write_bytes(jpeg(photo(45, 61, seed=i)))
+    (folder / "b.jpg").write_bytes(jpeg(photo(46, 61)))
+    cpu, auto = run_both(folder, tmp_path, batch=3, streams=2)
+    assert auto.decoders == {"nvjpeg-hw": count + 1}
+
+
+def damaged(tmp_path: Path) -> Path:
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    whole = jpeg(photo(120, 160))
+    (folder / "a_whole.jpg").write_bytes(whole)
+    (folder / "b_truncated.jpg").write_bytes(whole[: len(whole) * 6 // 10])
+    (folder / "c_garbage.jpg").write_bytes(b"\xff\xd8\xff" + bytes(range(256)) * 8)
+    (folder / "d_empty.jpg").write_bytes(b"")
+    (folder / "e_whole.jpg").write_bytes(jpeg(photo(120, 160, seed=3)))
+    return folder
+
+
+def test_damaged_jpegs_fail_as_on_the_cpu(gpu_decode, tmp_path):
+    folder = damaged(tmp_path)
+    cpu, auto = run_both(folder, tmp_path, on_error="skip")
+    assert len(auto.failed) == 3 and auto.frames == cpu.frames == 2
+    with pytest.raises(FrameError) as on_cpu:
+        edgecli.process(folder, tmp_path / "c2", backend="cuda", decode="cpu")
+    with pytest.raises(FrameError) as on_gpu:
+        edgecli.process(folder, tmp_path / "a2", backend="cuda", decode="auto")
+    assert str(on_gpu.value) == str(on_cpu.value)
+    assert not list((tmp_path / "a2").glob("*.tmp"))
+
+
+def test_skip_existing_with_gpu_decoding(gpu_decode, jpeg_folder, tmp_path):
+    folder = jpeg_folder[0]
+    out = tmp_path / "out"
+    edgecli.process(folder, out, backend="cuda", decode="auto")
+    removed = sorted(out.glob("4*.png"))[:5]
+    for path in removed:
+        path.unlink()
+    again = edgecli.process(folder, out, backend="cuda", decode="auto", skip_existing=True)
+    assert again.frames == len(removed)
+    edgecli.process(folder, tmp_path / "cpu", backend="cpu")
+    same_pixels(tmp_path / "cpu", out)
+
+
+@pytest.mark.parametrize("clip", EXACT_CLIPS)
+def test_clips_decode_on_nvdec_exactly(nvdec, clip, tmp_path):
+    cpu, auto = run_both(DATA / clip, tmp_path)
+    assert auto.decoders == {"nvdec": cpu.frames}
+
+
+@pytest.mark.parametrize("clip", CPU_CLIPS)
+def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
+    cpu, auto = run_both(DATA / clip, tmp_path)
+    assert auto.decoders == {"cpu": cpu.frames}
+
+
+def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
+    """All the clips in one folder, with a segment length that splits the longer ones into
+    segments decoded side by side (starting between keyframes): the CPU's frames."""
+    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 5)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for clip in EXACT_CLIPS + CPU_CLIPS:
+        shutil.copy(DATA / clip, folder / clip)
+    (folder / "still.jpg").write_bytes(jpeg(photo(50, 70)))
+    cpu, auto = run_both(str(folder / "*"), tmp_path, batch=4)  # a glob: videos and the JPEG
+    assert auto.decoders["nvdec"] > 0 and auto.decoders["cpu"] > 0
+    assert sum(auto.decoders.values()) == cpu.frames
+
+
+def test_one_clip_split_into_segments(nvdec, tmp_path, monkeypatch):
+    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 7)
+    cpu, auto = run_both(DATA / "nvdec_250x142.mp4", tmp_path)
+    assert auto.decoders == {"nvdec": 90}
+
+
+def test_truncated_clip_fails_as_on_the_cpu(nvdec, tmp_path):
+    data = (DATA / "nvdec_250x142.mp4").read_bytes()
+    clip = tmp_path / "cut.mp4"
+    clip.write_bytes(data[: len(data) // 2])
+    cpu, auto = run_both(clip, tmp_path, on_error="skip")
+    assert auto.failed == cpu.failed

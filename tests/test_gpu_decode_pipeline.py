@@ -1,0 +1,212 @@
+"""--decode on a machine without a GPU: the option, its errors, and the pipeline's handling of
+GPU-decoded batches with stand-in decoders (edgecli.testing): grouping JPEGs into batches that
+share a size, sampling and orientation, handing each decoder buffer back exactly once, falling
+back to the CPU for a batch the decoder refuses, and errors and outputs exactly as the CPU
+decoder's. tests/test_gpu_decode.py runs the real decoders on a GPU."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from edgecli import decoders
+from edgecli.cli import main
+from edgecli.errors import EXIT_CUDA_UNUSABLE, EXIT_USAGE, CudaUnavailableError, FrameError
+from edgecli.params import Options
+from edgecli.pipeline import run
+from edgecli.sources import discover
+from edgecli.testing import StandInGpuBackend
+
+from .media import photo
+
+
+def jpeg(image: np.ndarray, **params) -> bytes:
+    flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
+    for key, value in params.items():
+        flags += [getattr(cv2, key), value]
+    ok, data = cv2.imencode(".jpg", image, flags)
+    assert ok
+    return data.tobytes()
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """JPEGs in runs of one key longer than a stand-in batch, key changes, a PNG between
+    them, a progressive JPEG (CPU), one the stand-in engine refuses, and a 4:4:4 run."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for i in range(9):
+        (root / f"a{i}.jpg").write_bytes(jpeg(photo(21, 34, seed=i)))
+    (root / "b0.jpg").write_bytes(jpeg(photo(34, 21)))
+    cv2.imwrite(str(root / "b1.png"), photo(10, 12))
+    for i in range(3):
+        (root / f"c{i}.jpg").write_bytes(jpeg(photo(21, 34, seed=i)))
+    (root / "d0.jpg").write_bytes(jpeg(photo(21, 34), IMWRITE_JPEG_PROGRESSIVE=1))
+    (root / "e0-engine-refuses.jpg").write_bytes(jpeg(photo(21, 34, seed=5)))
+    for i in range(5):
+        data = jpeg(photo(21, 34, seed=i), IMWRITE_JPEG_SAMPLING_FACTOR=0x111111)
+        (root / f"f{i}.jpg").write_bytes(data)
+    return root
+
+
+def outputs(folder) -> dict[str, np.ndarray]:
+    return {p.name: cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(folder.iterdir())}
+
+
+def same_outputs(a, b) -> None:
+    left, right = outputs(a), outputs(b)
+    assert sorted(left) == sorted(right) and left
+    for name in left:
+        assert np.array_equal(left[name], right[name]), name
+
+
+def stand_in_run(source, out, **fields):
+    options = Options(**fields)
+    backend = StandInGpuBackend(options)
+    decoded = []
+    real = backend.gpu_decoders
+
+    def watched(options, sources):
+        opener = real(options, sources)
+        if opener is None:
+            return None
+
+        def opened():
+            gpu = opener()
+            decoded.append(gpu.jpeg)
+            return gpu
+
+        return opened
+
+    backend.gpu_decoders = watched
+    return run(source, out, options, backend=backend), decoded
+
+
+def test_stand_in_gpu_decoding_gives_the_cpu_frames(folder, tmp_path):
+    run(folder, tmp_path / "cpu", Options(backend="cpu"))
+    summary, decoders_used = stand_in_run(folder, tmp_path / "gpu")
+    same_outputs(tmp_path / "cpu", tmp_path / "gpu")
+    # 18 JPEGs the stand-in engine decodes, and on the CPU: the PNG, the progressive file
+    # and the batch of the refused one (which is alone in its batch: its neighbours differ).
+    assert summary.decoders == {"cpu": 3, "stand-in-jpeg": 18}
+    batches = decoders_used[0].batches
+    assert [len(b.names) for b in batches] == [4, 4, 1, 1, 3, 1, 4, 1]
+    assert all(b.handed_back == 1 for b in batches)
+
+
+def test_stand_in_decode_cpu_decodes_everything_on_the_cpu(folder, tmp_path):
+    summary, decoders_used = stand_in_run(folder, tmp_path / "gpu", decode="cpu")
+    assert summary.decoders == {"cpu": 21} and decoders_used == []
+
+
+def test_damaged_files_fail_as_on_the_cpu(folder, tmp_path):
+    whole = (folder / "a0.jpg").read_bytes()
+    (folder / "a1.jpg").write_bytes(whole[: len(whole) // 2])  # truncated: no EOI
+    (folder / "a2.jpg").write_bytes(b"")
+    cpu = run(folder, tmp_path / "cpu", Options(backend="cpu", on_error="skip"))
+    gpu, _ = stand_in_run(folder, tmp_path / "gpu", on_error="skip")
+    assert gpu.failed == cpu.failed and len(gpu.failed) == 2
+    same_outputs(tmp_path / "cpu", tmp_path / "gpu")
+    with pytest.raises(FrameError) as on_cpu:
+        run(folder, tmp_path / "cpu2", Options(backend="cpu"))
+    with pytest.raises(FrameError) as on_gpu:
+        stand_in_run(folder, tmp_path / "gpu2")
+    assert str(on_gpu.value) == str(on_cpu.value)
+    assert not [p for p in (tmp_path / "gpu2").iterdir() if p.suffix == ".tmp"]
+
+
+def test_skip_existing_decodes_only_what_is_missing(folder, tmp_path):
+    out = tmp_path / "out"
+    stand_in_run(folder, out)
+    for name in ("a3.png", "a4.png", "f1.png"):
+        (out / name).unlink()
+    again, used = stand_in_run(folder, out, skip_existing=True)
+    assert again.frames == 3 and again.skipped_existing == 18
+    assert sum(len(b.names) for b in used[0].batches) == 3
+    run(folder, tmp_path / "cpu", Options(backend="cpu"))
+    same_outputs(tmp_path / "cpu", out)
+
+
+def test_decode_option_is_validated():
+    with pytest.raises(ValueError, match="decode must be one of"):
+        Options(decode="nvdec")
+    result = CliRunner().invoke(main, ["run", "x", "-o", "y", "--decode", "nvdec"])
+    assert result.exit_code == EXIT_USAGE and "'nvdec' is not one of" in result.output
+
+
+def test_decode_gpu_on_the_cpu_backend_is_exit_4(folder, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main, ["run", str(folder), "-o", str(out), "--backend", "cpu", "--decode", "gpu"]
+    )
+    assert result.exit_code == EXIT_CUDA_UNUSABLE
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: --decode gpu needs the CUDA backend; this run uses the CPU backend"
+    )
+    assert not out.exists()
+
+
+def test_decode_gpu_where_no_gpu_decoder_runs_names_what_is_missing(folder, monkeypatch):
+    monkeypatch.setattr(decoders, "jpeg_unusable_reason", lambda backend, **_: f"no {backend}")
+    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: "no NVDEC library")
+    with pytest.raises(CudaUnavailableError) as error:
+        decoders.plan(Options(decode="gpu"), discover(str(folder)))
+    assert str(error.value) == (
+        "--decode gpu: no GPU decoder can run here; JPEG: no hardware; video: no NVDEC library"
+    )
+
+
+class Recorded:
+    """Stands in for gpu_decode.GpuDecoders: what plan() opened."""
+
+    chosen: dict = {}
+
+    def __init__(self, device, max_pixels, jpeg_backend, video, notice):
+        Recorded.chosen = {"jpeg": jpeg_backend, "video": video, "notice": notice}
+
+
+def chosen(options, sources, monkeypatch) -> dict | None:
+    monkeypatch.setattr(decoders, "_gpu_decoders", lambda: Recorded)
+    opener = decoders.plan(options, sources)
+    if opener is None:
+        return None
+    opener()
+    return Recorded.chosen
+
+
+def test_decode_gpu_takes_the_cuda_backend_only_without_engines(folder, monkeypatch):
+    monkeypatch.setattr(
+        decoders, "jpeg_unusable_reason", lambda b, **_: "no engines" if b == "hardware" else None
+    )
+    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: None)
+    sources = discover(str(folder))
+    assert chosen(Options(decode="gpu"), sources, monkeypatch) == {
+        "jpeg": "cuda", "video": False, "notice": None,
+    }  # fmt: skip
+
+
+def test_auto_sends_jpegs_to_the_engines_only_in_long_runs(folder, monkeypatch):
+    """Opening the engines costs about a second: auto uses them from JPEG_MIN_FILES JPEGs on
+    (and never asks nvJPEG's CUDA backend, which is not exact)."""
+    monkeypatch.setattr(decoders, "nvjpeg_missing", lambda: None)
+    sources = discover(str(folder))
+    assert len(sources) == 21 and chosen(Options(), sources, monkeypatch) is None  # 20 JPEGs
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 21)
+    assert chosen(Options(), sources, monkeypatch) is None
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 20)
+    assert chosen(Options(), sources, monkeypatch) == {
+        "jpeg": "hardware", "video": False, "notice": None,
+    }  # fmt: skip
+    monkeypatch.setattr(decoders, "nvjpeg_missing", lambda: "libnvjpeg is not installed")
+    assert chosen(Options(), sources, monkeypatch) is None
+
+
+def test_json_summary_names_the_decoders(folder, tmp_path):
+    summary, _ = stand_in_run(folder, tmp_path / "gpu")
+    data = json.loads(summary.dumps())
+    assert data["decoders"] == {"cpu": 3, "stand-in-jpeg": 18}
+    assert "decode_lanes" not in data

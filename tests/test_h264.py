@@ -1,0 +1,1039 @@
+"""edgecli.h264.stream_reason on clips made by imageio-ffmpeg's ffmpeg, checked against what
+cv2.VideoCapture does with them: every clip it admits converts to cv2's BGR with the BT.601
+limited-range table, and the colour reasons it gives are conversions cv2 really does otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import subprocess
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edgecli import h264, yuv
+
+pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
+from tests.clips import FFMPEG, decode_planes  # noqa: E402
+from tests.media import REPO, read_frames  # noqa: E402
+
+X264 = ["-c:v", "libx264", "-preset", "ultrafast"]
+YUV420 = [*X264, "-pix_fmt", "yuv420p"]
+COLR = ["-movflags", "+write_colr"]  # this ffmpeg writes no colr box without it, even in .mov
+# Four 4x4 scaling lists (raster order) that x264 codes every way scaling_list() allows: deltas
+# then a trailing run ended by nextScale 0; the JVT default (delta -8: "use the default", an
+# early stop); sixteen deltas; sixteen deltas ending in a run of zeros.
+CQM = ":".join(
+    [
+        "cqm4iy=10" + ",30" * 15,
+        "cqm4ic=6,13,20,28,13,20,28,32,20,28,32,37,28,32,37,42",
+        "cqm4py=" + ",".join(map(str, range(5, 21))),
+        "cqm4pc=16" + ",16" * 14 + ",17",
+    ]
+)
+# With the 8x8 transform: two 8x8 lists (64 values) in the PPS as well.
+CQM8 = ":".join(
+    [
+        "8x8dct=1",
+        "cqm8i=" + ",".join(str(4 + i) for i in range(64)),  # 64 deltas, no run
+        "cqm8p=20" + ",21" * 63,  # a delta, then a run to the end
+    ]
+)
+
+# name: (file name, ffmpeg output options)
+ADMITTED = {
+    "plain": ("plain.mp4", YUV420),  # moov after mdat
+    "faststart": ("faststart.mp4", [*YUV420, "-movflags", "+faststart"]),
+    "mov": ("plain.mov", YUV420),
+    "bt470bg": ("bt470bg.mp4", [*YUV420, "-colorspace", "bt470bg"]),
+    "smpte170m": ("smpte170m.mp4", [*YUV420, "-colorspace", "smpte170m"]),
+    "bt470bg-colr": ("bt470bg-colr.mp4", [*YUV420, "-colorspace", "bt470bg", *COLR]),
+    "smpte170m-mov-colr": ("smpte170m.mov", [*YUV420, "-colorspace", "smpte170m", *COLR]),
+    "tv-range": ("tv.mp4", [*YUV420, "-color_range", "tv", *COLR]),
+    # Scaling matrices: this x264 (core 165) writes them into the PPS, not the SPS, whatever
+    # the lists; test_scaling_lists_in_the_sps moves them into the SPS.
+    "cqm-jvt": ("cqm-jvt.mp4", [*YUV420, "-x264-params", "cqm=jvt"]),
+    "cqm-custom": ("cqm.mp4", [*YUV420, "-colorspace", "smpte170m", "-x264-params", CQM]),
+    "cropped-sar-overscan": (
+        "cropped.mp4",  # frame cropping (44 rows), an Extended_SAR, overscan info, then colour
+        [*YUV420, "-vf", "setsar=7/5", "-colorspace", "bt470bg", "-x264-params", "overscan=show"],
+        (64, 44),
+    ),
+}
+
+# name: (file name, ffmpeg options, the reason, cv2's conversion: (matrix, full range) or None)
+REFUSED = {
+    "bt709": ("bt709.mp4", [*YUV420, "-colorspace", "bt709", *COLR], "matrix bt709", ("bt709", 0)),
+    "bt709-vui": (
+        "bt709-vui.mp4",
+        [*YUV420, "-x264-params", "colormatrix=bt709"],
+        "matrix bt709",
+        ("bt709", 0),
+    ),
+    "bt709-colr": (  # the SPS says nothing: FFmpeg takes the container's nclx
+        "bt709-colr.mp4",
+        [*YUV420, "-colorspace", "bt709", "-x264-params", "colormatrix=undef", *COLR],
+        "matrix bt709",
+        ("bt709", 0),
+    ),
+    "bt709-mov": ("bt709.mov", [*YUV420, "-colorspace", "bt709"], "matrix bt709", ("bt709", 0)),
+    "bt709-mov-nclc": (  # QuickTime's nclc box
+        "bt709-colr.mov",
+        [*YUV420, "-colorspace", "bt709", "-x264-params", "colormatrix=undef", *COLR],
+        "matrix bt709",
+        ("bt709", 0),
+    ),
+    "bt2020nc": (
+        "bt2020.mp4",
+        [*YUV420, "-colorspace", "bt2020nc"],
+        "matrix bt2020nc",
+        ("bt2020", 0),
+    ),
+    "full-range": ("pc.mp4", [*YUV420, "-color_range", "pc"], "full range", ("bt601", 1)),
+    "yuvj420p": ("yuvj.mp4", [*X264, "-pix_fmt", "yuvj420p"], "full range", ("bt601", 1)),
+    "full-range-colr": (
+        "pc-colr.mp4",
+        [*YUV420, "-color_range", "pc", "-x264-params", "fullrange=off", *COLR],
+        "full range",
+        ("bt601", 1),
+    ),
+    # Container and SPS disagree: FFmpeg's h264 decoder lets the SPS win, so cv2 converts with
+    # BT.709 although ffprobe shows the container's bt470bg (test_sps_over_container_... has
+    # the opposite case).
+    "sps-bt709-colr-bt470bg": (
+        "conflict709.mp4",
+        [*YUV420, "-colorspace", "bt470bg", "-x264-params", "colormatrix=bt709", *COLR],
+        "matrix bt709",
+        ("bt709", 0),
+    ),
+    "yuv422p": ("422.mp4", [*X264, "-pix_fmt", "yuv422p"], "4:2:2 chroma", None),
+    "yuv444p": ("444.mp4", [*X264, "-pix_fmt", "yuv444p"], "4:4:4 chroma", None),
+    "interlaced": ("il.mp4", [*YUV420, "-flags", "+ildct+ilme"], "interlaced", None),
+    "mpeg4": ("mpeg4.mp4", ["-c:v", "mpeg4", "-pix_fmt", "yuv420p"], "not H.264 (mp4v)", None),
+}
+
+# Clips this ffmpeg may lack the encoder (or the pixel format) for: skipped, saying why.
+OPTIONAL = {
+    "yuv420p10le": ("10bit.mp4", [*X264, "-pix_fmt", "yuv420p10le"], "10-bit"),
+    "gray": ("gray.mp4", [*X264, "-pix_fmt", "gray"], "4:0:0 chroma"),
+    "hev1": ("hev1.mp4", ["-c:v", "libx265", "-x265-params", "log-level=none"], "not H.264 (hev1)"),
+    "hvc1": (
+        "hvc1.mp4",
+        ["-c:v", "libx265", "-tag:v", "hvc1", "-x265-params", "log-level=none"],
+        "not H.264 (hvc1)",
+    ),
+}
+
+
+def encode(path: Path, options: list[str], size: tuple[int, int] = (64, 48), frames=3) -> Path:
+    width, height = size
+    source = [
+        "-f",
+        "lavfi",
+        "-i",
+        f"testsrc=size={width}x{height}:rate=10",
+        "-frames:v",
+        str(frames),
+    ]
+    made = subprocess.run(
+        [FFMPEG, "-v", "error", *source, *options, "-y", str(path)],
+        check=True,
+        capture_output=True,
+    )
+    # libx264 logs an -x264-params option it cannot parse, and encodes without it.
+    assert not made.stderr, made.stderr.decode(errors="replace")
+    return path
+
+
+@pytest.fixture(scope="session")
+def clip(tmp_path_factory):
+    """clip(name) -> the path of that clip of ADMITTED, REFUSED or OPTIONAL, made once."""
+    folder = tmp_path_factory.mktemp("h264-clips")
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            if name in ADMITTED:
+                file, options, *size = ADMITTED[name]
+            elif name in REFUSED:
+                file, options, *_ = REFUSED[name]
+                size = []
+            else:
+                file, options, _ = OPTIONAL[name]
+                size = []
+            made[name] = encode(folder / file, options, *size)
+        return made[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def bt601():
+    return yuv.closed_form_table()
+
+
+def bgr_of_planes(path: Path, table: np.ndarray) -> list[np.ndarray]:
+    return [yuv.yuv420_to_bgr(y, u, v, table) for y, u, v in decode_planes(path)]
+
+
+def same_frames(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) > 0 and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def top_level_types(data: bytes) -> list[bytes]:
+    types, pos = [], 0
+    while pos + 8 <= len(data):
+        size, kind = struct.unpack_from(">I4s", data, pos)
+        if size == 1:
+            (size,) = struct.unpack_from(">Q", data, pos + 8)
+        types.append(kind)
+        pos += size or len(data)
+    return types
+
+
+# ---------------------------------------------------------------------------------------------
+# Clips and what cv2 does with them
+
+
+@pytest.mark.parametrize("name", ADMITTED)
+def test_admitted_clips_convert_as_bt601_in_cv2(clip, bt601, name):
+    """Each admitted clip's cv2 frames are the BT.601 limited-range conversion of FFmpeg's
+    planes: exactly what NVDEC + nv12_to_bgr reproduce."""
+    path = clip(name)
+    assert h264.stream_reason(path) is None
+    frames = read_frames(path)
+    assert len(frames) == 3
+    assert same_frames(bgr_of_planes(path, bt601), frames)
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_clips_give_the_reason(clip, name):
+    assert h264.stream_reason(clip(name)) == REFUSED[name][2]
+
+
+@pytest.mark.parametrize("name", [n for n, r in REFUSED.items() if r[3] is not None])
+def test_colour_reasons_are_conversions_cv2_does(clip, bt601, name):
+    """cv2 converts the clips refused for their colour otherwise than BT.601 limited range, and
+    exactly as their tag (after FFmpeg's resolution) says: the reasons are real."""
+    path = clip(name)
+    matrix, full_range = REFUSED[name][3]
+    frames = read_frames(path)
+    assert len(frames) == 3
+    assert not same_frames(bgr_of_planes(path, bt601), frames)
+    tagged = yuv.closed_form_table(matrix, full_range=bool(full_range))
+    assert same_frames(bgr_of_planes(path, tagged), frames)
+
+
+def test_faststart_and_moov_at_the_end_are_both_covered(clip):
+    """The two plain clips really put moov before and after mdat."""
+    plain = top_level_types(clip("plain").read_bytes())
+    fast = top_level_types(clip("faststart").read_bytes())
+    assert plain.index(b"moov") > plain.index(b"mdat")
+    assert fast.index(b"moov") < fast.index(b"mdat")
+
+
+def test_sps_over_container_is_refused_although_cv2_follows_the_sps(tmp_path, bt601):
+    """An SPS saying bt470bg in a container saying bt709: cv2 converts as BT.601 (FFmpeg's
+    decoder lets the SPS win), but either source naming another matrix keeps a file on the CPU.
+    """
+    options = [*YUV420, "-colorspace", "bt709", "-x264-params", "colormatrix=bt470bg", *COLR]
+    path = encode(tmp_path / "conflict601.mp4", options)
+    assert same_frames(bgr_of_planes(path, bt601), read_frames(path))
+    assert h264.stream_reason(path) == "matrix bt709"
+
+
+@pytest.mark.parametrize("name", OPTIONAL)
+def test_optional_clips(tmp_path, name):
+    file, options, reason = OPTIONAL[name]
+    try:
+        path = encode(tmp_path / file, options)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"this ffmpeg cannot make it: {exc.stderr.decode(errors='replace').strip()}")
+    assert h264.stream_reason(path) == reason
+
+
+def test_repository_clips():
+    data = REPO / "tests" / "data"
+    assert h264.stream_reason(data / "pan_h264.mp4") is None
+    bt709 = data / "nvdec_bt709.mp4"
+    if bt709.exists():
+        assert h264.stream_reason(bt709) == "matrix bt709"
+
+
+# ---------------------------------------------------------------------------------------------
+# The SPS parser against FFmpeg's own (the trace_headers bitstream filter)
+
+
+TRACE_FIELD = re.compile(r"^\[\S+ @ \S+\] (\d+)\s+(\S+)\s+[01]+ = (-?\d+)$")
+
+
+def trace(path: Path) -> dict[str, list[tuple[int, str, int]]]:
+    """The first SPS's and PPS's fields as FFmpeg's trace_headers prints them: (bit position in
+    the unescaped NAL unit, name, value)."""
+    stderr = subprocess.run(
+        [FFMPEG, "-i", str(path), "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"],
+        capture_output=True,
+        check=True,
+    ).stderr.decode()
+    blocks: dict[str, list[tuple[int, str, int]]] = {}
+    current = None
+    for line in stderr.splitlines():
+        field = TRACE_FIELD.match(line)
+        if field and current is not None:
+            blocks[current].append((int(field[1]), field[2], int(field[3])))
+            continue
+        current = None
+        for block, title in (("sps", "Sequence Parameter Set"), ("pps", "Picture Parameter Set")):
+            if line.endswith(title) and block not in blocks:
+                current, blocks[block] = block, []
+    return blocks
+
+
+def traced_sps(path: Path) -> dict[str, int]:
+    return {name: value for _, name, value in trace(path)["sps"]}
+
+
+def assert_parsed_as_ffmpeg_does(path: Path) -> h264.Sps:
+    """parse_sps of the clip's SPS agrees with trace_headers on every field it returns."""
+    traced = traced_sps(path)
+    sps = h264.parse_sps(avcc_nals(path)[0])
+    assert sps.profile_idc == traced["profile_idc"]
+    assert sps.chroma_format_idc == traced.get("chroma_format_idc", 1)
+    assert sps.bit_depth_luma == 8 + traced.get("bit_depth_luma_minus8", 0)
+    assert sps.bit_depth_chroma == 8 + traced.get("bit_depth_chroma_minus8", 0)
+    assert sps.frame_mbs_only == bool(traced["frame_mbs_only_flag"])
+    range_flag = traced.get("video_full_range_flag")
+    assert sps.full_range == (None if range_flag is None else bool(range_flag))
+    assert sps.matrix == traced.get("matrix_coefficients")
+    return sps
+
+
+def avcc_nals(path: Path) -> tuple[bytes, bytes]:
+    """The (first) SPS and PPS of the clip's avcC box."""
+    data = path.read_bytes()
+    start = data.index(b"avcC") + 4
+    (length,) = struct.unpack_from(">H", data, start + 6)
+    sps = data[start + 8 : start + 8 + length]
+    pps_at = start + 8 + length + 1
+    (length,) = struct.unpack_from(">H", data, pps_at)
+    return sps, data[pps_at + 2 : pps_at + 2 + length]
+
+
+# name: (ffmpeg options, SPS fields the clip must have for the case to test what it says)
+TRACED = {
+    "plain": (YUV420, {"profile_idc": 66}),
+    "interlaced": (
+        [*YUV420, "-flags", "+ildct+ilme", "-colorspace", "smpte240m"],
+        {"frame_mbs_only_flag": 0, "mb_adaptive_frame_field_flag": 1},
+    ),
+    "sar": (
+        [*YUV420, "-vf", "setsar=7/5", "-color_range", "pc", "-colorspace", "bt709"],
+        {"aspect_ratio_idc": 255, "sar_width": 7, "sar_height": 5},
+    ),
+    "overscan": (
+        [*YUV420, "-x264-params", "overscan=crop:colormatrix=bt2020c"],
+        {"overscan_info_present_flag": 1},
+    ),
+    "10bit": ([*X264, "-pix_fmt", "yuv420p10le", "-colorspace", "bt2020nc"], {}),
+    "422-range": ([*X264, "-pix_fmt", "yuv422p", "-color_range", "tv"], {"profile_idc": 122}),
+    "444": ([*X264, "-pix_fmt", "yuv444p", "-colorspace", "fcc"], {"profile_idc": 244}),
+}
+
+
+@pytest.mark.parametrize("name", TRACED)
+def test_sps_fields_match_ffmpegs_parser(tmp_path, name):
+    """chroma format, bit depths, frame_mbs_only, range and matrix as FFmpeg reads them, for
+    SPSs of several profiles, with interlacing, an Extended_SAR, overscan info, and frame
+    cropping (all: 44 rows are 3 macroblock rows less 4)."""
+    options, fields = TRACED[name]
+    try:
+        path = encode(tmp_path / "t.mp4", options, (64, 44))
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"this ffmpeg cannot make it: {exc.stderr.decode(errors='replace').strip()}")
+    traced = traced_sps(path)
+    assert {k: traced.get(k) for k in fields} == fields
+    assert traced["frame_cropping_flag"] == 1
+    assert_parsed_as_ffmpeg_does(path)
+
+
+def rbsp_bits(nal: bytes) -> str:
+    return "".join(f"{byte:08b}" for byte in nal.replace(b"\x00\x00\x03", b"\x00\x00"))
+
+
+def escape(rbsp: bytes) -> bytes:
+    """Emulation prevention (7.4.1): a 03 byte after two zeros where a byte <= 3 follows."""
+    escaped, zeros = bytearray(), 0
+    for byte in rbsp:
+        if zeros >= 2 and byte <= 3:
+            escaped.append(3)
+            zeros = 0
+        escaped.append(byte)
+        zeros = zeros + 1 if byte == 0 else 0
+    return bytes(escaped)
+
+
+def nal_of_bits(bits: str) -> bytes:
+    """A NAL unit (header bits included) from its syntax bits, with new trailing bits."""
+    bits += "1" + "0" * (-(len(bits) + 1) % 8)  # rbsp_stop_one_bit and alignment
+    return escape(int(bits, 2).to_bytes(len(bits) // 8, "big"))
+
+
+def without_trailing_bits(bits: str) -> str:
+    return bits.rstrip("0")[:-1]
+
+
+def scaling_lists_moved_to_the_sps(path: Path, out: Path) -> Path:
+    """The clip with its PPS's scaling lists moved into its SPS (the PPS then says none, so the
+    SPS's apply: the same lists, decoding to the same frames)."""
+    blocks = trace(path)
+    sps_flag = next(p for p, n, _ in blocks["sps"] if n == "seq_scaling_matrix_present_flag")
+    pps_flag = next(p for p, n, _ in blocks["pps"] if n == "pic_scaling_matrix_present_flag")
+    pps_end = next(p for p, n, _ in blocks["pps"] if n == "second_chroma_qp_index_offset")
+    present = sum(n.startswith("pic_scaling_list_present_flag") for _, n, _ in blocks["pps"])
+    chroma = traced_sps(path).get("chroma_format_idc", 1)
+    sps, pps = avcc_nals(path)
+    sps_bits, pps_bits = without_trailing_bits(rbsp_bits(sps)), rbsp_bits(pps)
+    lists = pps_bits[pps_flag + 1 : pps_end] + "0" * ((12 if chroma == 3 else 8) - present)
+    new_sps = nal_of_bits(sps_bits[:sps_flag] + "1" + lists + sps_bits[sps_flag + 1 :])
+    new_pps = nal_of_bits(pps_bits[:pps_flag] + "0" + without_trailing_bits(pps_bits)[pps_end:])
+
+    data = path.read_bytes()
+    chain = box_chain(data, [*ENTRY, b"avcC"])
+    start, end = chain[-1][0] + 8, sum(chain[-1])
+    avcc = data[start:end]
+    tail = avcc[6 + 2 + len(sps) + 1 + 2 + len(pps) :]  # the High profiles' extension
+    record = avcc[:6] + struct.pack(">H", len(new_sps)) + new_sps
+    record += b"\x01" + struct.pack(">H", len(new_pps)) + new_pps + tail
+    out.write_bytes(splice(data, chain, start, end, record))
+    return out
+
+
+@pytest.mark.parametrize(
+    "pix_fmt, tags, lists, reason",
+    [
+        ("yuv420p", [], CQM, None),
+        ("yuv420p", ["-colorspace", "smpte170m"], f"{CQM}:{CQM8}", None),
+        ("yuv420p", ["-colorspace", "bt709"], CQM, "matrix bt709"),
+        ("yuv420p", ["-colorspace", "bt709"], f"{CQM}:{CQM8}", "matrix bt709"),
+        ("yuv444p", ["-colorspace", "bt709"], CQM, "4:4:4 chroma"),  # 12 lists
+        ("yuv444p", ["-colorspace", "bt709"], f"{CQM}:{CQM8}", "4:4:4 chroma"),
+    ],
+    ids=["420", "420-8x8", "420-bt709", "420-8x8-bt709", "444-bt709", "444-8x8-bt709"],
+)
+def test_scaling_lists_in_the_sps(tmp_path, pix_fmt, tags, lists, reason):
+    """seq_scaling_matrix_present_flag with 4x4 and 8x8 lists coded every way scaling_list()
+    allows, in an SPS that FFmpeg decodes (to the frames of the original); the VUI after them
+    is read right."""
+    options = [*X264, "-pix_fmt", pix_fmt, *tags, "-x264-params", lists]
+    original = encode(tmp_path / "pps.mp4", options, (64, 44))
+    moved = scaling_lists_moved_to_the_sps(original, tmp_path / "sps.mp4")
+    assert traced_sps(original)["seq_scaling_matrix_present_flag"] == 0
+    assert traced_sps(moved)["seq_scaling_matrix_present_flag"] == 1
+    assert {n: v for _, n, v in trace(moved)["pps"]}["pic_scaling_matrix_present_flag"] == 0
+    assert same_frames(read_frames(moved), read_frames(original))
+    assert assert_parsed_as_ffmpeg_does(moved) == h264.parse_sps(avcc_nals(original)[0])
+    assert h264.stream_reason(moved) == reason
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-made SPSs: what x264 never writes (pic_order_cnt_type 1, emulation prevention)
+
+
+class BitWriter:
+    def __init__(self):
+        self.bits: list[int] = []
+
+    def u(self, n: int, value: int) -> BitWriter:
+        self.bits += [(value >> (n - 1 - i)) & 1 for i in range(n)]
+        return self
+
+    def ue(self, value: int) -> BitWriter:
+        code = value + 1
+        return self.u(code.bit_length() - 1, 0).u(code.bit_length(), code)
+
+    def se(self, value: int) -> BitWriter:
+        return self.ue(2 * value - 1 if value > 0 else -2 * value)
+
+    def nal(self) -> bytes:
+        return nal_of_bits("01100111" + "".join(map(str, self.bits)))  # nal_unit_type 7
+
+
+def hand_made_sps(*, profile=100, chroma=1, depth=8, poc_type=1, frame_mbs_only=1, vui=True,
+                  sar=(0, 0), matrix=6, full_range=0) -> bytes:  # fmt: skip
+    w = BitWriter().u(8, profile).u(8, 0).u(8, 40).ue(0)
+    if profile in (100, 244):
+        w.ue(chroma)
+        if chroma == 3:
+            w.u(1, 0)
+        w.ue(depth - 8).ue(depth - 8).u(1, 0)
+        w.u(1, 1)  # seq_scaling_matrix_present_flag
+        for i in range(12 if chroma == 3 else 8):
+            w.u(1, int(i in (1, 2, 7)))  # seq_scaling_list_present_flag[i]
+            if i == 1:  # six deltas, then one making nextScale 0: the list ends early
+                for delta in [5, -3, 0, 120, -128, 7, -9]:
+                    w.se(delta)
+            elif i in (2, 7):  # every value coded: 16 (4x4) and 64 (8x8) deltas
+                for j in range(16 if i < 6 else 64):
+                    w.se(1 if j % 2 == 0 else -1)
+    w.ue(0).ue(poc_type)
+    if poc_type == 0:
+        w.ue(2)
+    elif poc_type == 1:
+        w.u(1, 0).se(-2).se(3).ue(3).se(1).se(-70000).se(0)
+    w.ue(4).u(1, 0).ue(3).ue(2).u(1, frame_mbs_only)
+    if not frame_mbs_only:
+        w.u(1, 1)
+    w.u(1, 1).u(1, 1).ue(0).ue(0).ue(0).ue(2)  # direct_8x8, frame cropping: bottom 2
+    w.u(1, int(vui))
+    if vui:
+        w.u(1, 1).u(8, 255).u(16, sar[0]).u(16, sar[1])  # Extended_SAR
+        w.u(1, 1).u(1, 0)  # overscan
+        w.u(1, 1).u(3, 5).u(1, full_range).u(1, 1).u(8, 1).u(8, 1).u(8, matrix)
+        w.u(1, 0).u(1, 0)  # chroma_loc_info, timing_info: the parser stops before these
+    return w.nal()
+
+
+def test_emulation_prevention_bytes_are_removed():
+    """A zero SAR gives 00 00 runs: the escaped SPS has 03 bytes that the parser drops."""
+    nal = hand_made_sps(sar=(0, 0))
+    assert b"\x00\x00\x03" in nal
+    assert h264.parse_sps(nal) == h264.Sps(100, 1, 8, 8, True, False, 6)
+
+
+@pytest.mark.parametrize("poc_type", [0, 1, 2])
+@pytest.mark.parametrize("profile, chroma", [(66, 1), (100, 1), (100, 0), (244, 3), (244, 2)])
+def test_hand_made_sps(poc_type, profile, chroma):
+    sps = h264.parse_sps(hand_made_sps(profile=profile, chroma=chroma, poc_type=poc_type))
+    assert sps == h264.Sps(profile, chroma if profile != 66 else 1, 8, 8, True, False, 6)
+
+
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        ({}, None),
+        ({"matrix": 5}, None),
+        ({"matrix": 2}, None),
+        ({"matrix": 1}, "matrix bt709"),
+        ({"matrix": 0}, "matrix gbr"),
+        ({"matrix": 9}, "matrix bt2020nc"),
+        ({"matrix": 77}, "matrix 77"),
+        ({"full_range": 1}, "full range"),
+        ({"vui": False}, None),
+        ({"depth": 10}, "10-bit"),
+        ({"chroma": 2}, "4:2:2 chroma"),
+        ({"chroma": 3, "profile": 244}, "4:4:4 chroma"),
+        ({"frame_mbs_only": 0}, "interlaced"),
+        ({"sar": (4, 3), "matrix": 7}, "matrix smpte240m"),
+    ],
+)
+def test_sps_reasons(fields, reason):
+    assert h264._sps_reason(h264.parse_sps(hand_made_sps(**fields))) == reason
+
+
+def test_truncated_or_foreign_sps_is_unreadable():
+    nal = hand_made_sps()
+    for cut in range(len(nal) - 1):  # the matrix ends in one of the last two bytes
+        with pytest.raises(ValueError, match="unreadable SPS"):
+            h264.parse_sps(nal[:cut])
+    with pytest.raises(ValueError, match="unreadable SPS"):
+        h264.parse_sps(bytes([0x68]) + nal[1:])  # a PPS
+    with pytest.raises(ValueError, match="unreadable SPS"):
+        h264.parse_sps(bytes([0x67, 100, 0, 40]) + b"\x00" * 8)  # an exp-Golomb code too long
+
+
+# ---------------------------------------------------------------------------------------------
+# Files edited box by box (moov at the end, so no chunk offset moves)
+
+FIELDS = {b"stsd": 8, b"avc1": 78}  # bytes of a box's own fields before its children
+ENTRY = [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd", b"avc1"]
+
+
+def box_chain(data: bytes, path: list[bytes]) -> list[tuple[int, int]]:
+    """(offset, size) of each box along ``path``, the first of its type at each level."""
+    chain, start, end = [], 0, len(data)
+    for kind in path:
+        pos = start
+        while True:
+            assert pos + 8 <= end, f"no {kind} box"
+            size, found = struct.unpack_from(">I4s", data, pos)
+            if found == kind:
+                break
+            pos += size
+        chain.append((pos, size))
+        start, end = pos + 8 + FIELDS.get(kind, 0), pos + size
+    return chain
+
+
+def splice(data: bytes, chain: list[tuple[int, int]], start: int, end: int, new: bytes) -> bytes:
+    """data[start:end] replaced with ``new`` inside every box of ``chain``, their sizes fixed."""
+    out = bytearray(data[:start] + new + data[end:])
+    for pos, size in chain:
+        struct.pack_into(">I", out, pos, size + len(new) - (end - start))
+    return bytes(out)
+
+
+def insert(data: bytes, chain: list[tuple[int, int]], at: int, extra: bytes) -> bytes:
+    return splice(data, chain, at, at, extra)
+
+
+def sample_entry_end(data: bytes) -> tuple[list[tuple[int, int]], int]:
+    chain = box_chain(data, ENTRY)
+    pos, size = chain[-1]
+    return chain, pos + size
+
+
+def with_colr(data: bytes, payload: bytes) -> bytes:
+    chain, end = sample_entry_end(data)
+    return insert(data, chain, end, struct.pack(">I", 8 + len(payload)) + b"colr" + payload)
+
+
+@pytest.mark.parametrize(
+    "payload, reason, conversion",
+    [
+        (b"nclc" + struct.pack(">HHH", 1, 1, 1), "matrix bt709", ("bt709", False)),
+        (b"nclx" + struct.pack(">HHHB", 2, 2, 2, 0x80), "full range", ("bt601", True)),
+        (b"nclx" + struct.pack(">HHHB", 6, 6, 6, 0), None, ("bt601", False)),
+        (b"prof" + bytes(range(64)), None, ("bt601", False)),  # an ICC profile: not converted by
+    ],
+    ids=["nclc-bt709", "nclx-full", "nclx-smpte170m", "prof"],
+)
+def test_colr_boxes(clip, tmp_path, payload, reason, conversion):
+    path = tmp_path / "colr.mp4"
+    path.write_bytes(with_colr(clip("plain").read_bytes(), payload))
+    assert h264.stream_reason(path) == reason
+    table = yuv.closed_form_table(conversion[0], full_range=conversion[1])
+    assert same_frames(bgr_of_planes(path, table), read_frames(path))
+
+
+def test_every_sps_counts(clip, tmp_path, bt601):
+    """A second SPS (same id, BT.709) after the first in avcC: FFmpeg keeps the later one and
+    cv2 converts with BT.709, so every SPS is checked, not only the first."""
+    plain = clip("plain").read_bytes()
+    second = avcc_nals(clip("bt709-vui"))[0]
+    chain = box_chain(plain, [*ENTRY, b"avcC"])
+    avcc = chain[-1][0] + 8
+    (first_length,) = struct.unpack_from(">H", plain, avcc + 6)
+    data = bytearray(
+        insert(plain, chain, avcc + 8 + first_length, struct.pack(">H", len(second)) + second)
+    )
+    data[avcc + 5] = (data[avcc + 5] & 0xE0) | 2
+    path = tmp_path / "two-sps.mp4"
+    path.write_bytes(data)
+    assert h264.stream_reason(path) == "matrix bt709"
+    frames = read_frames(path)
+    assert same_frames(bgr_of_planes(path, yuv.closed_form_table("bt709")), frames)
+
+
+def test_every_sample_entry_counts(clip, tmp_path):
+    plain = clip("plain").read_bytes()
+    chain, end = sample_entry_end(plain)
+    pos, size = chain[-1]
+    entry = plain[pos : pos + 4] + b"mp4v" + plain[pos + 8 : end]
+    data = bytearray(insert(plain, chain[:-1], end, entry))
+    struct.pack_into(">I", data, chain[-2][0] + 12, 2)  # stsd's entry_count
+    path = tmp_path / "two-entries.mp4"
+    path.write_bytes(data)
+    assert h264.stream_reason(path) == "not H.264 (mp4v)"
+
+
+def test_sample_entry_type_patched_to_hevc(clip, tmp_path):
+    data = bytearray(clip("plain").read_bytes())
+    pos = box_chain(bytes(data), ENTRY)[-1][0]
+    for kind in (b"hvc1", b"avc3"):
+        data[pos + 4 : pos + 8] = kind
+        path = tmp_path / f"{kind.decode()}.mp4"
+        path.write_bytes(data)
+        assert h264.stream_reason(path) == (None if kind == b"avc3" else "not H.264 (hvc1)")
+
+
+def test_largesize_and_size_zero_boxes(clip, tmp_path, bt601):
+    """mdat with a 64-bit size (in place of free + mdat's header) and a last moov of size 0."""
+    data = bytearray(clip("plain").read_bytes())
+    free = data.index(b"free") - 4
+    assert data[free : free + 4] == b"\0\0\0\x08" and data[free + 12 : free + 16] == b"mdat"
+    (mdat_size,) = struct.unpack_from(">I", data, free + 8)
+    data[free : free + 16] = struct.pack(">I4sQ", 1, b"mdat", 8 + mdat_size)
+    moov = data.index(b"moov") - 4
+    assert struct.unpack_from(">I", data, moov)[0] == len(data) - moov
+    struct.pack_into(">I", data, moov, 0)
+    path = tmp_path / "sizes.mp4"
+    path.write_bytes(data)
+    assert top_level_types(bytes(data))[-1] == b"moov"
+    assert h264.stream_reason(path) is None
+    assert same_frames(bgr_of_planes(path, bt601), read_frames(path))
+
+
+def test_track_selection(clip, tmp_path):
+    """cv2 decodes FFmpeg's first video stream: iTunes cover art placed before the track is one
+    (cv2 then reads the picture), a second video track may be NVDEC's pick, and a track with
+    another handler but an avc1 entry is video to FFmpeg (and checked like one)."""
+    cover = encode(tmp_path / "cover.png", ["-frames:v", "1"], (32, 32))
+    plain = clip("plain")
+    after = tmp_path / "cover-after.mp4"
+    subprocess.run(
+        [FFMPEG, "-v", "error", "-i", plain, "-i", cover, "-map", "0", "-map", "1", "-c", "copy",
+         "-disposition:v:1", "attached_pic", "-y", after],
+        check=True,
+    )  # fmt: skip
+    assert h264.stream_reason(after) is None
+    assert len(read_frames(after)) == 3
+
+    data = after.read_bytes()
+    moov, size = box_chain(data, [b"moov"])[0]
+    children, pos = {}, moov + 8
+    while pos < moov + size:
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        children[kind] = data[pos : pos + length]
+        pos += length
+    assert list(children) == [b"mvhd", b"trak", b"udta"]
+    before = tmp_path / "cover-before.mp4"
+    before.write_bytes(data[: moov + 8] + children[b"mvhd"] + children[b"udta"] + children[b"trak"])
+    assert h264.stream_reason(before) == "cover art before the video track"
+    frames = read_frames(before)
+    assert len(frames) == 1 and frames[0].shape == (32, 32, 3)
+
+    two = tmp_path / "two.mp4"
+    subprocess.run(
+        [FFMPEG, "-v", "error", "-i", plain, "-map", "0", "-map", "0", "-c", "copy", "-y", two],
+        check=True,
+    )
+    assert h264.stream_reason(two) == "2 video tracks"
+
+    data = bytearray(plain.read_bytes())
+    hdlr = box_chain(bytes(data), [b"moov", b"trak", b"mdia", b"hdlr"])[-1][0]
+    assert data[hdlr + 16 : hdlr + 20] == b"vide"
+    data[hdlr + 16 : hdlr + 20] = b"xxxx"
+    other = tmp_path / "handler.mp4"
+    other.write_bytes(data)
+    assert len(read_frames(other)) == 3
+    assert h264.stream_reason(other) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Files that are not (whole) MP4 videos
+
+
+def test_files_without_a_usable_video(clip, tmp_path):
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    assert h264.stream_reason(empty) == "empty file"
+
+    plain = clip("plain").read_bytes()
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(plain[: plain.index(b"moov") - 4])
+    assert h264.stream_reason(truncated) == "no moov box"
+    truncated.write_bytes(plain[:-10])
+    assert h264.stream_reason(truncated) == "truncated moov box"
+
+    text = tmp_path / "notes.mp4"
+    text.write_text("these are not the frames you are looking for\n" * 20)
+    assert h264.stream_reason(text) == "no moov box"
+    png = encode(tmp_path / "picture.png", ["-frames:v", "1"])
+    assert h264.stream_reason(png) == "not an MP4/QuickTime file"
+
+    audio = tmp_path / "audio.m4a"
+    subprocess.run(
+        [FFMPEG, "-v", "error", "-f", "lavfi", "-i", "sine=duration=0.2", "-c:a", "aac", "-y",
+         audio],
+        check=True,
+    )  # fmt: skip
+    assert h264.stream_reason(audio) == "no video track"
+
+    missing = h264.stream_reason(tmp_path / "missing.mp4")
+    assert missing == "cannot read the file (No such file or directory)"
+    assert h264.stream_reason(tmp_path).startswith("cannot read the file (")
+
+
+@pytest.mark.parametrize("name", ["plain", "faststart"])
+def test_truncations_never_raise_and_never_admit_a_cut_file(clip, name):
+    data = clip(name).read_bytes()
+    moov_end = data.index(b"moov") - 4 + struct.unpack_from(">I", data, data.index(b"moov") - 4)[0]
+    path = clip(name).with_name(f"cut-{name}.mp4")
+    for length in [*range(0, len(data), 7), len(data) - 1]:
+        path.write_bytes(data[:length])
+        reason = h264.stream_reason(path)
+        assert isinstance(reason, str), length
+        if length >= moov_end:  # a whole moov (faststart): the samples tell
+            assert reason == TRUNCATED, length
+
+
+def test_corruption_never_raises(clip, tmp_path):
+    """Random bytes over moov (sizes, types, avcC, the SPS): always a verdict, never an error."""
+    rng = np.random.default_rng(7)
+    data = clip("plain").read_bytes()
+    moov = data.index(b"moov") - 4
+    path = tmp_path / "corrupt.mp4"
+    verdicts = set()
+    for _ in range(1500):
+        damaged = bytearray(data)
+        for pos in rng.integers(moov, len(data), rng.integers(1, 4)):
+            damaged[pos] = rng.integers(0, 256)
+        path.write_bytes(damaged)
+        reason = h264.stream_reason(path)
+        assert reason is None or isinstance(reason, str)
+        verdicts.add(reason)
+    assert len(verdicts) > 5  # the damage reached different parts of the file
+
+
+def test_reads_headers_and_three_sample_tables(tmp_path, monkeypatch):
+    """A clip with a large moov (the sample tables of 3000 frames) is judged from a few hundred
+    bytes and the stsz, stsc and stco tables, each in one read: the other boxes (here an stss
+    of 1500 key frames) are skipped with seeks, not read."""
+    path = tmp_path / "long.mp4"
+    subprocess.run(
+        [FFMPEG, "-v", "error", "-f", "lavfi", "-i", "testsrc=size=32x32:rate=100",
+         "-frames:v", "3000", *YUV420, "-g", "2", "-y", path],
+        check=True,
+    )  # fmt: skip
+    data = path.read_bytes()
+    moov_size = struct.unpack_from(">I", data, data.index(b"moov") - 4)[0]
+    tables = [box_chain(data, [*STBL, kind])[-1][1] - 8 for kind in (b"stsz", b"stsc", b"stco")]
+    read = []
+    original = h264._FileSource.read
+    monkeypatch.setattr(
+        h264._FileSource, "read", lambda self, at, n: read.append(n) or original(self, at, n)
+    )
+    assert h264.stream_reason(path) is None
+    assert tables[0] == 12 + 4 * 3000
+    assert all(n in read for n in tables)
+    headers = sum(read) - sum(tables)
+    stss = box_chain(data, [*STBL, b"stss"])[-1][1]
+    assert stss > 6_000 and moov_size > sum(tables) + stss, (moov_size, stss)
+    assert headers < 1_000, headers
+    assert len(read) < 60, len(read)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the samples lie: files cut short, appended to, fragmented, or with patched tables
+
+TRUNCATED = "samples past the end of the file (truncated?)"
+STBL = [b"moov", b"trak", b"mdia", b"minf", b"stbl"]
+FRAMES = 30
+CUTS = {"50%": lambda n: n // 2, "90%": lambda n: n * 9 // 10, "len-1": lambda n: n - 1}
+
+
+@pytest.fixture(scope="session")
+def long_clip(tmp_path_factory):
+    """long_clip(name) -> a 30-frame clip: "faststart" (moov before mdat), "plain" (moov after
+    it) or "fragmented" (an empty moov with mvex, then moof/mdat pairs)."""
+    folder = tmp_path_factory.mktemp("h264-long")
+    options = {
+        "faststart": ["-movflags", "+faststart"],
+        "plain": [],
+        "fragmented": ["-movflags", "frag_keyframe+empty_moov"],
+    }
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            made[name] = encode(folder / f"{name}.mp4", [*YUV420, *options[name]], frames=FRAMES)
+        return made[name]
+
+    return get
+
+
+def cut(path: Path, tmp_path: Path, length: int) -> Path:
+    out = tmp_path / f"cut-{length}-{path.name}"
+    out.write_bytes(path.read_bytes()[:length])
+    return out
+
+
+def declared_and_decoded(path: Path) -> tuple[int, int]:
+    """(the frame count cv2 reports from the moov, the frames cv2.VideoCapture decodes)."""
+    capture = cv2.VideoCapture(str(path))
+    declared = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    capture.release()
+    return declared, len(read_frames(path))
+
+
+def test_whole_clips_are_admitted(long_clip):
+    for name in ("faststart", "plain"):
+        assert h264.stream_reason(long_clip(name)) is None
+        assert declared_and_decoded(long_clip(name)) == (FRAMES, FRAMES)
+
+
+@pytest.mark.parametrize("at", CUTS)
+def test_truncated_faststart_clip(long_clip, tmp_path, at):
+    path = long_clip("faststart")
+    assert top_level_types(path.read_bytes())[-1] == b"mdat"
+    assert h264.stream_reason(cut(path, tmp_path, CUTS[at](path.stat().st_size))) == TRUNCATED
+
+
+@pytest.mark.parametrize("at", CUTS)
+def test_truncated_faststart_clip_loses_frames_in_cv2(long_clip, tmp_path, at):
+    """The reason is real: on each cut clip cv2 decodes fewer frames than the moov declares
+    (so cv2 ends the video early, and NVDEC would conceal a frame or two more)."""
+    path = long_clip("faststart")
+    declared, decoded = declared_and_decoded(cut(path, tmp_path, CUTS[at](path.stat().st_size)))
+    assert declared == FRAMES and decoded < declared, (declared, decoded)
+
+
+@pytest.mark.parametrize("at", CUTS)
+def test_truncated_clip_with_moov_at_the_end(long_clip, tmp_path, at):
+    path = long_clip("plain")
+    assert top_level_types(path.read_bytes())[-1] == b"moov"
+    reason = h264.stream_reason(cut(path, tmp_path, CUTS[at](path.stat().st_size)))
+    assert reason in ("no moov box", "truncated moov box")
+
+
+def test_layout_reasons_come_after_the_codec_and_colour(tmp_path):
+    path = encode(tmp_path / "bt709.mp4", [*REFUSED["bt709"][1], "-movflags", "+faststart"])
+    assert h264.stream_reason(cut(path, tmp_path, path.stat().st_size - 1)) == "matrix bt709"
+
+
+def test_fragmented_mp4(long_clip, tmp_path):
+    """Refused for its mvex box, and (with mvex removed) for its moof boxes."""
+    path = long_clip("fragmented")
+    data = path.read_bytes()
+    assert b"moof" in top_level_types(data)
+    assert h264.stream_reason(path) == "fragmented MP4"
+    chain = box_chain(data, [b"moov", b"mvex"])
+    pos, size = chain[-1]
+    without = tmp_path / "no-mvex.mp4"
+    without.write_bytes(splice(data, chain[:-1], pos, pos + size, b""))
+    assert b"mvex" not in without.read_bytes()
+    assert h264.stream_reason(without) == "fragmented MP4"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        bytes(np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)),
+        b"\0\0\0\x04junk" * 10,  # a box too small for its header
+        b"\0\0\0\x10free" + bytes(8),  # a whole box
+        b"\xff" * 100,  # a box far longer than the file
+    ],
+    ids=["random", "malformed-box", "free-box", "long-box"],
+)
+def test_bytes_appended_after_the_end_are_harmless(long_clip, tmp_path, extra):
+    for name in ("faststart", "plain"):
+        path = tmp_path / f"appended-{name}.mp4"
+        path.write_bytes(long_clip(name).read_bytes() + extra)
+        assert h264.stream_reason(path) is None
+        assert declared_and_decoded(path) == (FRAMES, FRAMES)
+
+
+def table(data: bytes, kind: bytes) -> tuple[list[tuple[int, int]], int]:
+    """The chain of boxes down to the video track's ``kind`` table, and its payload's offset."""
+    chain = box_chain(data, [*STBL, kind])
+    return chain, chain[-1][0] + 8
+
+
+def replace_box(data: bytes, kind: bytes, new: bytes) -> bytes:
+    """The clip (moov at the end: no sample moves) with its ``kind`` table replaced by ``new``
+    (a whole box)."""
+    chain, _ = table(data, kind)
+    pos, size = chain[-1]
+    return splice(data, chain[:-1], pos, pos + size, new)
+
+
+def test_chunk_offsets_past_the_end(clip, tmp_path):
+    """stco and (converted to it) co64 offsets: as written, then pointing past the end."""
+    data = clip("plain").read_bytes()
+    _, stco = table(data, b"stco")
+    (count,) = struct.unpack_from(">I", data, stco + 4)
+    offsets = struct.unpack_from(f">{count}I", data, stco + 8)
+    co64 = replace_box(
+        data, b"stco", struct.pack(f">I4sII{count}Q", 16 + 8 * count, b"co64", 0, count, *offsets)
+    )
+    for kind, clean in ((b"stco", data), (b"co64", co64)):
+        path = tmp_path / f"{kind.decode()}.mp4"
+        path.write_bytes(clean)
+        assert h264.stream_reason(path) is None
+        assert len(read_frames(path)) == 3
+        patched = bytearray(clean)
+        _, at = table(clean, kind)
+        if kind == b"stco":
+            struct.pack_into(">I", patched, at + 8, len(clean))
+        else:
+            struct.pack_into(">Q", patched, at + 8, len(clean) + (1 << 40))
+        path.write_bytes(patched)
+        assert h264.stream_reason(path) == TRUNCATED, kind
+        # Moved by moov's size and one byte: the last sample then ends one byte past the end.
+        late = offsets[0] + len(clean) - (clean.index(b"moov") - 4) + 1
+        struct.pack_into(">Q" if kind == b"co64" else ">I", patched, at + 8, late)
+        path.write_bytes(patched)
+        assert h264.stream_reason(path) == TRUNCATED, kind
+
+
+def test_compact_sample_sizes(clip, tmp_path):
+    """stz2 (16-bit sizes here) in place of stsz counts the same bytes."""
+    data = clip("plain").read_bytes()
+    _, stsz = table(data, b"stsz")
+    sizes = struct.unpack_from(">3I", data, stsz + 12)
+    assert struct.unpack_from(">II", data, stsz + 4) == (0, 3) and max(sizes) < 1 << 16
+    stz2 = struct.pack(">I4sIII3H", 26, b"stz2", 0, 16, 3, *sizes)
+    path = tmp_path / "stz2.mp4"
+    compact = replace_box(data, b"stsz", stz2)
+    path.write_bytes(compact)
+    assert h264.stream_reason(path) is None
+    assert len(read_frames(path)) == 3
+    # The last sample as long as itself, moov and one byte more: one byte past the end.
+    longer = sizes[2] + len(compact) - (compact.index(b"moov") - 4) + 1
+    path.write_bytes(replace_box(data, b"stsz", stz2[:-2] + struct.pack(">H", longer)))
+    assert h264.stream_reason(path) == TRUNCATED
+    path.write_bytes(replace_box(data, b"stsz", stz2[:-2] + struct.pack(">H", longer - 1)))
+    assert h264.stream_reason(path) is None  # ends exactly at the end
+
+
+@pytest.mark.parametrize(
+    "payload, sizes",
+    [
+        (struct.pack(">II", 8, 3) + bytes([200, 7, 255]), [200, 7, 255]),
+        (struct.pack(">II", 4, 3) + bytes([0xA3, 0xF0]), [10, 3, 15]),
+        (struct.pack(">II", 16, 2) + struct.pack(">2H", 65535, 1), [65535, 1]),
+    ],
+    ids=["8-bit", "4-bit", "16-bit"],
+)
+def test_stz2_field_sizes(payload, sizes):
+    box = bytes(4) + payload
+    found = h264._sample_sizes(h264._BytesSource(box), h264._Box(b"stz2", 0, len(box)))
+    assert found[0] == 0 and found[1].tolist() == sizes and found[2] == len(sizes)
+
+
+def test_constant_sample_size(clip, tmp_path):
+    """stsz with one sample_size for all: the chunk holds count * size bytes."""
+    data = clip("plain").read_bytes()
+    _, stco = table(data, b"stco")
+    (offset,) = struct.unpack_from(">I", data, stco + 8)
+    moov = data.index(b"moov") - 4
+    room = moov - offset  # the bytes from the chunk to moov: mdat's samples
+    for size, reason in ((room // 3, None), (room // 3 + (len(data) - moov) // 3 + 1, TRUNCATED)):
+        path = tmp_path / f"constant-{size}.mp4"
+        path.write_bytes(
+            replace_box(data, b"stsz", struct.pack(">I4sIII", 20, b"stsz", 0, size, 3))
+        )
+        assert h264.stream_reason(path) == reason, size
+
+
+@pytest.mark.parametrize(
+    "kind, at, value, reason",
+    [
+        (b"stsc", 12, 2, "inconsistent sample tables"),  # 2 samples a chunk: 2 of 3
+        (b"stsc", 12, 4, "inconsistent sample tables"),
+        (b"stsc", 8, 2, "inconsistent sample tables"),  # the first entry not for chunk 1
+        (b"stsc", 4, 2, "truncated stsc box"),  # two entries in a box with one
+        (b"stsz", 8, 4, "truncated stsz box"),  # 4 sizes in a box with 3
+        (b"stsz", 8, 2, "inconsistent sample tables"),  # 2 samples in a chunk of 3
+        (b"stco", 4, 2, "truncated stco box"),
+        (b"stco", 4, 0, "inconsistent sample tables"),  # no chunk for stsc's chunk 1
+    ],
+)
+def test_inconsistent_sample_tables(clip, tmp_path, kind, at, value, reason):
+    data = bytearray(clip("plain").read_bytes())
+    _, start = table(bytes(data), kind)
+    struct.pack_into(">I", data, start + at, value)
+    path = tmp_path / "inconsistent.mp4"
+    path.write_bytes(data)
+    assert h264.stream_reason(path) == reason
+
+
+def test_missing_sample_tables(clip, tmp_path):
+    data = clip("plain").read_bytes()
+    for kind in (b"stsz", b"stsc", b"stco"):
+        path = tmp_path / f"no-{kind.decode()}.mp4"
+        path.write_bytes(replace_box(data, kind, b""))
+        assert h264.stream_reason(path) == f"no {kind.decode()} box"
