@@ -210,3 +210,35 @@ def test_json_summary_names_the_decoders(folder, tmp_path):
     data = json.loads(summary.dumps())
     assert data["decoders"] == {"cpu": 3, "stand-in-jpeg": 18}
     assert "decode_lanes" not in data
+
+
+def test_a_stop_mid_run_finishes_what_is_in_flight(folder, tmp_path):
+    """SIGINT's stop with GPU decoding: the batches decoding are finished, nothing new is
+    started, and every PNG in the folder is whole (no temporaries left)."""
+    import threading
+
+    for i in range(40):
+        (folder / f"g{i:02d}.jpg").write_bytes(jpeg(photo(21, 34, seed=i)))
+    stop = threading.Event()
+    out = tmp_path / "gpu"
+    options = Options()
+    backend = StandInGpuBackend(options, max_delay_s=0.01)
+    seen = []
+
+    def compute(frames):
+        seen.append(len(frames))
+        if sum(seen) >= 8:
+            stop.set()
+        return StandInGpuBackend(options).compute(frames)
+
+    backend.compute = compute
+    summary = run(folder, out, options, backend=backend, stop=stop)
+    assert summary.interrupted and 8 <= summary.frames < 61
+    assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
+    written = sorted(p.name for p in out.glob("*.png"))
+    assert len(written) == summary.frames
+    reference = tmp_path / "cpu"
+    run(folder, reference, Options(backend="cpu"))
+    for name in written:
+        want = cv2.imread(str(reference / name), cv2.IMREAD_UNCHANGED)
+        assert np.array_equal(cv2.imread(str(out / name), cv2.IMREAD_UNCHANGED), want), name
