@@ -5,7 +5,7 @@ of the floor ``1 / (1/decode_fps + 1/encode_fps)``, each measured alone on W thr
 script separates three explanations by running the same codec work in different shapes:
 
 (a) oversubscription: edgecli had a decode pool and an encode pool of W threads each, 2W
-    threads on W cores (one pool since; benchmarks/RESULTS.md, session 3). If so, "one
+    threads on W cores (one pool since; benchmarks/RESULTS.md, "Host pipeline"). If so, "one
     pool" (one task decodes frame i then encodes and writes its edges) and "two pools, W/2
     each" get near the floor; involuntary context switches per frame are high in "two
     pools".

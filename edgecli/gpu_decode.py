@@ -176,8 +176,8 @@ class DeviceBatch:
 # JPEG: nvJPEG's batched decoder to planes, then jpeg_planes_to_bgr into the slot
 
 JPEG_ENGINE, JPEG_CUDA, CPU = "nvjpeg-hw", "nvjpeg-cuda", "cpu"
-# Files a decode call: the engines decode 5,385 fps in batches of 32 and 5,483 in batches of 64
-# (1080p, one thread; benchmarks/RESULTS.md).
+# Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
+# (1080p, one thread; benchmarks/RESULTS.md, "GPU decoding").
 JPEG_BATCH = 32
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
 JPEG_AHEAD = 2
@@ -185,8 +185,9 @@ JPEG_SLOTS = JPEG_AHEAD + 3
 
 
 class JpegDecoder:
-    """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not
-    thread-safe; one thread feeds the engines at 5,400 fps, two fed them less)."""
+    """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not thread-safe;
+    two threads, each with a decoder of its own, fed the engines less than one:
+    benchmarks/RESULTS.md)."""
 
     def __init__(self, device: int, backend: str, max_pixels: int):
         from concurrent.futures import ThreadPoolExecutor
