@@ -371,8 +371,34 @@ def info(device: int) -> None:
         click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
         kernel = gpu.load_kernel(device, gpu.Variant())
         click.echo(f"kernel: {gpu.kernel_description(kernel)}")
+        for line in decoder_lines():
+            click.echo(line)
     else:
         click.echo(f"cuda: unusable: {reason}")
+
+
+def decoder_lines() -> list[str]:
+    """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .decoders import jpeg_unusable_reason, video_unusable_reason
+
+    why = jpeg_unusable_reason("hardware")
+    if why is None:
+        from .nvjpeg import version as nvjpeg_version
+
+        jpeg = f"GPU, the JPEG engines (nvJPEG {nvjpeg_version()})"
+    else:
+        jpeg = f"CPU ({why})"
+    why = video_unusable_reason()
+    if why is None:
+        try:
+            video = f"GPU, NVDEC (PyNvVideoCodec {version('pynvvideocodec')})"
+        except PackageNotFoundError:
+            video = "GPU, NVDEC (PyNvVideoCodec)"
+    else:
+        video = f"CPU ({why})"
+    return [f"jpeg decoding (--decode auto): {jpeg}", f"video decoding (--decode auto): {video}"]
 
 
 DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")

@@ -242,3 +242,14 @@ def test_a_stop_mid_run_finishes_what_is_in_flight(folder, tmp_path):
     for name in written:
         want = cv2.imread(str(reference / name), cv2.IMREAD_UNCHANGED)
         assert np.array_equal(cv2.imread(str(out / name), cv2.IMREAD_UNCHANGED), want), name
+
+
+def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
+    from edgecli.cli import decoder_lines
+
+    monkeypatch.setattr(decoders, "jpeg_unusable_reason", lambda backend: "no JPEG engines")
+    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: "no libnvcuvid.so.1")
+    assert decoder_lines() == [
+        "jpeg decoding (--decode auto): CPU (no JPEG engines)",
+        "video decoding (--decode auto): CPU (no libnvcuvid.so.1)",
+    ]
