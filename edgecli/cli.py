@@ -19,7 +19,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError, OptionError
-from .params import BACKENDS, BORDERS, DECODES, NORMS, ON_ERROR, Options
+from .params import BACKENDS, BORDERS, DECODES, NORMS, ON_ERROR, Options, parse_devices
 from .shards import parse_shard
 
 # sys.setswitchinterval for a run (see run_command).
@@ -194,10 +194,12 @@ def main() -> None:
 )
 @click.option(
     "--device",
-    type=click.IntRange(min=0),
-    default=Options.device,
+    "device_text",
+    metavar="N|N,M,...|all",
+    default=str(Options.device),
     show_default=True,
-    help="CUDA device index.",
+    help="CUDA device index; several (0,2) or all: one worker process a GPU, the sources "
+    "shared out between them as they go (needs the cluster extra).",
 )
 @click.option(
     "--on-error",
@@ -264,6 +266,7 @@ def run(
     scheduler,
     quiet,
     verbose,
+    device_text,
     **fields,
 ) -> None:
     """Detect edges in every frame of each INPUT and write one PNG per frame.
@@ -274,7 +277,12 @@ def run(
     a.png; frame 7 of clip.mp4 becomes clip_000007.png. The summary goes to stderr.
     """
     keep_standard_streams_open()
-    if fields["backend"] != "cpu":
+    try:
+        devices = parse_devices(device_text)
+    except OptionError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--device'") from None
+    fields["device"] = devices[0] if devices else 0
+    if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
         from .driver import start_driver
 
         start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
@@ -307,12 +315,20 @@ def run(
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
         extra = {"timings_csv": timings_csv}
-        if scheduler is not None:
+        # One device needs no look at the others (cuInit on this thread: start-up time).
+        gpus = gpu_ids(devices) if devices is None or len(devices) > 1 else []
+        if len(gpus) > 1 and scheduler is not None:
+            raise OptionError(
+                "--device with several GPUs cannot be combined with --scheduler (a Dask "
+                "worker's GPU is its CUDA_VISIBLE_DEVICES)"
+            )
+        if scheduler is not None or len(gpus) > 1:
             from .cluster import run_on_cluster as run_pipeline  # imports Dask
 
+            what = "--scheduler" if scheduler is not None else "--device with several GPUs"
             if timings_csv is not None:
-                raise OptionError("--timings-csv cannot be combined with --scheduler")
-            extra = {"scheduler": scheduler}
+                raise OptionError(f"--timings-csv cannot be combined with {what}")
+            extra = {"scheduler": scheduler} if scheduler is not None else {"devices": gpus}
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -375,6 +391,18 @@ def info(device: int) -> None:
             click.echo(line)
     else:
         click.echo(f"cuda: unusable: {reason}")
+
+
+def gpu_ids(devices: list[int] | None) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
+    process's own ids where it sees the device, else the index as given (a worker then says
+    what is wrong with it, as a plain run would)."""
+    from .driver import visible_devices
+
+    visible = visible_devices()
+    if devices is None:
+        return visible
+    return [visible[i] if i < len(visible) else str(i) for i in devices]
 
 
 def decoder_lines() -> list[str]:

@@ -1,4 +1,7 @@
-"""``--scheduler``: a run spread over a Dask cluster, as shards of its sources.
+"""``--scheduler``: a run spread over a Dask cluster, as shards of its sources; and
+``--device 0,2`` / ``--device all``: the same over a host's GPUs, one Dask worker process a
+GPU (``CUDA_VISIBLE_DEVICES``, as dask-cuda does it), each with its own pipeline, streams,
+rings, decoders and GIL.
 
 Each task is one shard (``Options.shard``, :mod:`edgecli.shards`) run by the ordinary
 pipeline on a Dask worker, into the same output folder; the client gathers the tasks'
@@ -76,8 +79,9 @@ class ClusterSummary(Summary):
             f"{len(self.workers_detail)} Dask worker(s)"
         )
         for w in self.workers_detail:
+            where = w["host"] + (f", GPU {w['device']}" if "device" in w else "")
             lines.append(
-                f"    {w['worker']} ({w['host']}): {w['tasks']} task(s), {w['frames']} "
+                f"    {w['worker']} ({where}): {w['tasks']} task(s), {w['frames']} "
                 f"frame(s) in {w['busy_s']:.2f} s ({w['fps']:.1f} fps)"
             )
         return "\n".join(lines)
@@ -128,20 +132,23 @@ def run_shard(
         "summary": asdict(summary),
         "worker": get_worker().address,
         "host": socket.gethostname(),
+        "device": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "task_s": time.perf_counter() - started,
     }
 
 
 def task_options(options: Options, kind: str, n_workers: int, i: int, n: int) -> Options:
     """The options of task ``i`` of ``n``. On ``local:N`` the N workers share this host, so
-    each runs the CPU backend (one GPU a worker, by CUDA_VISIBLE_DEVICES, is not done yet)
-    unless CUDA was asked for, with its share of the cores unless --workers says otherwise."""
+    each runs the CPU backend unless CUDA was asked for (``--device`` gives each worker a GPU
+    of its own); on ``devices`` each runs on its one GPU. Either way a worker gets its share of
+    the cores unless --workers says otherwise."""
     changes: dict = {"shard": (i, n)}
-    if kind == "local":
-        if options.backend == "auto":
-            changes["backend"] = "cpu"
-        if options.workers is None:
-            changes["workers"] = max(1, usable_cpus() // n_workers)
+    if kind == "local" and options.backend == "auto":
+        changes["backend"] = "cpu"
+    if kind == "devices":
+        changes["device"] = 0  # the one GPU its CUDA_VISIBLE_DEVICES shows the worker
+    if kind in ("local", "devices") and options.workers is None:
+        changes["workers"] = max(1, usable_cpus() // n_workers)
     return replace(options, **changes)
 
 
@@ -154,7 +161,7 @@ def connect(kind: str, target: int | str, connect_timeout: float):
         raise ClusterError(
             "--scheduler needs Dask: pip install 'edgecli[cluster]' (dask and distributed)"
         ) from None
-    if kind == "local":
+    if kind in ("local", "devices"):
         # The workers are started with SIGINT ignored, and keep it so (an ignored signal stays
         # ignored in a child): a Ctrl-C at the terminal reaches the whole process group, and
         # only the client may act on it, stopping the tasks through their stop event.
@@ -162,15 +169,19 @@ def connect(kind: str, target: int | str, connect_timeout: float):
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
         try:
             with dask.config.set(WORKER_ENVIRONMENT):
-                cluster = LocalCluster(
-                    n_workers=target,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
-                )
+                if kind == "local":
+                    cluster = LocalCluster(
+                        n_workers=target,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+                    )
+                else:
+                    cluster = gpu_cluster(target)
         except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
-            raise ClusterError(f"scheduler local:{target}: cannot start ({exc})") from None
+            what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
+            raise ClusterError(f"scheduler {what}: cannot start ({exc})") from None
         finally:
             if ignoring:
                 signal.signal(signal.SIGINT, previous)
@@ -198,6 +209,26 @@ def connect(kind: str, target: int | str, connect_timeout: float):
             "(start them with: dask worker " + target + ")"
         ) from None
     return client, None
+
+
+def gpu_cluster(devices: list[str]):
+    """A cluster of one worker process a GPU of ``devices`` (CUDA_VISIBLE_DEVICES ids), each
+    seeing only its own GPU, as its device 0."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {
+        f"gpu-{device}": {
+            "cls": Nanny,
+            "options": {
+                "nthreads": 1,
+                "env": {"CUDA_VISIBLE_DEVICES": device},
+                "silence_logs": 50,
+            },
+        }
+        for device in devices
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=50)
 
 
 def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, output: str,
@@ -228,6 +259,8 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
             r["worker"],
             {"worker": r["worker"], "host": r["host"], "tasks": 0, "frames": 0, "busy_s": 0.0},
         )
+        if r.get("device") is not None:
+            w["device"] = r["device"]
         w["tasks"] += 1
         w["frames"] += r["summary"]["frames"]
         w["busy_s"] += r["task_s"]
@@ -263,8 +296,9 @@ def run_on_cluster(
     inputs,
     output,
     options: Options,
-    scheduler: str,
+    scheduler: str | None = None,
     *,
+    devices: list[str] | None = None,
     progress: bool = False,
     notify: Callable[[str], None] | None = None,
     warn: Callable[[str], None] | None = None,
@@ -274,7 +308,8 @@ def run_on_cluster(
     connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> ClusterSummary:
     """Process ``inputs`` into ``output`` as :func:`edgecli.pipeline.run` does, in shards
-    run as tasks on the Dask cluster ``scheduler`` names (``local:N`` or ``tcp://HOST:PORT``).
+    run as tasks on the Dask cluster ``scheduler`` names (``local:N`` or ``tcp://HOST:PORT``),
+    or, with ``devices`` (CUDA_VISIBLE_DEVICES ids), on a cluster of one worker a GPU.
 
     The inputs are checked, and the output folder's record (``.edgecli-run.json``) written,
     here, once, before any task starts: the tasks then find it recorded with their own
@@ -286,9 +321,14 @@ def run_on_cluster(
     notify = notify or (lambda message: None)
     warn = warn or notify
     stop = stop or threading.Event()
+    what = "--scheduler" if devices is None else "--device with several GPUs"
     if options.shard is not None:
-        raise OptionError("--scheduler runs every shard itself; it cannot be combined with --shard")
-    kind, target = parse_scheduler(scheduler)
+        raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
+    if devices is None:
+        kind, target = parse_scheduler(scheduler)
+    else:
+        kind, target = "devices", devices
+        scheduler = f"devices:{','.join(devices)}"
     # Absolute paths: a worker on another host, or in another folder, reads the same files.
     inputs = [os.path.abspath(text) for text in input_list(inputs)]
     check_path("output folder", output)

@@ -37,3 +37,22 @@ def start_driver(device: int) -> threading.Thread:
     )
     thread.start()
     return thread
+
+
+def visible_devices() -> list[str]:
+    """The CUDA devices this process may use, as the ids a child's ``CUDA_VISIBLE_DEVICES``
+    takes to see each one alone (this process's own ``CUDA_VISIBLE_DEVICES`` entries, where it
+    has one); [] where there is no driver or no device."""
+    import os
+
+    try:
+        driver = ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return []
+    count = ctypes.c_int()
+    if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return []
+    inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if inherited is None:
+        return [str(i) for i in range(count.value)]
+    return [part.strip() for part in inherited.split(",")][: count.value]

@@ -81,6 +81,20 @@ def parse_scheduler(text: str) -> tuple[str, int | str]:
     raise OptionError(f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}")
 
 
+def parse_devices(text: str) -> list[int] | None:
+    """``--device``: ``N`` or ``N,M,...`` (CUDA device indices, each once) as a list, or None
+    for ``all``."""
+    if text.strip().lower() == "all":
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise OptionError(f"device must be an index, a list such as 0,2, or all; got {text!r}")
+    devices = [int(part) for part in parts]
+    if len(set(devices)) != len(devices):
+        raise OptionError(f"device lists a GPU more than once: {text!r}")
+    return devices
+
+
 @dataclass(frozen=True)
 class Options:
     """Every option of a run. The first three define the edge contract (README.md)."""

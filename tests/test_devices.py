@@ -1,0 +1,91 @@
+"""--device N,M / all: one Dask worker process a GPU, each seeing only its own (its
+CUDA_VISIBLE_DEVICES), the sources shared out as shards. On the CPU backend here: the workers'
+outputs, their devices and the option's errors; the GPU runs are the H200's."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import pytest
+from click.testing import CliRunner
+
+from edgecli.cli import gpu_ids, main
+from edgecli.errors import EXIT_USAGE
+from edgecli.params import parse_devices
+
+from .media import photo
+
+pytest.importorskip("distributed", reason="the cluster extra is not installed")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def folder(tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    for i in range(9):
+        cv2.imwrite(str(root / f"f{i}.png"), photo(23 + i, 37, seed=i))
+    return root
+
+
+def pngs(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.png"))}
+
+
+def test_several_devices_run_a_worker_each_and_equal_a_plain_run(folder, tmp_path):
+    plain = invoke("run", folder, "-o", tmp_path / "plain", "--backend", "cpu", "-q")
+    assert plain.exit_code == 0, plain.output
+    summary = tmp_path / "s.json"
+    result = invoke(
+        "run", folder, "-o", tmp_path / "two", "--backend", "cpu", "--device", "0,1", "-q",
+        "--json-summary", summary,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert pngs(tmp_path / "two") == pngs(tmp_path / "plain") and len(pngs(tmp_path / "two")) == 9
+    data = json.loads(summary.read_text())
+    assert data["scheduler"] == "devices:0,1" and data["frames"] == 9
+    assert sorted(w["device"] for w in data["workers_detail"]) == ["0", "1"]
+    assert sum(w["frames"] for w in data["workers_detail"]) == 9
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "x"], "device must be an index, a list such as 0,2, or all"),
+        (["--device", "0,0"], "device lists a GPU more than once"),
+        (["--device", "-1"], "device must be an index"),
+        (["--device", "0,1", "--scheduler", "local:2"], "cannot be combined with --scheduler"),
+        (["--device", "0,1", "--timings-csv", "t.csv"], "--timings-csv cannot be combined"),
+        (["--device", "0,1", "--shard", "0/2"], "cannot be combined with --shard"),
+    ],
+)
+def test_device_usage_errors(folder, tmp_path, args, message):
+    out = tmp_path / "out"
+    result = invoke("run", folder, "-o", out, "--backend", "cpu", *args)
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_device_all_without_a_gpu_is_a_plain_run(folder, tmp_path, monkeypatch):
+    monkeypatch.setattr("edgecli.driver.visible_devices", lambda: [])
+    summary = tmp_path / "s.json"
+    result = invoke(
+        "run", folder, "-o", tmp_path / "out", "--backend", "cpu", "--device", "all", "-q",
+        "--json-summary", summary,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(summary.read_text())
+    assert data["frames"] == 9 and "scheduler" not in data
+
+
+def test_gpu_ids_follow_this_process_cuda_visible_devices(monkeypatch):
+    monkeypatch.setattr("edgecli.driver.visible_devices", lambda: ["3", "5"])
+    assert gpu_ids(None) == ["3", "5"]
+    assert gpu_ids([1, 0]) == ["5", "3"]
+    assert gpu_ids([4]) == ["4"]  # not seen here: the worker says what is wrong with it
+    assert parse_devices("all") is None and parse_devices(" 2, 0 ") == [2, 0]
