@@ -45,3 +45,9 @@ def cp(gpu):
     import cupy
 
     return cupy
+
+
+@pytest.fixture(scope="module")
+def stream(cp):
+    """A non-blocking CUDA stream, one for each module that asks for it."""
+    return cp.cuda.Stream(non_blocking=True)

@@ -9,13 +9,12 @@ import sys
 
 import cv2
 import pytest
-from click.testing import CliRunner
 
 from edgecli import __version__
 from edgecli.backends import cuda_unusable_reason
-from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 
+from .helpers import invoke
 from .media import REPO, photo, write_video
 
 JSON_KEYS = {
@@ -25,10 +24,6 @@ JSON_KEYS = {
     "main_thread_waits_s", "decoders",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture
@@ -307,16 +302,3 @@ def test_info_reports_cuda_state():
     reason = cuda_unusable_reason()
     expected = "cuda: usable: " if reason is None else f"cuda: unusable: {reason}"
     assert lines[-1].startswith(expected)
-
-
-def test_run_keeps_freed_memory_for_the_frames_that_follow(frames_dir, tmp_path, monkeypatch):
-    """The command sets the allocator (edgecli.keep_freed_memory) before the run starts."""
-    from edgecli import allocator, pipeline
-
-    events = []
-    monkeypatch.setattr(allocator, "keep_freed_memory", lambda: events.append("allocator"))
-    real_run = pipeline.run
-    monkeypatch.setattr(pipeline, "run", lambda *a, **k: events.append("run") or real_run(*a, **k))
-    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-q")
-    assert result.exit_code == 0, result.output
-    assert events == ["allocator", "run"]

@@ -12,21 +12,16 @@ from pathlib import Path
 
 import cv2
 import pytest
-from click.testing import CliRunner
 
 from edgecli.backends import CpuBackend
-from edgecli.cli import main
 from edgecli.cluster import run_on_cluster
 from edgecli.errors import OptionError
 from edgecli.params import Options
 
-from .media import photo, write_video
+from .helpers import folder_bytes, invoke
+from .media import REPO, photo, write_video
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +48,6 @@ def media(tmp_path):
     for v in range(3):
         write_video(folder / f"clip{v}.avi", [photo(32, 48, seed=v + k) for k in range(5)])
     return folder
-
-
-def folder_bytes(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")}
 
 
 def plain_run(media: Path, out: Path) -> dict[str, bytes]:
@@ -194,7 +185,7 @@ def test_plain_cli_does_not_import_dask(media, tmp_path):
         "loaded = sorted(m for m in ('dask', 'distributed') if m in sys.modules)\n"
         "assert not loaded, loaded"
     )
-    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = os.environ | {"PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "out").glob("*.png"))) == 6

@@ -8,19 +8,15 @@ import json
 
 import cv2
 import pytest
-from click.testing import CliRunner
 
-from edgecli.cli import gpu_ids, main
+from edgecli.cli import gpu_ids
 from edgecli.errors import EXIT_USAGE
 from edgecli.params import parse_devices
 
+from .helpers import invoke
 from .media import photo
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed")
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture

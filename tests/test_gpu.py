@@ -42,11 +42,6 @@ SHAPES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def stream(cp):
-    return cp.cuda.Stream(non_blocking=True)
-
-
 # ---- frames ------------------------------------------------------------------------------------
 
 

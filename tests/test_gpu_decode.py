@@ -18,11 +18,11 @@ import pytest
 import edgecli
 from edgecli.errors import FrameError
 
+from .helpers import DATA, same_pixels
 from .media import photo
 
 pytestmark = pytest.mark.gpu
 
-DATA = Path(__file__).parent / "data"
 EXACT_CLIPS = ["nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4"]
 CPU_CLIPS = ["nvdec_bt709.mp4", "nvdec_bframes.mkv"]  # auto leaves these on the CPU
 SAMPLING = {
@@ -107,17 +107,6 @@ def with_orientation(data: bytes, orientation: int) -> bytes:
     ifd = struct.pack("<HHHIHH", 1, 0x0112, 3, 1, orientation, 0) + struct.pack("<I", 0)
     body = b"Exif\x00\x00" + b"II*\x00" + struct.pack("<I", 8) + ifd
     return data[:2] + b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body + data[2:]
-
-
-def pixels(folder: Path) -> dict[str, np.ndarray]:
-    return {p.name: cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(folder.glob("*.png"))}
-
-
-def same_pixels(a: Path, b: Path) -> None:
-    left, right = pixels(a), pixels(b)
-    assert sorted(left) == sorted(right) and left
-    for name in left:
-        assert np.array_equal(left[name], right[name]), name
 
 
 def run_both(source, tmp_path: Path, **options):

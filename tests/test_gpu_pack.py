@@ -24,11 +24,6 @@ POISONS = (0x5A, 0xA5)
 WIDTHS = [1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 641, 1920]
 
 
-@pytest.fixture(scope="module")
-def stream(cp):
-    return cp.cuda.Stream(non_blocking=True)
-
-
 def edge_maps(shape: tuple[int, ...], content: str, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     on = rng.integers(0, 2, shape, dtype=np.uint8)

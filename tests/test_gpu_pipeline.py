@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import edgecli
-from edgecli.cli import main
 from edgecli.params import BORDERS, NORMS
 
+from .helpers import H264_CLIP, invoke, same_bytes
 from .media import photo
 
 pytestmark = pytest.mark.gpu
 
-H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
 POISON = 0x5A
 PACKED_POISONS = (0x5A, 0xA5)
 
@@ -56,13 +53,6 @@ def mixed_folder(tmp_path_factory):
     for i, shape in enumerate(shapes):
         cv2.imwrite(str(folder / f"f{i:03d}.png"), photo(*shape, seed=i))
     return folder
-
-
-def same_bytes(a: Path, b: Path) -> None:
-    names = sorted(p.name for p in a.iterdir())
-    assert names == sorted(p.name for p in b.iterdir()) and names
-    for name in names:
-        assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("batch, streams", [(1, 1), (3, 1), (4, 2), (16, 2), (64, 4)])
@@ -103,9 +93,7 @@ def test_detect_edges_api_on_gpu(gpu):
 
 def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
     """`edgecli run` with the default backend picks CUDA here and says so in its summary."""
-    result = CliRunner().invoke(
-        main, ["run", str(mixed_folder), "-o", str(tmp_path), "-q", "--json-summary", "-"]
-    )
+    result = invoke("run", mixed_folder, "-o", tmp_path, "-q", "--json-summary", "-")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["backend"] == "cuda" and summary["device"].startswith("NVIDIA")
@@ -120,8 +108,7 @@ def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkey
         raise cp.cuda.memory.OutOfMemoryError(10**12, 0)
 
     monkeypatch.setattr(streaming.cp, "empty", no_memory)
-    result = CliRunner().invoke(main, ["run", str(mixed_folder), "-o", str(tmp_path / "out"),
-                                       "--backend", "cuda"])  # fmt: skip
+    result = invoke("run", mixed_folder, "-o", tmp_path / "out", "--backend", "cuda")
     assert result.exit_code == 1
     last = result.stderr.splitlines()[-1]
     assert last.startswith("Error: cannot allocate ") and last.endswith(

@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,23 +116,33 @@ def test_source_starts_with_a_line_directive_naming_the_real_file():
     assert rest == kernel_path().read_text(encoding="utf-8")
 
 
-def test_source_includes_no_headers():
-    """NVRTC compiles the file on its own: no #include."""
-    assert not [
-        line for line in kernel_source().splitlines() if line.lstrip().startswith("#include")
-    ]
+@needs_nvrtc
+def test_the_source_compiled_without_its_defines_names_where_they_come_from():
+    """Compiled without the -D options of kernel_defines(), edges.cu stops with an error that
+    names kernel_defines(), the function that supplies them."""
+    compiler = kernels.Nvrtc(NVRTC13)
+    options = [o for o in kernels.compile_options(Variant(), 90) if not o.startswith("-D")]
+    ok, log = compiler.compile(kernel_source(), "edges.cu", tuple(options))
+    assert not ok
+    assert "edgecli.kernels.kernel_defines()" in log
 
 
-def test_source_names_the_function_that_supplies_its_defines():
-    """The .cu header says where its -D definitions come from."""
-    assert "edgecli.kernels.kernel_defines()" in kernel_source()
+@needs_nvrtc
+@pytest.mark.parametrize("variant", [Variant("l1", "replicate"), Variant("l2", "constant")])
+def test_shared_memory_size_is_what_the_kernel_stages(variant):
+    """SHARED_BYTES (what a launch allocates) is, to the compiler, the bytes the kernel's warps
+    stage their rows in; one byte more is not (so the check can fail)."""
+    compiler = kernels.Nvrtc(NVRTC13)
+    options = kernels.compile_options(variant, 90)
 
+    def compiles_with(size: int) -> tuple[bool, str]:
+        check = f'static_assert(WARPS * WARP_SHARED_BYTES == {size}, "the launch size");'
+        return compiler.compile(f"{kernel_source()}\n{check}\n", "x.cu", options)
 
-def test_shared_memory_size_matches_the_source():
-    """SHARED_BYTES (what a launch allocates) is the size edges.cu asserts for its ring of
-    32 staged rows of 416 bytes per warp."""
-    assert kernels.SHARED_BYTES == 4 * 32 * 416
-    assert f"WARP_SHARED_BYTES == {kernels.SHARED_BYTES}" in kernel_source()
+    ok, log = compiles_with(kernels.SHARED_BYTES)
+    assert ok, log
+    ok, log = compiles_with(kernels.SHARED_BYTES + 1)
+    assert not ok and "the launch size" in log
 
 
 @needs_nvrtc
@@ -221,7 +232,9 @@ def test_starting_the_driver_never_fails_where_there_is_none(monkeypatch):
     from edgecli import driver
 
     monkeypatch.setattr(driver, "DRIVER_LIBRARY", "libcuda-that-is-not-there.so.1")
-    assert driver._initialise(0) is None  # raises nothing
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
     thread = driver.start_driver(0)
     thread.join(timeout=5)
+    assert raised == []  # the thread raised nothing
     assert thread.daemon and not thread.is_alive()

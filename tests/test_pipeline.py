@@ -26,6 +26,7 @@ from edgecli.testing import StandInGpuBackend
 from edgecli.timing import StageClock, WaitClock
 from edgecli.workers import PriorityPool
 
+from .helpers import invoke, make_frames
 from .media import photo, write_video
 from .oracle import plain_edges
 
@@ -46,13 +47,6 @@ def fake_gpu(monkeypatch):
     yield lambda: [size for ring in rings() for size in ring.batch_sizes]
     for ring in rings():
         assert all(event.is_set() for event in ring.free), "a slab was never released"
-
-
-def make_frames(folder, shapes):
-    folder.mkdir()
-    for i, shape in enumerate(shapes):
-        cv2.imwrite(str(folder / f"f{i:03d}.png"), photo(*shape, seed=i))
-    return folder
 
 
 @pytest.mark.parametrize("batch, streams", [(1, 1), (4, 1), (4, 2), (7, 3), (64, 2)])
@@ -271,10 +265,14 @@ def test_readers_stop_when_the_run_ends_early():
     first = Sequence("a", 5, broken_at=3)
     second = Sequence("b", 50)
     reader = frame_reader(window=4)
+    before = set(threading.enumerate())
     with pytest.raises(FrameError, match="broken"):
         list(reader.frames([first, second]))
-    alive = [thread for thread in threading.enumerate() if thread.name == "edgecli-reader"]
-    assert alive == []
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(threading.enumerate()) - before == set(), "a thread of the run is still running"
+    assert second.made < 50  # stopped, not read to its end
 
 
 def test_several_videos_keep_their_frames_and_names(fake_gpu, tmp_path):
@@ -374,8 +372,6 @@ def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
     """A frame that could not fit even alone: exit 1, one Error line naming the file, what it
     needs and the budget; under skip, the frames that fit are written (exit 3)."""
     from edgecli.memory import HOST_BYTES_PER_PIXEL
-
-    from .test_cli import invoke
 
     folder = tmp_path / "in"
     folder.mkdir()

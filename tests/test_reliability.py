@@ -15,25 +15,17 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import edgecli
 from edgecli import FrameError, InputError, OutputError
-from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 from edgecli.sources import classify
 
+from .helpers import H264_CLIP, edgecli_command, invoke, make_folder
 from .media import photo
 from .oracle import plain_edges
-from .test_smoke import edgecli_command
-
-H264_CLIP = Path(__file__).parent / "data" / "pan_h264.mp4"
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def assert_outputs_whole(out: Path) -> list[str]:
@@ -44,13 +36,6 @@ def assert_outputs_whole(out: Path) -> list[str]:
     for name in names:
         assert cv2.imread(str(out / name), cv2.IMREAD_GRAYSCALE) is not None, name
     return names
-
-
-def make_folder(folder: Path, count: int, shape=(24, 32)) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"frame_{i:04d}.png"), photo(*shape, seed=i))
-    return folder
 
 
 def png_with_size(width: int, height: int) -> bytes:

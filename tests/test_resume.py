@@ -3,30 +3,21 @@ options must match, and damaged outputs are recomputed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
 
-import cv2
 import pytest
-from click.testing import CliRunner
 
 import edgecli
-from edgecli.cli import main
 from edgecli.resume import MANIFEST_NAME
 
+from . import helpers
+from .helpers import H264_CLIP, invoke
 from .media import photo
 
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def make_folder(folder: Path, count: int, shape=(24, 32)) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        cv2.imwrite(str(folder / f"f{i}.jpg"), photo(*shape, seed=i))
-    return folder
+make_folder = functools.partial(helpers.make_folder, name="f{i}.jpg")
 
 
 def png_bytes(folder: Path) -> dict[str, bytes]:
@@ -108,12 +99,11 @@ def test_damaged_outputs_are_recomputed(tmp_path, kind):
 
 def test_damaged_video_frame_output_is_recomputed(tmp_path):
     """A video's frame output cut short is recomputed on resume; the others are kept."""
-    clip = Path(__file__).parent / "data" / "pan_h264.mp4"
-    edgecli.process(clip, tmp_path, backend="cpu")
+    edgecli.process(H264_CLIP, tmp_path, backend="cpu")
     clean = png_bytes(tmp_path)
     name = "pan_h264_000005.png"
     (tmp_path / name).write_bytes(clean[name][:100])
-    summary = edgecli.process(clip, tmp_path, backend="cpu", skip_existing=True)
+    summary = edgecli.process(H264_CLIP, tmp_path, backend="cpu", skip_existing=True)
     assert (summary.frames, summary.skipped_existing) == (1, 23)
     assert png_bytes(tmp_path) == clean
 

@@ -11,23 +11,17 @@ from pathlib import Path
 
 import cv2
 import pytest
-from click.testing import CliRunner
 
 import edgecli
-from edgecli import resume, sinks
-from edgecli.cli import main
+from edgecli import resume
 from edgecli.resume import MANIFEST_NAME
 from edgecli.shards import partition, shard_of
 from edgecli.sources import discover_inputs
 
+from .helpers import dead_runs_temporary, edgecli_command, folder_bytes, invoke
 from .media import photo, write_video
-from .test_smoke import edgecli_command
 
 COUNTS = (1, 2, 3, 7)
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +71,6 @@ def cli_inputs(media: Path, case: str) -> list[str]:
 def plain_run(media: Path, case: str, out: Path) -> Path:
     edgecli.process(cli_inputs(media, case), out, backend="cpu", workers=1)
     return out
-
-
-def folder_bytes(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -345,12 +335,11 @@ def test_another_hosts_temporaries_are_kept_until_stale(media, tmp_path):
     temporaries and another host's old ones, but keeps another host's recent ones (its
     writer may be alive: a PID says nothing about another host)."""
     out = tmp_path / "out"
-    out.mkdir()
+    mine = dead_runs_temporary(out)  # this host's, its writer dead
     dead = 999999999  # no such process here
-    mine = out / f".edgecli-{dead}-0@{sinks._HOST}.tmp"
     recent = out / f".edgecli-{dead}-0@other-host.example.tmp"
     old = out / f".edgecli-{dead}-1@other-host.example.tmp"
-    for temp in (mine, recent, old):
+    for temp in (recent, old):
         temp.write_bytes(b"partial")
     hours_ago = time.time() - 2 * 3600
     os.utime(old, (hours_ago, hours_ago))
@@ -358,6 +347,7 @@ def test_another_hosts_temporaries_are_kept_until_stale(media, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [MANIFEST_NAME, "shot0.png", recent.name]
     )
+    assert not mine.exists() and not old.exists()
 
 
 def test_a_shard_starting_beside_another_does_not_mark_the_folder_mixed(media, tmp_path):

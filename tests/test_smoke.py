@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import cv2
 import numpy as np
 
+from .helpers import edgecli_command
 from .media import SAMPLE_FRAMES
-
-
-def edgecli_command() -> list[str]:
-    """The console script installed beside this Python, else ``python -m edgecli``."""
-    script = shutil.which("edgecli", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "edgecli"]
 
 
 def test_sample_frames_match_golden_hashes(tmp_path):

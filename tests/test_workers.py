@@ -13,8 +13,8 @@ import pytest
 
 from edgecli.workers import PriorityPool
 
+from .helpers import make_frames
 from .media import REPO
-from .test_pipeline import make_frames
 
 
 def _blocked_pool() -> tuple[PriorityPool, threading.Event]:
@@ -74,18 +74,27 @@ def test_shutdown_without_cancelling_runs_what_was_queued():
     assert ran == [0, 1, 2]
 
 
-def test_threads_are_named_and_counted():
-    names: set[str] = set()
+def test_a_pool_runs_as_many_tasks_at_once_as_it_has_threads():
+    """A pool of 3 runs three tasks at once (they meet at a barrier), on three threads it
+    keeps for later tasks, and never a fourth beside them."""
+    threads: set[int] = set()
+    running, peak = [0], [0]
+    lock = threading.Lock()
     barrier = threading.Barrier(3, timeout=10)
 
     def meet() -> None:
-        names.add(threading.current_thread().name)
-        barrier.wait()  # all three tasks run at once: three threads
+        with lock:
+            threads.add(threading.get_ident())
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        barrier.wait()  # returns once three tasks run at once
+        with lock:
+            running[0] -= 1
 
-    with PriorityPool(3, "edgecli-worker") as pool:
-        for future in [pool.submit(0, meet) for _ in range(3)]:
+    with PriorityPool(3, "test-pool") as pool:
+        for future in [pool.submit(0, meet) for _ in range(9)]:
             future.result(10)
-    assert names == {"edgecli-worker_0", "edgecli-worker_1", "edgecli-worker_2"}
+    assert peak[0] == 3 and len(threads) == 3
 
 
 def test_at_least_one_worker():
