@@ -18,6 +18,7 @@ import numpy as np
 from .decoders import EncodedJpeg
 from .errors import FrameError
 from .kernels import kernel_source
+from .streaming import GpuMemoryError
 
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)
@@ -116,7 +117,13 @@ class Slot:
         held = self.buffers.get(name)
         if held is None or held.size < nbytes:
             self.buffers.pop(name, None)  # freed before the larger one is allocated
-            held = self.buffers[name] = cupy.empty(max(nbytes, 1), dtype=np.uint8)
+            try:
+                held = self.buffers[name] = cupy.empty(max(nbytes, 1), dtype=np.uint8)
+            except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError) as exc:
+                raise GpuMemoryError(
+                    f"cannot allocate {nbytes / 1e6:.0f} MB of GPU memory for decoded frames "
+                    f"({exc}); use --decode cpu, or free the GPU"
+                ) from None
         return held[:nbytes]
 
 
@@ -179,6 +186,9 @@ JPEG_ENGINE, JPEG_CUDA, CPU = "nvjpeg-hw", "nvjpeg-cuda", "cpu"
 # Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
 # (1080p, one thread; benchmarks/RESULTS.md, "GPU decoding").
 JPEG_BATCH = 32
+# ... and at most this many pixels a batch (32 1080p frames), so a ring of larger frames (8K, say)
+# holds as much GPU memory as one of 1080p frames, not 16 times as much.
+BATCH_PIXELS = 32 * 1920 * 1080
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
 JPEG_AHEAD = 2
 JPEG_SLOTS = JPEG_AHEAD + 3
@@ -217,6 +227,10 @@ class JpegDecoder:
         if not self.opened.done() or self.opened.exception() is None:
             return None
         return str(self.opened.exception())
+
+    def batch_for(self, header) -> int:
+        """Files a batch of ``header``'s size holds: JPEG_BATCH, fewer for large frames."""
+        return max(1, min(self.batch, BATCH_PIXELS // max(header.width * header.height, 1)))
 
     def submit(self, items: list[EncodedJpeg]):
         """A Future of the DeviceBatch of ``items`` (which share a key)."""
@@ -414,6 +428,7 @@ class VideoFleet:
         except Exception:  # the CPU decoder opens it, or says why it cannot
             return self._cpu(job, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
+        per_batch = max(1, min(VIDEO_BATCH, BATCH_PIXELS // max(width * height, 1)))
         stop = total if job.stop is None else job.stop
         if job.split and job.stop is None:
             stop = self._split(job, total)
@@ -426,7 +441,7 @@ class VideoFleet:
                 if index == job.start and index:
                     decoder.seek_to_index(index)
                 # Never past the end, where the library prints a line per frame asked for.
-                decoded = decoder.get_batch_frames(min(VIDEO_BATCH, stop - index))
+                decoded = decoder.get_batch_frames(min(per_batch, stop - index))
             except Exception:
                 decoded = None
             if not decoded:
@@ -511,7 +526,7 @@ class VideoFleet:
                 self._upload(batch, stream, ring)
                 batch.clear()
             batch.append(frame)
-            if len(batch) == VIDEO_BATCH:
+            if len(batch) >= max(1, min(VIDEO_BATCH, BATCH_PIXELS // max(pixels, 1))):
                 self._upload(batch, stream, ring)
                 batch.clear()
 

@@ -336,7 +336,8 @@ class FrameReader:
             with self.waits.timed("decode"):
                 item = pending.popleft().result()
             if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
-                if group and (item.key() != group[0].key() or len(group) == jpeg.batch):
+                full = len(group) >= jpeg.batch_for(item.header)
+                if group and (item.key() != group[0].key() or full):
                     yield from flush()
                 group.append(item)
                 return

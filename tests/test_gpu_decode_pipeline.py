@@ -239,3 +239,17 @@ def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
         "jpeg decoding (--decode auto): CPU (no JPEG engines)",
         "video decoding (--decode auto): CPU (no libnvcuvid.so.1)",
     ]
+
+
+def test_batches_of_large_frames_hold_fewer_files(tmp_path):
+    """A decoded batch is held to a number of pixels (GPU memory stays that of its ring of
+    batches, whatever the frame size): 4 small files a stand-in batch, but 2 of 1500 pixels
+    and 1 of 2400, then the CPU's frames all the same."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for i, (h, w) in enumerate([(30, 50)] * 5 + [(40, 60)] * 3):
+        (root / f"{i}.jpg").write_bytes(jpeg(photo(h, w, seed=i)))
+    summary, used = stand_in_run(root, tmp_path / "gpu")
+    assert [len(b.names) for b in used[0].batches] == [2, 2, 1, 1, 1, 1]
+    run(root, tmp_path / "cpu", Options(backend="cpu"))
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
