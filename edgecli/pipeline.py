@@ -775,10 +775,13 @@ def gpu_decoders(options: Options, backend, sources: list):
         return None
     plan = getattr(backend, "gpu_decoders", None)
     if plan is None:
+        if options.decode == "gpu" and options.backend == "cpu":
+            raise CudaUnavailableError("--decode gpu needs the CUDA backend, not --backend cpu")
         if options.decode == "gpu":
-            raise CudaUnavailableError(
-                "--decode gpu needs the CUDA backend; this run uses the CPU backend"
-            )
+            from .backends import cuda_unusable_reason
+
+            why = cuda_unusable_reason(options.device, options) or "a stand-in backend runs"
+            raise CudaUnavailableError(f"--decode gpu needs the CUDA backend: {why}")
         return None
     return plan(options, sources)
 

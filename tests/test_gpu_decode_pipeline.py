@@ -131,7 +131,21 @@ def test_decode_gpu_on_the_cpu_backend_is_exit_4(folder, tmp_path):
     result = invoke("run", folder, "-o", out, "--backend", "cpu", "--decode", "gpu")
     assert result.exit_code == EXIT_CUDA_UNUSABLE
     assert result.output.strip().splitlines()[-1] == (
-        "Error: --decode gpu needs the CUDA backend; this run uses the CPU backend"
+        "Error: --decode gpu needs the CUDA backend, not --backend cpu"
+    )
+    assert not out.exists()
+
+
+def test_decode_gpu_without_cuda_names_what_is_missing(folder, tmp_path, monkeypatch):
+    """--backend auto falls back to the CPU where CUDA cannot run; --decode gpu then cannot."""
+    monkeypatch.setattr(
+        "edgecli.backends.cuda_unusable_reason", lambda device=0, options=None: "no CUDA device"
+    )
+    out = tmp_path / "out"
+    result = invoke("run", folder, "-o", out, "--decode", "gpu")
+    assert result.exit_code == EXIT_CUDA_UNUSABLE
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: --decode gpu needs the CUDA backend: no CUDA device"
     )
     assert not out.exists()
 
