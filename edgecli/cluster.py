@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
-from .errors import EdgecliError, OptionError
+from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
 from .pipeline import checked_sources, summary_params
 from .sinks import (
@@ -85,10 +85,6 @@ class ClusterSummary(Summary):
                 f"frame(s) in {w['busy_s']:.2f} s ({w['fps']:.1f} fps)"
             )
         return "\n".join(lines)
-
-
-class ClusterError(EdgecliError):
-    """The cluster cannot be reached or used, or a task failed there; the message says why."""
 
 
 def run_shard(

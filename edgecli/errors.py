@@ -54,3 +54,19 @@ class CudaUnavailableError(EdgecliError):
     """The CUDA backend was asked for but cannot run here; the message says why."""
 
     exit_code = EXIT_CUDA_UNUSABLE
+
+
+class GpuMemoryError(EdgecliError):
+    """The GPU (or pinned host memory) could not hold a batch; the message says what to do."""
+
+
+class KernelBuildError(EdgecliError):
+    """The CUDA kernel does not compile or load (NVRTC missing, unsupported device, ...)."""
+
+
+class KernelResourceError(EdgecliError):
+    """The CUDA kernel cannot run with its launch configuration on this device."""
+
+
+class ClusterError(EdgecliError):
+    """The cluster cannot be reached or used, or a task failed there; the message says why."""

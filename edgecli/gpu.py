@@ -25,7 +25,7 @@ import cupy
 import numpy as np
 
 from . import reference
-from .errors import EdgecliError, OutputError
+from .errors import KernelBuildError, KernelResourceError, OutputError
 from .kernels import (
     ARCH_ENV,
     CUDA13_MIN_ARCH,
@@ -53,14 +53,6 @@ from .streaming import SlabRing
 # The kernel stages input rows in 16-byte chunks relative to the buffer's start.
 FRAMES_ALIGNMENT = 16
 _INT32_MAX = 2**31 - 1
-
-
-class KernelBuildError(EdgecliError):
-    """The CUDA kernel does not compile or load (NVRTC missing, unsupported device, ...)."""
-
-
-class KernelResourceError(EdgecliError):
-    """The CUDA kernel cannot run with its launch configuration on this device."""
 
 
 @dataclass(frozen=True)

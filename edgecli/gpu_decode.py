@@ -16,9 +16,8 @@ import cupy
 import numpy as np
 
 from .decoders import EncodedJpeg
-from .errors import FrameError
+from .errors import FrameError, GpuMemoryError
 from .kernels import kernel_source
-from .streaming import GpuMemoryError
 
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)

@@ -25,12 +25,8 @@ from collections.abc import Sequence
 import cupy as cp
 import numpy as np
 
-from .errors import EdgecliError
+from .errors import GpuMemoryError
 from .sinks import PackedEdges, png_row_bytes_1bit
-
-
-class GpuMemoryError(EdgecliError):
-    """The GPU (or pinned host memory) could not hold a batch; the message says what to do."""
 
 
 def empty_pinned(nbytes: int) -> np.ndarray:
