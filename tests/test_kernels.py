@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from edgecli import kernels
+from edgecli import kernel_check, kernels
 from edgecli.errors import OptionError
 from edgecli.kernels import Variant, all_variants, kernel_defines, kernel_path, kernel_source
 
-NVRTC13 = kernels.find_nvrtc(13)
+NVRTC13 = kernel_check.find_nvrtc(13)
 needs_nvrtc = pytest.mark.skipif(
-    NVRTC13 is None, reason=f"NVRTC 13 not installed (pip install {kernels.CHECK_PACKAGES})"
+    NVRTC13 is None, reason=f"NVRTC 13 not installed (pip install {kernel_check.CHECK_PACKAGES})"
 )
 
 
@@ -120,7 +120,7 @@ def test_source_starts_with_a_line_directive_naming_the_real_file():
 def test_the_source_compiled_without_its_defines_names_where_they_come_from():
     """Compiled without the -D options of kernel_defines(), edges.cu stops with an error that
     names kernel_defines(), the function that supplies them."""
-    compiler = kernels.Nvrtc(NVRTC13)
+    compiler = kernel_check.Nvrtc(NVRTC13)
     options = [o for o in kernels.compile_options(Variant(), 90) if not o.startswith("-D")]
     ok, log = compiler.compile(kernel_source(), "edges.cu", tuple(options))
     assert not ok
@@ -132,7 +132,7 @@ def test_the_source_compiled_without_its_defines_names_where_they_come_from():
 def test_shared_memory_size_is_what_the_kernel_stages(variant):
     """SHARED_BYTES (what a launch allocates) is, to the compiler, the bytes the kernel's warps
     stage their rows in; one byte more is not (so the check can fail)."""
-    compiler = kernels.Nvrtc(NVRTC13)
+    compiler = kernel_check.Nvrtc(NVRTC13)
     options = kernels.compile_options(variant, 90)
 
     def compiles_with(size: int) -> tuple[bool, str]:
@@ -148,7 +148,7 @@ def test_shared_memory_size_is_what_the_kernel_stages(variant):
 @needs_nvrtc
 def test_compile_errors_name_the_real_file():
     """With the #line directive, an error in the source is reported against cuda/edges.cu."""
-    compiler = kernels.Nvrtc(NVRTC13)
+    compiler = kernel_check.Nvrtc(NVRTC13)
     options = kernels.compile_options(Variant(), 90)
     ok, log = compiler.compile(kernel_source() + "\nthis is not C++;\n", "x.cu", options)
     assert not ok
@@ -159,7 +159,7 @@ def test_compile_errors_name_the_real_file():
 def test_check_prints_one_line_per_architecture_and_succeeds():
     """check() reports each architecture and returns exit status 0 when all compile."""
     out = io.StringIO()
-    status = kernels.check([Variant(), Variant("l2", "constant")], (90, 120), out=out)
+    status = kernel_check.check([Variant(), Variant("l2", "constant")], (90, 120), out=out)
     lines = out.getvalue().splitlines()
     assert status == 0, out.getvalue()
     assert lines[1].startswith("ok   sm_90: 2/2 variants compiled, no spills")
@@ -170,23 +170,23 @@ def test_check_prints_one_line_per_architecture_and_succeeds():
 @needs_nvrtc
 def test_check_fails_on_a_compile_error(monkeypatch):
     """A variant that does not compile fails the check (exit 1) and its log is printed."""
-    monkeypatch.setattr(kernels, "kernel_source", lambda: "#error planted\n")
+    monkeypatch.setattr(kernel_check, "kernel_source", lambda: "#error planted\n")
     out = io.StringIO()
-    assert kernels.check([Variant()], (90,), out=out) == 1
+    assert kernel_check.check([Variant()], (90,), out=out) == 1
     assert "FAIL sm_90" in out.getvalue() and "planted" in out.getvalue()
 
 
 def test_check_fails_loudly_without_nvrtc(monkeypatch):
     """With no NVRTC library installed, --check exits 1 and says what to install."""
-    monkeypatch.setattr(kernels, "find_nvrtc", lambda major: None)
+    monkeypatch.setattr(kernel_check, "find_nvrtc", lambda major: None)
     out = io.StringIO()
-    assert kernels.check(all_variants(), out=out) == 1
+    assert kernel_check.check(all_variants(), out=out) == 1
     assert "no NVRTC 12 found" in out.getvalue() and "nvidia-cuda-nvrtc" in out.getvalue()
 
 
 def test_importing_kernels_does_not_import_cupy():
-    """edgecli.kernels (and so make kernel-check) works where CuPy is not installed."""
-    code = "import sys, edgecli.kernels; sys.exit('cupy' in sys.modules)"
+    """edgecli.kernels and make kernel-check work where CuPy is not installed."""
+    code = "import sys, edgecli.kernel_check; sys.exit('cupy' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent.parent, check=False
     )
@@ -208,13 +208,13 @@ ptxas info    : Used 96 registers, used 0 barriers, 392 bytes cmem[0]"""
 
 def test_the_resource_report_names_each_kernel():
     """--check --resources gives each kernel of the file its own registers and spills."""
-    assert kernels.resource_summary(NVCC_REPORT) == (
+    assert kernel_check.resource_summary(NVCC_REPORT) == (
         "pack_rows_1bit: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads, "
         "Used 32 registers, used 0 barriers; "
         "edges_bgr: 0 bytes stack frame, 0 bytes spill stores, 8 bytes spill loads, "
         "Used 96 registers, used 0 barriers, 128 bytes smem"
     )
-    assert kernels.resource_summary(NVRTC_REPORT) == (
+    assert kernel_check.resource_summary(NVRTC_REPORT) == (
         "edges_bgr: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads, "
         "Used 96 registers, used 0 barriers, 392 bytes cmem[0]"
     )
@@ -222,8 +222,8 @@ def test_the_resource_report_names_each_kernel():
 
 def test_spills_are_found_in_either_report():
     """Any spill or stack in ptxas's report is a spill; none is none."""
-    assert kernels.spilled(NVCC_REPORT)
-    assert not kernels.spilled(NVRTC_REPORT)
+    assert kernel_check.spilled(NVCC_REPORT)
+    assert not kernel_check.spilled(NVRTC_REPORT)
 
 
 def test_starting_the_driver_never_fails_where_there_is_none(monkeypatch):
