@@ -20,7 +20,7 @@ script separates three explanations by running the same codec work in different 
 
 Frames: every ``*.jpg`` / ``*.png`` of ``--input``, sorted. An untimed first pass decodes them
 (warming the file cache) and computes each edge map with edgecli's CPU reference, so that
-encode has its inputs. Decode is ``cv2.imread``; encode+write is ``edgecli.sinks.encode_png``
+encode has its inputs. Decode is ``cv2.imread``; encode+write is ``edgecli.png.encode_png``
 (1-bit) and ``write_atomic`` into a scratch folder, as in ``benchmarks/e2e.py``. Each measure
 runs ``--repeats`` times (interleaved), the median is reported. "idle tail": in the two-pool
 shapes, the share of the wall time after the first pool finished.
@@ -48,8 +48,9 @@ from pathlib import Path
 import cv2
 
 from edgecli.params import Options
+from edgecli.png import encode_png
 from edgecli.reference import detect_frame
-from edgecli.sinks import encode_png, write_atomic
+from edgecli.sinks import write_atomic
 
 LSCPU_KEYS = ("Model name", "Thread(s) per core", "Core(s) per socket", "Socket(s)", "NUMA node(s)")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from edgecli.sinks import encode_png
+from edgecli.png import encode_png
 from edgecli.sources import discover
 
 THRESHOLD = np.int32(100)  # typed: a Python int would be passed as 64-bit

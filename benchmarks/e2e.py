@@ -129,8 +129,9 @@ def task_codec(args: dict) -> dict:
     import cv2
 
     from edgecli.params import Options
+    from edgecli.png import encode_png
     from edgecli.reference import detect_frame
-    from edgecli.sinks import encode_png, write_atomic
+    from edgecli.sinks import write_atomic
 
     workers, repeats, kind = args["workers"], args["repeats"], args["kind"]
     scratch = Path(args["scratch"])

@@ -105,8 +105,8 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
     """The CPU's codecs alone: decode every frame (16 threads over files; a reader a video)
     and 1-bit PNG-encode edge maps of them (16 threads); floor = 1 / (1/decode + 1/encode)."""
     from edgecli.params import Options
+    from edgecli.png import encode_png
     from edgecli.reference import detect_frame
-    from edgecli.sinks import encode_png
 
     pool = ThreadPoolExecutor(threads)
     if kind == "jpeg":

@@ -1,6 +1,6 @@
 """1-bit PNG encoding: edgecli's encoder against OpenCV's, on the edge maps of real frames.
 
-edgecli writes its default 1-bit PNGs with NumPy and zlib (``edgecli.sinks.encode_png_1bit``);
+edgecli writes its default 1-bit PNGs with NumPy and zlib (``edgecli.png.encode_png_1bit``);
 before, it called ``cv2.imencode`` with ``IMWRITE_PNG_BILEVEL`` (filter none, libpng's default
 level, which uses zlib's run-length strategy). For every frame of ``--input`` (``*.jpg`` /
 ``*.png``, sorted; default ``sample_frames/``), resized to ``--size`` (default 1920x1080),
@@ -33,8 +33,8 @@ import numpy as np
 
 from edgecli.allocator import keep_freed_memory
 from edgecli.params import Options
+from edgecli.png import encode_png_1bit
 from edgecli.reference import detect_frame
-from edgecli.sinks import encode_png_1bit
 
 OPENCV_BILEVEL = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
 

@@ -6,7 +6,7 @@ plain threads (best of 2 runs); the table gives frames/s and the 16-thread rate 
 the 1-thread rate. The pieces:
 
 - OpenCV's bilevel ``cv2.imencode`` (one call that lets go of the GIL);
-- ``edgecli.sinks.encode_png_1bit``: the packing and the compression;
+- ``edgecli.png.encode_png_1bit``: the packing and the compression;
 - ``png_from_rows_1bit``: the compression alone, of rows packed beforehand (what the encoders
   do when the GPU packs the rows);
 - ``png_rows_1bit``: the packing alone (``np.packbits``, which holds the GIL);
@@ -29,7 +29,7 @@ import numpy as np
 from png_encode import edge_maps, opencv_1bit  # this script's directory is first on sys.path
 
 from edgecli.allocator import keep_freed_memory
-from edgecli.sinks import encode_png_1bit, png_from_rows_1bit, png_rows_1bit
+from edgecli.png import encode_png_1bit, png_from_rows_1bit, png_rows_1bit
 
 GATHER = np.uint64(0x8040201008040201)  # byte k's low bit to bit 63 - k: pixel k to bit 7 - k
 THREADS = (4, 8, 16)

@@ -31,8 +31,8 @@ import cv2
 import numpy as np
 
 from edgecli.params import Options
+from edgecli.png import encode_png
 from edgecli.reference import detect_batch
-from edgecli.sinks import encode_png
 
 
 def opening(path: str) -> str:

@@ -47,7 +47,8 @@ from .kernels import (
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
-from .sinks import png_row_bytes_1bit, write_atomic
+from .png import png_row_bytes_1bit
+from .sinks import write_atomic
 from .streaming import SlabRing
 
 # The kernel stages input rows in 16-byte chunks relative to the buffer's start.
@@ -298,7 +299,7 @@ def launch_pack_rows(
     kernel: LoadedKernel, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream
 ) -> None:
     """Enqueue the packing of ``edges_dev`` (N, H, W) uint8 into 1-bit PNG scanlines in
-    ``rows_dev`` (N, H, 1 + ceil(W / 8)) uint8 (``edgecli.sinks.png_rows_1bit`` on the host)
+    ``rows_dev`` (N, H, 1 + ceil(W / 8)) uint8 (``edgecli.png.png_rows_1bit`` on the host)
     on ``stream``. Asynchronous."""
     if edges_dev.dtype != np.uint8 or edges_dev.ndim != 3:
         raise ValueError(

@@ -33,11 +33,11 @@ from .decoders import JPEG_SUFFIXES
 from .errors import CudaUnavailableError, FrameError, OutputError
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .params import Options, check_path
+from .png import encode_png
 from .shards import format_shard, shard_of
 from .sinks import (
     check_output_name,
     discard_reports,
-    encode_png,
     open_reports,
     prepare_output_dir,
     remove_stale_temporaries,

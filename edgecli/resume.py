@@ -18,22 +18,17 @@ says so (``mixed``) until a run has rewritten every PNG in the folder.
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import __version__
 from .errors import OptionError
 from .params import Options
+from .png import whole_png_pixels
 from .sinks import write_atomic
-from .sources import PNG_SIGNATURE
 
 MANIFEST_NAME = ".edgecli-run.json"
 MANIFEST_SCHEMA = 1
-
-# The last chunk of every PNG: length 0, type IEND, and the CRC-32 of b"IEND".
-IEND_CHUNK = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 
 
 def recorded_options(options: Options) -> dict:
@@ -125,43 +120,6 @@ def finish(out_dir: Path, options: Options, written: Iterable[str]) -> None:
         manifest = read_manifest(out_dir)
         if manifest is not None and manifest["options"] == recorded_options(options):
             write_manifest(out_dir, options, mixed=False)
-
-
-def whole_png_pixels(path: Path, png_bits: int) -> int | None:
-    """Width x height of the PNG at ``path`` if it is whole and of the format ``png_bits``
-    makes (grayscale, that bit depth, not interlaced), else None (missing, empty, garbage,
-    truncated, damaged).
-
-    Whole means: the signature, an IHDR chunk first, every chunk's length in bounds and its
-    CRC-32 right, and an IEND chunk last. That reads the file once (a 1080p 1-bit map is
-    about 40 KB) and checksums it, without inflating it: edgecli writes each PNG whole, by
-    rename, so what damages one afterwards (truncation, a zero-length file, overwritten
-    bytes) breaks its structure or a CRC.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if not (data.startswith(PNG_SIGNATURE) and data.endswith(IEND_CHUNK)):
-        return None
-    if data[12:16] != b"IHDR" or len(data) < 33:
-        return None
-    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    if (depth, colour, interlace) != (png_bits, 0, 0) or not width or not height:
-        return None
-    at = len(PNG_SIGNATURE)
-    view = memoryview(data)
-    while at < len(data):
-        if at + 12 > len(data):
-            return None
-        (length,) = struct.unpack_from(">I", data, at)
-        end = at + 8 + length
-        if end + 4 > len(data):
-            return None
-        if zlib.crc32(view[at + 4 : end]) != struct.unpack_from(">I", data, end)[0]:
-            return None
-        at = end + 4
-    return width * height
 
 
 def output_is_whole(path: Path, png_bits: int, expected_pixels: Callable[[], int | None]) -> bool:

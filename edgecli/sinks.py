@@ -1,4 +1,5 @@
-"""PNGs out: encode edge maps and write them atomically into the output folder."""
+"""Files out: the output folder, PNGs and reports written atomically into it (by rename),
+and a killed run's temporaries removed. The PNG format itself is :mod:`edgecli.png`."""
 
 from __future__ import annotations
 
@@ -8,31 +9,13 @@ import itertools
 import os
 import re
 import socket
-import struct
 import time
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
-import numpy as np
-
 from .errors import OutputError
-from .sources import PNG_SIGNATURE
 
 TEMP_PREFIX = ".edgecli-"
 TEMP_SUFFIX = ".tmp"
-
-# 8-bit grayscale PNG: OpenCV's defaults.
-PNG_8BIT: list[int] = []
-
-# 1-bit grayscale PNG, the default, is written here: NumPy packs the rows, or the GPU does on
-# the CUDA path (a nonzero pixel is a 1 bit, which reads back as 255), each row has filter
-# type 0 (none), and zlib compresses with its run-length strategy, as libpng does for
-# OpenCV's IMWRITE_PNG_BILEVEL: the same size within 0.6%, 2.3-3.3x faster than cv2.imencode
-# on one core (benchmarks/png_encode.py, benchmarks/RESULTS.md). zlib lets go of
-# the GIL while it compresses and checksums.
-_IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
 
 # Temporaries are named by the process, a count and the host: unique in this process, and a
 # dead run's leftover of the same name (its PID reused) is stepped over, as O_EXCL refuses it.
@@ -43,91 +26,6 @@ _HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
 # Another host's temporary is removed only once it is this old: a live writer renames its
 # temporary within seconds, and clocks of hosts sharing a file system differ by far less.
 FOREIGN_TEMP_STALE_S = 3600
-
-
-def png_row_bytes_1bit(width: int) -> int:
-    """Bytes of one scanline of a 1-bit PNG ``width`` pixels wide: its filter byte, then the
-    pixels' bits, ceil(width / 8) bytes."""
-    return 1 + (width + 7) // 8
-
-
-@dataclass(frozen=True)
-class PackedEdges:
-    """An edge map already packed as the scanlines of a 1-bit PNG (by the GPU: cuda/edges.cu,
-    ``pack_rows_1bit``): ``rows`` is (H, 1 + ceil(width / 8)) uint8, as :func:`png_rows_1bit`
-    makes them."""
-
-    rows: np.ndarray
-    width: int
-
-    def __post_init__(self) -> None:
-        rows, row_bytes = self.rows, png_row_bytes_1bit(self.width)
-        if rows.dtype != np.uint8 or rows.ndim != 2 or rows.shape[1] != row_bytes:
-            raise ValueError(
-                f"packed rows of a {self.width}-pixel-wide map must be uint8 shaped "
-                f"(H, {row_bytes}), got {rows.dtype} {rows.shape}"
-            )
-
-
-def encode_png(edges: np.ndarray | PackedEdges, bits: int) -> bytes:
-    """PNG bytes of one (H, W) 0/255 edge map, 1-bit or 8-bit grayscale; a
-    :class:`PackedEdges` makes a 1-bit PNG only."""
-    if isinstance(edges, PackedEdges):
-        if bits != 1:
-            raise ValueError(f"packed edge rows make 1-bit PNGs, not {bits}-bit")
-        return png_from_rows_1bit(edges.rows, edges.width)
-    if bits == 1:
-        return encode_png_1bit(edges)
-    ok, encoded = cv2.imencode(".png", edges, PNG_8BIT)
-    if not ok:
-        raise OutputError(f"PNG encoding failed for an edge map of shape {edges.shape}")
-    return encoded.tobytes()
-
-
-def encode_png_1bit(edges: np.ndarray) -> bytes:
-    """A 1-bit grayscale PNG of an (H, W) uint8 edge map: nonzero pixels white."""
-    return png_from_rows_1bit(png_rows_1bit(edges), edges.shape[1])
-
-
-def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
-    """The scanlines of a 1-bit grayscale PNG of an (H, W) edge map: (H, 1 + ceil(W / 8))
-    uint8, each a filter byte 0 (none), then the pixels as bits, the first in the most
-    significant bit, a nonzero pixel a 1 and the last byte padded with 0 bits.
-
-    ``np.packbits`` holds the GIL: on 16 threads of the H200 host it packed no more maps a
-    second than on one (benchmarks/RESULTS.md), so the GPU path packs on the device
-    (:class:`PackedEdges`)."""
-    height, width = edges.shape
-    rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)
-    rows[:, 1:] = np.packbits(edges, axis=1)
-    return rows
-
-
-def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
-    """A 1-bit grayscale PNG of ``width`` pixels a row from its scanlines (:func:`png_rows_1bit`
-    or the GPU's), compressed by zlib, which lets go of the GIL while it works."""
-    height = rows.shape[0]
-    deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
-    image_data = [deflate.compress(rows), deflate.flush()]
-    header = struct.pack(">II5B", width, height, *_IHDR_GRAY_1BIT)
-    # One join: the compressed bytes are copied once, with the GIL held.
-    return b"".join(
-        [
-            PNG_SIGNATURE,
-            *_png_chunk(b"IHDR", [header]),
-            *_png_chunk(b"IDAT", image_data),
-            *_png_chunk(b"IEND", []),
-        ]
-    )
-
-
-def _png_chunk(kind: bytes, parts: list[bytes]) -> list[bytes]:
-    """The pieces of a PNG chunk whose data is ``parts`` joined: length, type, data, and the
-    CRC-32 of type and data."""
-    crc = zlib.crc32(kind)
-    for part in parts:
-        crc = zlib.crc32(part, crc)
-    return [struct.pack(">I", sum(map(len, parts))), kind, *parts, struct.pack(">I", crc)]
 
 
 def check_output_name(out_dir: Path) -> None:

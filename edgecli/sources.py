@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 
 from .errors import FrameError, InputError, OptionError
+from .png import PNG_SIGNATURE
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 ANIMATION_EXTENSIONS = (".gif",)
@@ -63,7 +64,6 @@ def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
     raise FrameError(source, f"unsupported image shape {pixels.shape}")
 
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # JPEG's start-of-frame markers, which hold the frame's height and width.
 JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 

@@ -26,7 +26,7 @@ import cupy as cp
 import numpy as np
 
 from .errors import GpuMemoryError
-from .sinks import PackedEdges, png_row_bytes_1bit
+from .png import PackedEdges, png_row_bytes_1bit
 
 
 def empty_pinned(nbytes: int) -> np.ndarray:

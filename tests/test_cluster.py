@@ -204,7 +204,7 @@ def test_stop_ends_tasks_with_whole_outputs(media, tmp_path, scheduler):
     summary says interrupted and counts exactly the PNGs in the folder, none partial."""
     import threading
 
-    from edgecli.resume import whole_png_pixels
+    from edgecli.png import whole_png_pixels
 
     options = Options(backend="cpu", workers=1)
     stop = threading.Event()

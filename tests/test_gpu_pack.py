@@ -1,5 +1,5 @@
 """Edge maps packed into 1-bit PNG scanlines on the GPU (cuda/edges.cu, pack_rows_1bit), byte
-for byte as edgecli.sinks.png_rows_1bit packs them on the host (needs CUDA).
+for byte as edgecli.png.png_rows_1bit packs them on the host (needs CUDA).
 
 Every output byte value is a valid packing, so no single poison can expose an unwritten byte:
 each launch runs twice, over two different poisons, and both must give the host's bytes.
@@ -13,7 +13,7 @@ import pytest
 from edgecli import reference
 from edgecli.kernels import Variant
 from edgecli.params import Options
-from edgecli.sinks import PackedEdges, png_rows_1bit
+from edgecli.png import PackedEdges, png_rows_1bit
 
 from .media import photo
 

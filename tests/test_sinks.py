@@ -1,4 +1,4 @@
-"""The 1-bit PNG encoder (edgecli.sinks.encode_png_1bit, and from packed rows): valid PNGs,
+"""The 1-bit PNG encoder (edgecli.png.encode_png_1bit, and from packed rows): valid PNGs,
 exact pixels."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from edgecli.params import Options
+from edgecli.png import PNG_SIGNATURE, PackedEdges, encode_png, encode_png_1bit, png_rows_1bit
 from edgecli.reference import detect_frame
-from edgecli.sinks import PNG_SIGNATURE, PackedEdges, encode_png, encode_png_1bit, png_rows_1bit
 
 from .media import photo
 
