@@ -30,6 +30,7 @@ from edgecli import pipeline
 from edgecli.params import Options
 from edgecli.sources import Frame, ImageSource
 from edgecli.testing import StandInGpuBackend
+from edgecli.timing import Summary
 
 
 class Cores:
@@ -69,7 +70,7 @@ class NoCompute:
         return np.zeros(frames.shape[:3], np.uint8)
 
 
-def model_run(args, path: str, folder: Path, out: Path) -> pipeline.Summary:
+def model_run(args, path: str, folder: Path, out: Path) -> Summary:
     cores = Cores(args.cores, args.jitter)
     pixels = np.zeros((8, 8, 3), np.uint8)
 

@@ -21,6 +21,8 @@ import edgecli
 from edgecli import pipeline
 from edgecli.backends import BackendChoice
 from edgecli.errors import FrameError
+from edgecli.pipeline import runner as runner_module
+from edgecli.pipeline import writer as writer_module
 from edgecli.sources import Frame, ImageSource
 from edgecli.testing import StandInGpuBackend
 from edgecli.timing import StageClock, WaitClock
@@ -42,7 +44,7 @@ def fake_gpu(monkeypatch):
         backends.append(StandInGpuBackend(options, max_delay_s=0.002))
         return BackendChoice(backends[-1], None)
 
-    monkeypatch.setattr(pipeline, "select_backend", select)
+    monkeypatch.setattr(runner_module, "select_backend", select)
     rings = lambda: [ring for backend in backends for ring in backend.rings]  # noqa: E731
     yield lambda: [size for ring in rings() for size in ring.batch_sizes]
     for ring in rings():
@@ -102,9 +104,9 @@ def test_frames_in_flight_are_bounded(tmp_path, monkeypatch):
         time.sleep(0.003)  # a slow disk: decoding runs ahead unless the queues hold it back
         real_write(path, data)
 
-    real_write = pipeline.write_atomic
+    real_write = writer_module.write_atomic
     monkeypatch.setattr(ImageSource, "decode", counting(ImageSource.decode, +1))
-    monkeypatch.setattr(pipeline, "write_atomic", counting(slow_write, -1))
+    monkeypatch.setattr(writer_module, "write_atomic", counting(slow_write, -1))
     edgecli.process(folder, tmp_path / "out", backend="cpu", workers=2, batch=3)
     window = pipeline.WINDOW_PER_WORKER * 2 + 3  # pipeline.run: per worker, plus a batch
     assert counts["now"] == 0
@@ -126,13 +128,13 @@ def test_timings_csv(tmp_path):
 def test_slow_encoders_never_read_a_reused_slab(fake_gpu, tmp_path, monkeypatch):
     """Encoders slower than the GPU: a slab is reused only after its PNGs are all encoded,
     so every frame still gets its own pixels."""
-    real_encode = pipeline.encode_png
+    real_encode = writer_module.encode_png
 
     def slow_encode(edges, bits):
         time.sleep(0.004)  # the main thread runs ahead meanwhile
         return real_encode(edges, bits)
 
-    monkeypatch.setattr(pipeline, "encode_png", slow_encode)
+    monkeypatch.setattr(writer_module, "encode_png", slow_encode)
     shapes = [(20, 30)] * 40
     folder = make_frames(tmp_path / "in", shapes)
     edgecli.process(folder, tmp_path / "out", batch=2, streams=1, workers=2)
@@ -298,7 +300,7 @@ def count_frames_in_flight(monkeypatch) -> dict:
     still images' and, through ``Frame``, nothing else); returns the counts, with the peak."""
     counts = {"now": 0, "peak": 0}
     lock = threading.Lock()
-    real_decode, real_write = ImageSource.decode, pipeline.write_atomic
+    real_decode, real_write = ImageSource.decode, writer_module.write_atomic
 
     def decode(source, max_pixels):
         with lock:
@@ -313,7 +315,7 @@ def count_frames_in_flight(monkeypatch) -> dict:
             counts["now"] -= 1
 
     monkeypatch.setattr(ImageSource, "decode", decode)
-    monkeypatch.setattr(pipeline, "write_atomic", write)
+    monkeypatch.setattr(writer_module, "write_atomic", write)
     return counts
 
 

@@ -1,0 +1,184 @@
+"""The GPU path's batching: frames (or batches the GPU decoded) into the slab ring, the kernel
+and the packed rows back, batches handed to the encoders in order."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import FrameError
+from ..params import Options
+from ..sources import (
+    Frame,
+)
+from ..timing import StageClock, WaitClock
+from ..workers import Lane
+from .writer import Writer
+
+
+def copy_frame(pixels: np.ndarray, out: np.ndarray) -> None:
+    """Copy a decoded frame into its place in a slab's pinned input: a worker's task."""
+    np.copyto(out, pixels)
+
+
+@dataclass
+class DecodeTally:
+    """Frames by the decoder that gave them, and the megapixels of those the GPU decoded."""
+
+    frames: dict[str, int] = field(default_factory=dict)
+    megapixels: float = 0.0
+
+    def add(self, counts: dict[str, int], megapixels: float = 0.0) -> None:
+        for name, count in counts.items():
+            self.frames[name] = self.frames.get(name, 0) + count
+        self.megapixels += megapixels
+
+
+class CountDown:
+    """Calls ``then`` once ``count`` calls of :meth:`done` have come, from any threads."""
+
+    def __init__(self, count: int, then: Callable[[], None]):
+        self.count, self.then = count, then
+        self.lock = threading.Lock()
+
+    def done(self) -> None:
+        with self.lock:
+            self.count -= 1
+            last = self.count == 0
+        if last:
+            self.then()
+
+
+# Batches the GPU's decoders work on while the main thread hands the one before them to the
+# kernel (the JPEG decoder's ring holds these, those on the GPU, and one more).
+DECODE_AHEAD = 2
+
+
+def _raise(error: BaseException) -> None:
+    raise error
+
+
+def run_on_gpu(
+    ring,
+    frames: Iterable[Frame],
+    options: Options,
+    copies: Lane,
+    clock: StageClock,
+    writer: Writer,
+    waits: WaitClock,
+    on_copied: Callable[[str], None] | None = None,
+    on_failed: Callable[[FrameError], None] | None = None,
+    tally: DecodeTally | None = None,
+) -> float:
+    """Stream ``frames`` through the GPU in batches of up to ``options.batch`` same-shape
+    frames, ``options.streams`` batches in flight; return the GPU's busy seconds.
+
+    A batch takes the ring's next slab with its first frame, and each frame is copied into
+    the slab's pinned input by a task on ``copies`` as soon as it is here, so the copies
+    overlap the wait for the next frames; the batch is submitted once full, at a change of
+    frame shape, or at the end, in one upload. (Before: each frame staged in pinned memory
+    of its own and uploaded by one call per frame, each of which made the main thread give
+    up the GIL and win it back from busy workers; on the H200 with JPEG input, the main
+    thread was blocked 94% of the run, 60% of it in those calls.) Batches are collected in the
+    order submitted, each as soon as a batch starts after it is done, or when its stream is
+    needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
+    is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
+    directly). ``on_copied(name)`` is called once a frame is in its slab.
+
+    Items of ``frames`` that are not Frames are batches the GPU decodes (futures of
+    gpu_decode.DeviceBatch): up to DECODE_AHEAD of them decode while the one before goes to
+    the kernel, which reads the decoder's buffer. ``on_failed(error)`` is told of each file
+    such a batch could not decode; ``tally`` counts the frames each decoder gave.
+    """
+    on_failed = on_failed or _raise
+    tally = tally or DecodeTally()
+    in_flight: deque = deque()
+    busy_ms = 0.0
+    batch: list[Frame] = []
+    copied: list[Future] = []
+    filling = None
+    decoding: deque = deque()  # batches decoding on the GPU, oldest first (their futures)
+
+    def collect() -> None:
+        nonlocal busy_ms
+        names, pending, decoded = in_flight.popleft()
+        with waits.timed("gpu"):
+            edges, gpu_ms = pending.result()
+        busy_ms += sum(gpu_ms.values())
+        if decoded is not None:  # frames the GPU decoded: their decode's time, shared
+            gpu_ms = gpu_ms | {"gpu_decode": decoded.decode_ms()}
+        encoded = CountDown(len(names), pending.release)
+        for name, frame_edges in zip(names, edges, strict=True):
+            for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
+                clock.record(stage, ms / len(names), name)
+            writer.submit(writer.encode_write, name, frame_edges, encoded.done)
+
+    def make_room() -> None:
+        """Hand finished batches to the encoders now, not when their stream is next needed:
+        their slabs come free sooner, and the encoders get work while it waits."""
+        while in_flight and (len(in_flight) == options.streams or in_flight[0][1].ready()):
+            collect()
+
+    def submit_decoded() -> None:
+        """The oldest batch decoding on the GPU, once its decoder has queued it: its frames
+        go to the kernel straight from the decoder's buffer."""
+        with waits.timed("gpu_decode"):
+            decoded = decoding.popleft().result()
+        for error in decoded.errors:
+            on_failed(error)
+        tally.add(decoded.decoders, decoded.frames.size / 3e6)
+        if not decoded.names:
+            decoded.discard()
+            return
+        make_room()
+        n = len(decoded.names)
+        with waits.timed("submit"):  # the encoders of the slab's last batch
+            target = ring.fill(decoded.frames.shape[1:], n, host_input=False)
+        flight = target.submit_device(decoded.frames, decoded.ready, decoded.consumed)
+        in_flight.append((decoded.names, flight, decoded))
+
+    def submit() -> None:
+        with waits.timed("submit"):  # the batch's last copies into pinned memory
+            for copy in copied:
+                copy.result()  # raises a copy's error, if any
+        # Only the names stay: the frames' pixels are in the slab now, and can be freed.
+        names = [frame.out_name for frame in batch]
+        in_flight.append((names, filling.submit(len(batch)), None))
+        tally.add({"cpu": len(batch)})
+        batch.clear()
+        copied.clear()
+
+    for frame in frames:
+        if not isinstance(frame, Frame):  # a batch the GPU decodes
+            if batch:
+                submit()
+            decoding.append(frame)
+            if len(decoding) > DECODE_AHEAD:
+                submit_decoded()
+            continue
+        while decoding:
+            submit_decoded()
+        shape = frame.pixels.shape
+        if batch and (len(batch) == options.batch or shape != batch[0].pixels.shape):
+            submit()
+        if not batch:
+            make_room()
+            with waits.timed("submit"):  # the encoders of the slab's last batch
+                filling = ring.fill(shape, options.batch)
+        copy = copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)])
+        if on_copied is not None:  # called on the worker, as the copy ends
+            copy.add_done_callback(lambda _, name=frame.out_name: on_copied(name))
+        copied.append(copy)
+        batch.append(frame)
+    if batch:
+        submit()
+    while decoding:
+        submit_decoded()
+    while in_flight:
+        collect()
+    return busy_ms / 1e3

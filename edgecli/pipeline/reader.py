@@ -1,0 +1,374 @@
+"""Decoded frames in, read ahead: still images on the worker pool, each video or multi-frame
+file on a reader thread of its own (the next one opened ahead), JPEGs grouped into batches for
+the GPU's decoder, and the videos of a GPU-decoding run handed to its NVDEC sessions. Bounded
+by a window of frames and the memory budget, whatever the number of files."""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import cache, partial
+
+from ..decoders import JPEG_SUFFIXES
+from ..errors import FrameError
+from ..memory import FrameBudget
+from ..params import Options
+from ..sources import (
+    Frame,
+    check_size,
+    declared_pixels,
+    decode_image,
+    read_file,
+)
+from ..timing import StageClock, WaitClock
+from ..workers import start_thread
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A frame (or a whole source) that could not be decoded, in --on-error skip mode."""
+
+    source: str
+    reason: str
+
+
+class _End:
+    """Marks the end of a read-ahead queue."""
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """An exception on a read-ahead thread, handed to the consumer to re-raise."""
+
+    error: BaseException
+
+
+class RunAhead:
+    """Iterate ``items`` on a thread of its own, started at once, at most ``depth`` items ahead
+    of the consumer (:meth:`widen` raises that).
+
+    The consumer gets the items in order, with the time it waits for them in ``waits`` under
+    ``stage``; an exception on the thread is raised in the consumer. :meth:`close` (also
+    called when the iteration ends or is closed) stops the thread, at its next item, and
+    waits for it; if the consumer leaves before the end, ``abandon`` is called first, to end
+    any wait of the thread's own that only the consumer would end (a memory budget's).
+    """
+
+    def __init__(
+        self,
+        items: Iterable,
+        depth: int,
+        name: str,
+        waits: WaitClock,
+        stage: str,
+        abandon: Callable[[], None] | None = None,
+    ):
+        self.queued: deque = deque()
+        self.abandon = abandon
+        self.finished = False  # the consumer took the last item
+        self.depth = depth
+        self.changed = threading.Condition()  # an item queued or taken, depth or stop changed
+        self.stopped = False
+        self.waits, self.stage = waits, stage
+        self.thread = threading.Thread(target=self._produce, args=(items,), name=name, daemon=True)
+        start_thread(self.thread, "a reader thread")
+
+    def widen(self, depth: int) -> None:
+        """Let the thread run up to ``depth`` items ahead from now on."""
+        with self.changed:
+            self.depth = max(self.depth, depth)
+            self.changed.notify_all()
+
+    def _put(self, item, *, last: bool = False) -> bool:
+        """Queue ``item`` once there is room (the last, which holds no frame, at once)."""
+        with self.changed:
+            while not (last or self.stopped or len(self.queued) < self.depth):
+                self.changed.wait()
+            if self.stopped:
+                return False
+            self.queued.append(item)
+            self.changed.notify_all()
+            return True
+
+    def _produce(self, items: Iterable) -> None:
+        try:
+            for item in items:
+                if not self._put(item):
+                    return
+            self._put(_End, last=True)
+        except BaseException as exc:  # re-raised on the consumer's thread
+            self._put(_Raised(exc), last=True)
+
+    def _take(self):
+        with self.waits.timed(self.stage), self.changed:
+            while not self.queued:
+                self.changed.wait()
+            item = self.queued.popleft()
+            self.changed.notify_all()
+            return item
+
+    def __iter__(self) -> Iterator:
+        try:
+            while True:
+                item = self._take()
+                if item is _End:
+                    self.finished = True
+                    return
+                if isinstance(item, _Raised):
+                    raise item.error
+                yield item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify_all()
+        if not self.finished and self.abandon is not None:
+            self.abandon()
+        self.thread.join()
+
+
+# Frames the next video (or multi-frame file) is read ahead while the one before it is still
+# being consumed: enough to have it open and decoding, with its slow first frame (on the H200,
+# 60-90 ms after the 60 ms of opening an H.264 clip) done. It reads on at full depth when its
+# turn comes; a whole window here as well held 65 frames more (400 MB of 1080p) on a run of
+# three clips.
+FOLLOWING_DEPTH = 2
+
+
+class FrameReader:
+    """Decoded frames in input order, read ``window`` ahead.
+
+    Still images decode on the pool. A video or multi-frame file decodes in order from its one
+    reader, on a thread of its own, so that reader never waits for the consumer; and while one
+    is read, the next input, if it is one too, is opened and read ahead by a reader of its own,
+    so that opening it (on the H200 about 130 ms for an H.264 clip: a quarter of the time one
+    reader takes for 240 frames) overlaps the frames before it. The reader being consumed runs
+    at most ``window`` frames ahead, the next one at most ``FOLLOWING_DEPTH`` until its turn
+    comes: so the frames held stay those of one window, not two. Frames whose output
+    ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
+    be avoided.
+
+    Under an active ``budget`` (:mod:`edgecli.memory`) each frame reserves its cost: a still
+    image from its header, before its decode is submitted (while it does not fit, the frames
+    decoded already are handed on first, then the main thread waits); a sequence's frame on
+    its reader, once decoded, before it is queued, once its turn has come. The next sequence,
+    read ahead, reserves nothing for its few frames (FOLLOWING_DEPTH and one being decoded):
+    what it held would be given back only after the one before it, which might wait for it.
+    """
+
+    def __init__(
+        self, pool, clock: StageClock, options: Options, wanted, window: int, budget=None,
+        gpu=None, read_pool=None,
+    ):  # fmt: skip
+        self.pool, self.clock, self.options, self.wanted = pool, clock, options, wanted
+        # Files read for the GPU's JPEG decoder come before encodes (they feed the engines, and
+        # take a fraction of a millisecond), on ``read_pool``; decodes on the CPU come after.
+        self.read_pool = read_pool or pool
+        self.window = window
+        self.budget = budget or FrameBudget(None, 0)
+        # GPU decoders (gpu_decode.GpuDecoders, or a stand-in): JPEGs go to gpu.jpeg in
+        # batches, videos to gpu.fleet(...); None: every frame is decoded on the CPU.
+        self.gpu = gpu
+        self.waits = WaitClock()
+        self.skipped_existing = 0
+        self._skipped_lock = threading.Lock()  # readers count from their own threads
+
+    def _skipped(self) -> None:
+        with self._skipped_lock:
+            self.skipped_existing += 1
+
+    def _decode(self, source, read: Callable | None = None) -> Frame | Failure:
+        """``source`` decoded on the CPU (or what ``read(source)`` makes of it), a Failure
+        where it cannot be; either way its reservation goes with an error."""
+        try:
+            if read is not None:
+                return read(source)
+            with self.clock.timed("decode", source.out_name):
+                return source.decode(self.options.max_pixels)
+        except FrameError as exc:
+            self.budget.release(source.out_name)
+            return self._failure(exc)
+        except BaseException:
+            self.budget.release(source.out_name)
+            raise
+
+    def _failure(self, exc: FrameError) -> Failure:
+        if self.options.on_error == "fail":
+            raise exc
+        return Failure(exc.source, exc.reason)
+
+    def _sequence_items(self, source, turn: threading.Event) -> Iterator[Frame | Failure]:
+        frames = source.frames(self.options.max_pixels)
+        while True:
+            start = time.perf_counter()
+            try:
+                frame = next(frames, None)
+            except FrameError as exc:  # the rest of this source is unreadable
+                yield self._failure(exc)
+                return
+            if frame is None:
+                return
+            if isinstance(frame, FrameError):  # this frame is unreadable, the next may not be
+                yield self._failure(frame)
+                continue
+            if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
+                self._skipped()
+                continue
+            self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
+            height, width = frame.pixels.shape[:2]
+            if turn.is_set():  # read ahead as the next sequence: no reservation (see frames)
+                try:
+                    cost = self.budget.cost(height * width)
+                    self.budget.reserve(frame.out_name, cost, frame.source)
+                except FrameError as exc:
+                    yield self._failure(exc)
+                    continue
+            yield frame
+
+    def _cost(self, header_pixels: Callable[[], int | None]) -> int:
+        """A still image's cost from its header (read only under a budget); 0 for one over
+        --max-pixels, which its decode refuses, saying so, before allocating it."""
+        if not self.budget.active:
+            return 0
+        pixels = header_pixels()
+        return 0 if pixels is None or pixels > self.options.max_pixels else self.budget.cost(pixels)
+
+    def _sequence(self, source, depth: int, turn: threading.Event) -> RunAhead:
+        """A reader of one sequence's items, started now, at most ``depth`` items ahead;
+        its frames reserve their memory once ``turn`` is set."""
+        items = self._sequence_items(source, turn)
+        # Left early (a stop, an error), the run frees no more room: end the reader's wait.
+        return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
+
+    def _read_for_gpu(self, source) -> Frame | object:
+        """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
+        it decodes the file exactly, else the CPU's frame (from the bytes read)."""
+        from ..jpeg_planes import parse_header
+
+        data = read_file(source.path)
+        header = parse_header(data) if data[:2] == b"\xff\xd8" else None
+        # Until the GPU's decoder is open (it takes a while), the CPU decodes.
+        if header is None or header.gpu_reason is not None or not self.gpu.jpeg.ready():
+            with self.clock.timed("decode", source.out_name):
+                pixels = decode_image(source.path, data, self.options.max_pixels)
+            return Frame(source.out_name, str(source.path), pixels)
+        check_size(str(source.path), header.width * header.height, self.options.max_pixels)
+        # The GPU decodes it into memory of its own: no host frame to reserve room for.
+        self.budget.release(source.out_name)
+        return self.gpu.encoded(source.out_name, str(source.path), source.path, data, header)
+
+    def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
+        """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
+        decoded on the GPU (with ``result()``), which come in the order they are ready."""
+        fleet = None
+        if self.gpu is not None and self.gpu.video:
+            videos = [s for s in sources if s.multi_frame and s.kind == "video"]
+            if videos:
+                sources = [s for s in sources if not (s.multi_frame and s.kind == "video")]
+                fleet = self.gpu.fleet(videos, self.wanted, self._skipped, self.clock)
+        try:
+            for item in self._in_order(sources):
+                yield item
+                if fleet is not None:
+                    yield from self._fleet_items(fleet.ready())
+            if fleet is not None:
+                yield from self._fleet_items(fleet.rest())
+        finally:
+            if fleet is not None:
+                fleet.close()
+
+    def _fleet_items(self, items) -> Iterator:
+        for item in items:
+            yield self._failure(item) if isinstance(item, FrameError) else item
+
+    def _in_order(self, sources: list) -> Iterator[Frame | Failure | object]:
+        pending: deque[Future] = deque()  # still images on the pool, oldest first
+        reader: RunAhead | None = None  # the sequence being read
+        following: RunAhead | None = None  # the next one's reader, once started
+        following_turn = threading.Event()  # set when the next one becomes the one read
+
+        jpeg = self.gpu.jpeg if self.gpu is not None else None
+        group: list = []  # EncodedJpegs for the GPU's next batch, in order, sharing a key
+
+        def flush() -> Iterator:
+            if group:
+                yield jpeg.submit(list(group))
+                group.clear()
+
+        def oldest() -> Iterator:
+            with self.waits.timed("decode"):
+                item = pending.popleft().result()
+            if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
+                full = len(group) >= jpeg.batch_for(item.header)
+                if group and (item.key() != group[0].key() or full):
+                    yield from flush()
+                group.append(item)
+                return
+            yield from flush()
+            yield item
+
+        try:
+            for i, source in enumerate(sources):
+                if source.multi_frame:
+                    if following is None:
+                        turn = threading.Event()
+                        reader = self._sequence(source, self.window, turn)
+                    else:
+                        reader, turn, following = following, following_turn, None
+                    # Its turn: its frames reserve memory from now on, and it reads at full
+                    # depth. Read ahead as the next one, it held at most FOLLOWING_DEPTH + 1
+                    # frames unreserved: reserving them could wait for room that only the
+                    # sequence before it, waiting for its turn to come, would give back.
+                    turn.set()
+                    reader.widen(self.window)
+                    if i + 1 < len(sources) and sources[i + 1].multi_frame:
+                        following_turn = threading.Event()
+                        following = self._sequence(sources[i + 1], FOLLOWING_DEPTH, following_turn)
+                    while pending:  # the images before it come first
+                        yield from oldest()
+                    yield from flush()
+                    yield from reader  # its frames, read ahead in the reader's own queue
+                    continue
+                header_pixels = cache(partial(declared_pixels, source.path))  # read once
+                # A JPEG for the GPU's decoder holds no decoded frame on the host: it reserves
+                # nothing, and its header is not read here, on the main thread, where each
+                # system call waits to win the GIL back from busy workers (a third of the main
+                # thread's time at the engines' rate). Only --max-memory, a limit the user set,
+                # still has every file's size weighed first, for the few the CPU decodes.
+                for_gpu = jpeg is not None and source.path.suffix.lower() in JPEG_SUFFIXES
+                if self.wanted(source.out_name, header_pixels):
+                    try:
+                        weigh = not for_gpu or self.options.max_memory is not None
+                        cost = self._cost(header_pixels) if weigh else 0
+                        while not self.budget.try_reserve(source.out_name, cost, str(source.path)):
+                            if not pending:  # all it waits for is downstream: given back
+                                self.budget.reserve(source.out_name, cost, str(source.path))
+                                break
+                            yield from oldest()
+                    except FrameError as exc:
+                        yield self._failure(exc)
+                        continue
+                    if for_gpu:
+                        task = self.read_pool.submit(self._decode, source, self._read_for_gpu)
+                        pending.append(task)
+                    else:
+                        pending.append(self.pool.submit(self._decode, source))
+                else:
+                    self._skipped()
+                while len(pending) >= self.window:
+                    yield from oldest()
+            while pending:
+                yield from oldest()
+            yield from flush()
+        finally:  # the run may end early: stop the readers' threads
+            self.budget.cancel()  # a reader waiting for room would never get it
+            for started in (reader, following):
+                if started is not None:
+                    started.close()

@@ -1,0 +1,382 @@
+"""The run's wiring: check the inputs, choose the backend and decoders, prepare the output
+folder, start the pool, reader, ring and writer, and make the summary."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .. import resume
+from ..backends import select_backend
+from ..errors import CudaUnavailableError, FrameError, OutputError
+from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
+from ..params import Options, check_path
+from ..shards import format_shard, shard_of
+from ..sinks import (
+    check_output_name,
+    discard_reports,
+    open_reports,
+    prepare_output_dir,
+    remove_stale_temporaries,
+    write_reports,
+)
+from ..sources import (
+    Frame,
+    count_frames,
+    discover_inputs,
+    input_list,
+    refuse_overwriting_inputs,
+)
+from ..timing import StageClock, Summary
+from ..workers import PriorityPool
+from .batches import DecodeTally, run_on_gpu
+from .reader import FOLLOWING_DEPTH, Failure, FrameReader
+from .writer import Writer
+
+# Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
+# batches later, which gives its PNG encoders that long to finish reading it. With none spare,
+# the slab just collected was the next one to fill, so the main thread waited for all of its
+# encodes before every submit. (On 240-frame runs on the H200 this made no difference that
+# the noise let us see: benchmarks/RESULTS.md, version 4.)
+SPARE_SLABS = 2
+
+# Decoded frames read ahead of the main thread, and edge maps waiting for their PNGs, at most,
+# each: this many per worker, plus a batch.
+WINDOW_PER_WORKER = 2
+
+
+# The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
+# main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
+COPY, ENCODE, DECODE = 0, 1, 2
+
+
+def frame_budget(options: Options, backend, workers: int, window: int) -> FrameBudget:
+    """The run's memory budget for frames in flight (:mod:`edgecli.memory`): --max-memory, or
+    a share of the memory available now. It is left inactive (no header is read for it) where
+    even the most frames the queues can hold, each of --max-pixels, fit in it."""
+    per_pixel = HOST_BYTES_PER_PIXEL if backend.runs_on_host else DECODED_BYTES_PER_PIXEL
+    limit = options.max_memory or default_budget()
+    # The frames the queues can hold at once: a window waiting for the main thread, a
+    # sequence's queue and the next one's, a window waiting for PNGs, one on every worker.
+    most = 3 * window + FOLLOWING_DEPTH + workers + 2
+    if limit is None or limit >= most * options.max_pixels * per_pixel:
+        return FrameBudget(None, per_pixel)
+    return FrameBudget(limit, per_pixel)
+
+
+def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say``, printing above the progress bar rather than onto its line: the bar is cleared
+    first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
+
+    def said(message: str) -> None:
+        with tqdm.external_write_mode(file=sys.stderr):
+            say(message)
+
+    return said
+
+
+def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
+    """The sources of the whole run, once they are known not to collide and no output (a PNG,
+    a frame name, a report in ``reports``) would overwrite an input."""
+    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    refuse_overwriting_inputs(
+        inputs,
+        sources,
+        Path(output),
+        recursive=options.recursive,
+        reports=reports,
+        own_output=resume.read_manifest(Path(output)) is not None,
+    )
+    return sources
+
+
+def run(
+    inputs,
+    output,
+    options: Options,
+    *,
+    progress: bool = False,
+    notify: Callable[[str], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+    timings_csv: str | Path | None = None,
+    json_summary: str | Path | None = None,
+    backend=None,
+) -> Summary:
+    """Process every frame ``inputs`` name (one INPUT or a list, in order) into PNGs in
+    ``output``; return the summary.
+
+    ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
+    started, frames in flight are finished (each PNG appears whole or not at all), and the
+    summary says it was interrupted. ``timings_csv`` names a file for one row per frame,
+    ``json_summary`` one for the summary as JSON: both are written at the end, whole, and
+    only if the run returns (their names are checked, and their temporaries made, before any
+    frame is read).
+    ``backend``, if given, is used instead of the one ``options.backend`` selects: a
+    stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark.
+    """
+    started = time.perf_counter()
+    notify = notify or (lambda message: None)  # information: which backend, and why
+    warn = warn or notify  # a frame skipped under --on-error skip
+    stop = stop or threading.Event()
+    inputs = input_list(inputs)
+    check_path("output folder", output)
+    check_output_name(Path(output))
+    reports = {  # the files written at the end beside the PNGs, by what they hold
+        what: Path(check_path(f"{what} path", path))
+        for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
+        if path is not None
+    }
+    sources = checked_sources(inputs, output, options, reports)
+    if options.shard is not None:
+        # Names and inputs were checked across the whole run above; this process does its part.
+        run_size = len(sources)
+        sources = shard_of(sources, *options.shard)
+        if not sources:
+            # What would fail its sibling shards fails it too: an output path that is a file,
+            # a CUDA backend asked for that cannot run here.
+            if Path(output).exists() and not Path(output).is_dir():
+                raise OutputError(f"{output}: output path exists and is not a folder")
+            if backend is None and options.backend == "cuda":
+                select_backend(options)
+            notify(
+                f"shard {format_shard(options.shard)} has no sources (the run has {run_size}, "
+                "split by size); nothing to do, nothing written"
+            )
+            return _empty_shard(output, options, reports, started)
+    if backend is None:
+        choice = select_backend(options)
+        if choice.notice:
+            notify(choice.notice)
+        backend = choice.backend
+    # Which GPU decoders can run is settled before the output folder is touched: --decode gpu
+    # where none can is an error (exit 4) with nothing written.
+    gpu_decoding = gpu_decoders(options, backend, sources)
+    out_dir = prepare_output_dir(Path(output))
+    # Opened now, before any mark is made in the output folder: a report that cannot be
+    # written fails the run here, leaving the folder as it was.
+    report_files = open_reports(reports)
+    try:
+        summary, clock = _run_into(
+            out_dir, sources, options, backend, progress, warn, stop, started,
+            per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
+        )  # fmt: skip
+    except BaseException:  # a failed run leaves no report, not even an empty one
+        discard_reports(report_files)
+        raise
+    write_reports(
+        report_files,
+        {
+            "timings CSV": clock.write_csv,
+            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
+        },
+    )
+    return summary
+
+
+def gpu_decoders(options: Options, backend, sources: list):
+    """A function that opens the run's GPU decoders, or None where every frame is decoded
+    on the CPU (--decode cpu, the CPU backend, no JPEG or video among the sources).
+    CudaUnavailableError (exit 4) for --decode gpu where no GPU decoder can run."""
+    if options.decode == "cpu":
+        return None
+    plan = getattr(backend, "gpu_decoders", None)
+    if plan is None:
+        if options.decode == "gpu" and options.backend == "cpu":
+            raise CudaUnavailableError("--decode gpu needs the CUDA backend, not --backend cpu")
+        if options.decode == "gpu":
+            from ..backends import cuda_unusable_reason
+
+            why = cuda_unusable_reason(options.device, options) or "a stand-in backend runs"
+            raise CudaUnavailableError(f"--decode gpu needs the CUDA backend: {why}")
+        return None
+    return plan(options, sources)
+
+
+def _empty_shard(output, options: Options, reports: dict, started: float) -> Summary:
+    """The summary of a shard with no sources: 0 frames. The output folder is not touched;
+    the reports asked for are written (a scheduler collecting one per shard finds it)."""
+    clock = StageClock(per_frame="timings CSV" in reports)
+    summary = Summary(
+        frames=0,
+        failed=[],
+        wall_s=time.perf_counter() - started,
+        backend="none",
+        device="none",
+        params=summary_params(options),
+        workers=options.worker_count,
+        output=str(output),
+    )
+    write_reports(
+        open_reports(reports),
+        {
+            "timings CSV": clock.write_csv,
+            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
+        },
+    )
+    return summary
+
+
+def summary_params(options: Options) -> dict:
+    """The summary's ``params``: the options that decide the bytes, and the shard run."""
+    return options.edge_params() | {
+        "png_bits": options.png_bits,
+        "shard": format_shard(options.shard),
+    }
+
+
+def _run_into(
+    out_dir,
+    sources,
+    options,
+    backend,
+    progress,
+    warn,
+    stop,
+    started,
+    *,
+    per_frame: bool,
+    gpu_decoding=None,
+) -> tuple[Summary, StageClock]:
+    """The run proper, once the inputs, the backend and the output folder are settled: the
+    summary, and the clock that timed it (``per_frame``: with a row per frame).
+    ``gpu_decoding()``, if given, opens the run's GPU decoders."""
+    remove_stale_temporaries(out_dir)
+    mixed = resume.begin(out_dir, options)  # refuses a stale --skip-existing, records options
+
+    def wanted(name: str, expected_pixels: Callable[[], int | None]) -> bool:
+        """False for an output --skip-existing keeps: whole, as large as its source."""
+        return not (
+            options.skip_existing
+            and resume.output_is_whole(out_dir / name, options.png_bits, expected_pixels)
+        )
+
+    clock = StageClock(per_frame=per_frame)
+    tally = DecodeTally()
+    workers = options.worker_count
+    window = WINDOW_PER_WORKER * workers + options.batch
+    budget = frame_budget(options, backend, workers, window)
+    failures: list[Failure] = []
+    megapixels = 0.0
+    gpu_busy_s = None
+    bar = tqdm(
+        total=count_frames(sources) if progress else None,
+        disable=not progress,
+        unit="frame",
+        dynamic_ncols=True,
+        leave=False,
+    )
+    if progress:
+        warn = _above_bar(warn)
+
+    def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
+        nonlocal megapixels
+        for item in reader.frames(sources):
+            if stop.is_set():
+                return
+            if isinstance(item, Failure):
+                failures.append(item)
+                warn(f"skipped {item.source}: {item.reason}")
+                bar.update(1)
+                continue
+            if isinstance(item, Frame):  # a batch the GPU decodes is counted when it is in
+                megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
+            yield item
+
+    try:
+        pool = PriorityPool(workers, "edgecli-worker")
+    except BaseException:  # its threads could not all be started: no run, and no bar left
+        bar.close()
+        raise
+    with pool:
+        writer = Writer(
+            pool.at(ENCODE),
+            out_dir,
+            options,
+            clock,
+            window,
+            lambda: bar.update(1),
+            budget,
+            keep_written=mixed,
+        )
+        gpu = None
+        if gpu_decoding is not None:
+            gpu = gpu_decoding()
+            if gpu.notice:
+                warn(gpu.notice)
+        reader = FrameReader(
+            pool.at(DECODE), clock, options, wanted, window, budget, gpu, pool.at(COPY)
+        )
+        ring = None
+        if not backend.runs_on_host:
+            ring = backend.slab_ring(options.streams + SPARE_SLABS)
+
+        def failed(error: FrameError) -> None:  # a file a GPU-decoded batch could not decode
+            failure = reader._failure(error)  # raises under --on-error fail
+            failures.append(failure)
+            warn(f"skipped {failure.source}: {failure.reason}")
+            bar.update(1)
+
+        try:
+            if ring is None:  # the CPU backend: compute on every worker, frame by frame
+                for frame in decoded_frames(reader):
+                    writer.submit(writer.compute_encode_write, backend, frame)
+            else:
+                gpu_busy_s = run_on_gpu(
+                    ring,
+                    decoded_frames(reader),
+                    options,
+                    pool.at(COPY),
+                    clock,
+                    writer,
+                    reader.waits,
+                    budget.release if budget.active else None,
+                    failed,
+                    tally,
+                )
+            writer.drain()
+        finally:
+            # On an error, frames not yet started are dropped; those in flight finish
+            # (their PNGs are written whole, by rename) before the pool is gone.
+            if gpu is not None:
+                if gpu.jpeg is not None and gpu.jpeg.failure():
+                    warn(f"JPEGs decoded on the CPU: the GPU's JPEG decoder did not open "
+                         f"({gpu.jpeg.failure()})")  # fmt: skip
+                gpu.close()
+            pool.shutdown(wait=True, cancel_futures=True)
+            bar.close()
+    if mixed and not stop.is_set():
+        resume.finish(out_dir, options, writer.written)
+    stats = clock.stats()
+    summary = Summary(
+        frames=stats.get("write", {}).get("count", 0),
+        failed=[{"source": f.source, "reason": f.reason} for f in failures],
+        wall_s=time.perf_counter() - started,
+        backend=backend.name,
+        device=backend.device_name,
+        params=summary_params(options),
+        workers=workers,
+        output=str(out_dir),
+        stages=stats,
+        megapixels=megapixels + tally.megapixels,
+        skipped_existing=reader.skipped_existing,
+        interrupted=stop.is_set(),
+        gpu_busy_s=gpu_busy_s,
+        main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
+        decoders=_decoders(tally.frames, stats, ring is None),
+        decode_lanes=gpu.lanes if gpu is not None else 1,
+    )
+    return summary, clock
+
+
+def _decoders(counted: dict[str, int], stats: dict, on_host: bool) -> dict[str, int]:
+    """Frames per decoder, of those written: on the CPU backend every one is the CPU's."""
+    written = stats.get("write", {}).get("count", 0)
+    if on_host:
+        return {"cpu": written} if written else {}
+    return {name: n for name, n in sorted(counted.items()) if n}
