@@ -14,7 +14,7 @@ main thread gets the GIL back among many worker threads.
 To compare versions of the code or settings that are not options in one run, on one machine:
 ``--tree`` names folders that each hold an ``edgecli`` package (put first on the import path;
 "." is this checkout), ``--prelude`` Python statements run before edgecli starts (say,
-``import edgecli.pipeline as p; p.SPARE_SLABS = 4``; "" for none), and ``--env``
+``import edgecli.pipeline.runner as p; p.SPARE_SLABS = 4``; "" for none), and ``--env``
 environment settings for the run (``NAME=VALUE`` words; "" for none).
 """
 
