@@ -81,104 +81,124 @@ def run_on_gpu(
     A batch takes the ring's next slab with its first frame, and each frame is copied into
     the slab's pinned input by a task on ``copies`` as soon as it is here, so the copies
     overlap the wait for the next frames; the batch is submitted once full, at a change of
-    frame shape, or at the end, in one upload. (Before: each frame staged in pinned memory
-    of its own and uploaded by one call per frame, each of which made the main thread give
-    up the GIL and win it back from busy workers; on the H200 with JPEG input, the main
-    thread was blocked 94% of the run, 60% of it in those calls.) Batches are collected in the
-    order submitted, each as soon as a batch starts after it is done, or when its stream is
-    needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab
-    is refilled once its frames' PNGs are all encoded (the encoders read its pinned output
-    directly). ``on_copied(name)`` is called once a frame is in its slab.
+    frame shape, or at the end, in one upload (one call a frame made the main thread give up
+    the GIL and win it back from busy workers each time). Batches are collected in the order
+    submitted, each as soon as a batch starts after it is done, or when its stream is
+    needed; the ring has SPARE_SLABS more slabs than batches in flight, and a slab is refilled
+    once its frames' PNGs are all encoded (the encoders read its pinned output directly).
+    ``on_copied(name)`` is called once a frame is in its slab.
 
     Items of ``frames`` that are not Frames are batches the GPU decodes (futures of
     gpu_decode.DeviceBatch): up to DECODE_AHEAD of them decode while the one before goes to
     the kernel, which reads the decoder's buffer. ``on_failed(error)`` is told of each file
     such a batch could not decode; ``tally`` counts the frames each decoder gave.
     """
-    on_failed = on_failed or _raise
-    tally = tally or DecodeTally()
-    in_flight: deque = deque()
-    busy_ms = 0.0
-    batch: list[Frame] = []
-    copied: list[Future] = []
-    filling = None
-    decoding: deque = deque()  # batches decoding on the GPU, oldest first (their futures)
+    batches = GpuBatches(ring, options, copies, clock, writer, waits, on_copied, on_failed, tally)
+    for frame in frames:
+        if isinstance(frame, Frame):
+            batches.add_frame(frame)
+        else:
+            batches.add_decoded(frame)
+    batches.finish()
+    return batches.busy_ms / 1e3
 
-    def collect() -> None:
-        nonlocal busy_ms
-        names, pending, decoded = in_flight.popleft()
-        with waits.timed("gpu"):
+
+class GpuBatches:
+    """:func:`run_on_gpu`'s state: the batch being filled, the batches the GPU decodes, and
+    those in flight on the ring, collected in order."""
+
+    def __init__(self, ring, options, copies, clock, writer, waits, on_copied, on_failed, tally):
+        self.ring, self.options, self.copies = ring, options, copies
+        self.clock, self.writer, self.waits = clock, writer, waits
+        self.on_copied, self.on_failed = on_copied, on_failed or _raise
+        self.tally = tally or DecodeTally()
+        self.in_flight: deque = deque()  # (names, InFlight, DeviceBatch or None), in order
+        self.busy_ms = 0.0
+        self.batch: list[Frame] = []  # host frames of the batch being filled
+        self.copied: list[Future] = []  # their copies into its slab
+        self.filling = None
+        self.decoding: deque = deque()  # batches decoding on the GPU, oldest first
+
+    def add_frame(self, frame: Frame) -> None:
+        """A host frame: into the batch being filled (a new one where shape or size says)."""
+        while self.decoding:
+            self.submit_decoded()
+        batch, shape = self.batch, frame.pixels.shape
+        if batch and (len(batch) == self.options.batch or shape != batch[0].pixels.shape):
+            self.submit()
+        if not batch:
+            self.make_room()
+            with self.waits.timed("submit"):  # the encoders of the slab's last batch
+                self.filling = self.ring.fill(shape, self.options.batch)
+        copy = self.copies.submit(copy_frame, frame.pixels, self.filling.inputs[len(batch)])
+        if self.on_copied is not None:  # called on the worker, as the copy ends
+            copy.add_done_callback(lambda _, name=frame.out_name: self.on_copied(name))
+        self.copied.append(copy)
+        batch.append(frame)
+
+    def add_decoded(self, decoding) -> None:
+        """A batch the GPU decodes: queued, the oldest submitted once DECODE_AHEAD wait."""
+        if self.batch:
+            self.submit()
+        self.decoding.append(decoding)
+        if len(self.decoding) > DECODE_AHEAD:
+            self.submit_decoded()
+
+    def finish(self) -> None:
+        if self.batch:
+            self.submit()
+        while self.decoding:
+            self.submit_decoded()
+        while self.in_flight:
+            self.collect()
+
+    def collect(self) -> None:
+        """The oldest batch in flight, once done: its edge maps to the encoders."""
+        names, pending, decoded = self.in_flight.popleft()
+        with self.waits.timed("gpu"):
             edges, gpu_ms = pending.result()
-        busy_ms += sum(gpu_ms.values())
+        self.busy_ms += sum(gpu_ms.values())
         if decoded is not None:  # frames the GPU decoded: their decode's time, shared
             gpu_ms = gpu_ms | {"gpu_decode": decoded.decode_ms()}
         encoded = CountDown(len(names), pending.release)
         for name, frame_edges in zip(names, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
-                clock.record(stage, ms / len(names), name)
-            writer.submit(writer.encode_write, name, frame_edges, encoded.done)
+                self.clock.record(stage, ms / len(names), name)
+            self.writer.submit(self.writer.encode_write, name, frame_edges, encoded.done)
 
-    def make_room() -> None:
+    def make_room(self) -> None:
         """Hand finished batches to the encoders now, not when their stream is next needed:
         their slabs come free sooner, and the encoders get work while it waits."""
-        while in_flight and (len(in_flight) == options.streams or in_flight[0][1].ready()):
-            collect()
+        in_flight = self.in_flight
+        while in_flight and (len(in_flight) == self.options.streams or in_flight[0][1].ready()):
+            self.collect()
 
-    def submit_decoded() -> None:
+    def submit_decoded(self) -> None:
         """The oldest batch decoding on the GPU, once its decoder has queued it: its frames
         go to the kernel straight from the decoder's buffer."""
-        with waits.timed("gpu_decode"):
-            decoded = decoding.popleft().result()
+        with self.waits.timed("gpu_decode"):
+            decoded = self.decoding.popleft().result()
         for error in decoded.errors:
-            on_failed(error)
-        tally.add(decoded.decoders, decoded.frames.size / 3e6)
+            self.on_failed(error)
+        self.tally.add(decoded.decoders, decoded.frames.size / 3e6)
         if not decoded.names:
             decoded.discard()
             return
-        make_room()
+        self.make_room()
         n = len(decoded.names)
-        with waits.timed("submit"):  # the encoders of the slab's last batch
-            target = ring.fill(decoded.frames.shape[1:], n, host_input=False)
+        with self.waits.timed("submit"):  # the encoders of the slab's last batch
+            target = self.ring.fill(decoded.frames.shape[1:], n, host_input=False)
         flight = target.submit_device(decoded.frames, decoded.ready, decoded.consumed)
-        in_flight.append((decoded.names, flight, decoded))
+        self.in_flight.append((decoded.names, flight, decoded))
 
-    def submit() -> None:
-        with waits.timed("submit"):  # the batch's last copies into pinned memory
-            for copy in copied:
+    def submit(self) -> None:
+        """The batch being filled, once its copies are done: upload, kernel, download."""
+        with self.waits.timed("submit"):  # the batch's last copies into pinned memory
+            for copy in self.copied:
                 copy.result()  # raises a copy's error, if any
         # Only the names stay: the frames' pixels are in the slab now, and can be freed.
-        names = [frame.out_name for frame in batch]
-        in_flight.append((names, filling.submit(len(batch)), None))
-        tally.add({"cpu": len(batch)})
-        batch.clear()
-        copied.clear()
-
-    for frame in frames:
-        if not isinstance(frame, Frame):  # a batch the GPU decodes
-            if batch:
-                submit()
-            decoding.append(frame)
-            if len(decoding) > DECODE_AHEAD:
-                submit_decoded()
-            continue
-        while decoding:
-            submit_decoded()
-        shape = frame.pixels.shape
-        if batch and (len(batch) == options.batch or shape != batch[0].pixels.shape):
-            submit()
-        if not batch:
-            make_room()
-            with waits.timed("submit"):  # the encoders of the slab's last batch
-                filling = ring.fill(shape, options.batch)
-        copy = copies.submit(copy_frame, frame.pixels, filling.inputs[len(batch)])
-        if on_copied is not None:  # called on the worker, as the copy ends
-            copy.add_done_callback(lambda _, name=frame.out_name: on_copied(name))
-        copied.append(copy)
-        batch.append(frame)
-    if batch:
-        submit()
-    while decoding:
-        submit_decoded()
-    while in_flight:
-        collect()
-    return busy_ms / 1e3
+        names = [frame.out_name for frame in self.batch]
+        self.in_flight.append((names, self.filling.submit(len(self.batch)), None))
+        self.tally.add({"cpu": len(self.batch)})
+        self.batch.clear()
+        self.copied.clear()
