@@ -248,130 +248,129 @@ def _run_into(
     ``gpu_decoding()``, if given, opens the run's GPU decoders."""
     remove_stale_temporaries(out_dir)
     mixed = resume.begin(out_dir, options)  # refuses a stale --skip-existing, records options
-
-    def wanted(name: str, expected_pixels: Callable[[], int | None]) -> bool:
-        """False for an output --skip-existing keeps: whole, as large as its source."""
-        return not (
-            options.skip_existing
-            and resume.output_is_whole(out_dir / name, options.png_bits, expected_pixels)
-        )
-
-    clock = StageClock(per_frame=per_frame)
-    tally = DecodeTally()
+    state = RunState(out_dir, sources, options, progress, warn, stop, per_frame)
     workers = options.worker_count
     window = WINDOW_PER_WORKER * workers + options.batch
     budget = frame_budget(options, backend, workers, window)
-    failures: list[Failure] = []
-    megapixels = 0.0
-    gpu_busy_s = None
-    bar = tqdm(
-        total=count_frames(sources) if progress else None,
-        disable=not progress,
-        unit="frame",
-        dynamic_ncols=True,
-        leave=False,
-    )
-    if progress:
-        warn = _above_bar(warn)
-
-    def decoded_frames(reader: FrameReader) -> Iterator[Frame]:
-        nonlocal megapixels
-        for item in reader.frames(sources):
-            if stop.is_set():
-                return
-            if isinstance(item, Failure):
-                failures.append(item)
-                warn(f"skipped {item.source}: {item.reason}")
-                bar.update(1)
-                continue
-            if isinstance(item, Frame):  # a batch the GPU decodes is counted when it is in
-                megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
-            yield item
-
     try:
         pool = PriorityPool(workers, "edgecli-worker")
     except BaseException:  # its threads could not all be started: no run, and no bar left
-        bar.close()
+        state.bar.close()
         raise
+    gpu = ring = None
+    gpu_busy_s = None
     with pool:
         writer = Writer(
-            pool.at(ENCODE),
-            out_dir,
-            options,
-            clock,
-            window,
-            lambda: bar.update(1),
-            budget,
-            keep_written=mixed,
-        )
-        gpu = None
-        if gpu_decoding is not None:
-            gpu = gpu_decoding()
-            if gpu.notice:
-                warn(gpu.notice)
-        reader = FrameReader(
-            pool.at(DECODE), clock, options, wanted, window, budget, gpu, pool.at(COPY)
-        )
-        ring = None
-        if not backend.runs_on_host:
-            ring = backend.slab_ring(options.streams + SPARE_SLABS)
-
-        def failed(error: FrameError) -> None:  # a file a GPU-decoded batch could not decode
-            failure = reader._failure(error)  # raises under --on-error fail
-            failures.append(failure)
-            warn(f"skipped {failure.source}: {failure.reason}")
-            bar.update(1)
-
+            pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
+            budget, keep_written=mixed,
+        )  # fmt: skip
         try:
-            if ring is None:  # the CPU backend: compute on every worker, frame by frame
-                for frame in decoded_frames(reader):
+            if gpu_decoding is not None:
+                gpu = gpu_decoding()
+                if gpu.notice:
+                    state.warn(gpu.notice)
+            reader = FrameReader(
+                pool.at(DECODE), state.clock, options, state.wanted, window, budget, gpu,
+                pool.at(COPY),
+            )  # fmt: skip
+            state.reader = reader
+            frames = state.decoded_frames(reader)
+            if backend.runs_on_host:  # the CPU backend: compute on every worker, frame by frame
+                for frame in frames:
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
+                ring = backend.slab_ring(options.streams + SPARE_SLABS)
                 gpu_busy_s = run_on_gpu(
-                    ring,
-                    decoded_frames(reader),
-                    options,
-                    pool.at(COPY),
-                    clock,
-                    writer,
-                    reader.waits,
-                    budget.release if budget.active else None,
-                    failed,
-                    tally,
-                )
+                    ring, frames, options, pool.at(COPY), state.clock, writer, reader.waits,
+                    budget.release if budget.active else None, state.failed, state.tally,
+                )  # fmt: skip
             writer.drain()
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
             if gpu is not None:
                 if gpu.jpeg is not None and gpu.jpeg.failure():
-                    warn(f"JPEGs decoded on the CPU: the GPU's JPEG decoder did not open "
-                         f"({gpu.jpeg.failure()})")  # fmt: skip
+                    state.warn(f"JPEGs decoded on the CPU: the GPU's JPEG decoder did not "
+                               f"open ({gpu.jpeg.failure()})")  # fmt: skip
                 gpu.close()
             pool.shutdown(wait=True, cancel_futures=True)
-            bar.close()
+            state.bar.close()
     if mixed and not stop.is_set():
         resume.finish(out_dir, options, writer.written)
-    stats = clock.stats()
-    summary = Summary(
-        frames=stats.get("write", {}).get("count", 0),
-        failed=[{"source": f.source, "reason": f.reason} for f in failures],
-        wall_s=time.perf_counter() - started,
-        backend=backend.name,
-        device=backend.device_name,
-        params=summary_params(options),
-        workers=workers,
-        output=str(out_dir),
-        stages=stats,
-        megapixels=megapixels + tally.megapixels,
-        skipped_existing=reader.skipped_existing,
-        interrupted=stop.is_set(),
-        gpu_busy_s=gpu_busy_s,
-        main_thread_waits_s=reader.waits.totals() | writer.waits.totals(),
-        decoders=_decoders(tally.frames, stats, ring is None),
-        decode_lanes=gpu.lanes if gpu is not None else 1,
-    )
-    return summary, clock
+    summary = state.summary(backend, started, gpu_busy_s, writer, gpu, on_host=ring is None)
+    return summary, state.clock
+
+
+class RunState:
+    """What a run keeps while it goes: its clock, failures, progress bar and pixel count,
+    the --skip-existing test, and the summary made of them at the end."""
+
+    def __init__(self, out_dir, sources, options, progress, warn, stop, per_frame):
+        self.out_dir, self.sources, self.options, self.stop = out_dir, sources, options, stop
+        self.clock = StageClock(per_frame=per_frame)
+        self.tally = DecodeTally()
+        self.failures: list[Failure] = []
+        self.megapixels = 0.0
+        self.reader: FrameReader | None = None
+        self.bar = tqdm(
+            total=count_frames(sources) if progress else None,
+            disable=not progress,
+            unit="frame",
+            dynamic_ncols=True,
+            leave=False,
+        )
+        self.warn = _above_bar(warn) if progress else warn
+
+    def wanted(self, name: str, expected_pixels: Callable[[], int | None]) -> bool:
+        """False for an output --skip-existing keeps: whole, as large as its source."""
+        options = self.options
+        return not (
+            options.skip_existing
+            and resume.output_is_whole(self.out_dir / name, options.png_bits, expected_pixels)
+        )
+
+    def decoded_frames(self, reader: FrameReader) -> Iterator[Frame]:
+        """The reader's frames (and GPU-decoded batches), the failures told and counted."""
+        for item in reader.frames(self.sources):
+            if self.stop.is_set():
+                return
+            if isinstance(item, Failure):
+                self._failed(item)
+                continue
+            if isinstance(item, Frame):  # a batch the GPU decodes is counted when it is in
+                self.megapixels += item.pixels.shape[0] * item.pixels.shape[1] / 1e6
+            yield item
+
+    def failed(self, error: FrameError) -> None:
+        """A file a GPU-decoded batch could not decode (raises under --on-error fail)."""
+        self._failed(self.reader._failure(error))
+
+    def _failed(self, failure: Failure) -> None:
+        self.failures.append(failure)
+        self.warn(f"skipped {failure.source}: {failure.reason}")
+        self.bar.update(1)
+
+    def summary(self, backend, started, gpu_busy_s, writer, gpu, *, on_host: bool) -> Summary:
+        stats = self.clock.stats()
+        reader, options = self.reader, self.options
+        return Summary(
+            frames=stats.get("write", {}).get("count", 0),
+            failed=[{"source": f.source, "reason": f.reason} for f in self.failures],
+            wall_s=time.perf_counter() - started,
+            backend=backend.name,
+            device=backend.device_name,
+            params=summary_params(options),
+            workers=options.worker_count,
+            output=str(self.out_dir),
+            stages=stats,
+            megapixels=self.megapixels + self.tally.megapixels,
+            skipped_existing=reader.skipped_existing if reader is not None else 0,
+            interrupted=self.stop.is_set(),
+            gpu_busy_s=gpu_busy_s,
+            main_thread_waits_s=(reader.waits.totals() if reader else {}) | writer.waits.totals(),
+            decoders=_decoders(self.tally.frames, stats, on_host),
+            decode_lanes=gpu.lanes if gpu is not None else 1,
+        )
 
 
 def _decoders(counted: dict[str, int], stats: dict, on_host: bool) -> dict[str, int]:
