@@ -1,11 +1,12 @@
 """Stand-in backends, for tests and benchmarks on machines without a GPU.
 
 A normal run never uses this module. The pipeline drives the CUDA backend through a small
-protocol (:mod:`edgecli.streaming` implements it): ``backend.slab_ring(size)`` gives a ring
-whose ``fill(shape, capacity)`` takes its next slab, once released, for a batch: the caller
-copies frames into its ``inputs`` (capacity, H, W, 3), then ``submit(n)`` gives a batch in
-flight with ``ready()`` (done yet? never waits), ``result()`` (wait; edge maps and GPU
-milliseconds) and ``release()`` (its encoders are done with the output).
+protocol (:mod:`edgecli.protocols` writes it down; :mod:`edgecli.streaming` implements it):
+``backend.slab_ring(size)`` gives a ring whose ``fill(shape, capacity)`` takes its next slab,
+once released, for a batch: the caller copies frames into its ``inputs`` (capacity, H, W, 3),
+then ``submit(n)`` gives a batch in flight with ``ready()`` (done yet? never waits),
+``result()`` (wait; edge maps and GPU milliseconds) and ``release()`` (its encoders are done
+with the output).
 :class:`StandInGpuBackend` implements that protocol with host memory and a pool of threads
 in place of CUDA streams, so the pipeline's batching, ordering, slab reuse and bounded
 memory run anywhere, and it checks the pipeline keeps the protocol's rules. What it computes

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import FrameError
 from ..params import Options
+from ..protocols import DecodedBatch, SlabRing
 from ..sources import (
     Frame,
 )
@@ -64,8 +65,8 @@ def _raise(error: BaseException) -> None:
 
 
 def run_on_gpu(
-    ring,
-    frames: Iterable[Frame],
+    ring: SlabRing,
+    frames: Iterable[Frame | DecodedBatch],
     options: Options,
     copies: Lane,
     clock: StageClock,
