@@ -16,7 +16,7 @@ CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && (
 	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
-	bench-png-threads bench-cpu sample-frames clean turbojpeg
+	bench-png-threads bench-cpu bench-scale sample-frames clean turbojpeg
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ bench-png: $(STAMP)
 
 bench-png-threads: $(STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
+
+# Scale-out overhead: one process against two --shard processes and --scheduler local:2.
+bench-scale: $(STAMP)
+	$(PY) benchmarks/scale_out.py
 
 # The CPU backend against a multiprocessing.Pool OpenCV script, 240 JPEGs, whole processes.
 bench-cpu: $(STAMP)
