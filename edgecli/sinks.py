@@ -57,8 +57,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     The bytes go to a temporary file in the same folder (same filesystem, so the rename is
     atomic), which replaces the final name only once it is fully written and closed. It is
     created with mode 0666, less the umask, as any new file. Four system calls (open, write,
-    close, rename) where tempfile, a file object and a mkdir a frame made thirteen: each lets
-    go of the GIL and must win it back (see sources.read_file).
+    close, rename), no more: each lets go of the GIL and must win it back (see
+    sources.read_file).
     """
     temp = None
     try:

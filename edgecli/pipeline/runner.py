@@ -40,9 +40,9 @@ from .writer import Writer
 
 # Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
 # batches later, which gives its PNG encoders that long to finish reading it. With none spare,
-# the slab just collected was the next one to fill, so the main thread waited for all of its
-# encodes before every submit. (On 240-frame runs on the H200 this made no difference that
-# the noise let us see: benchmarks/RESULTS.md, version 4.)
+# the slab just collected would be the next one to fill, and the main thread would wait for all
+# of its encodes before every submit (benchmarks/RESULTS.md, "Settings": 4 spare measured no
+# faster than 2).
 SPARE_SLABS = 2
 
 # Decoded frames read ahead of the main thread, and edge maps waiting for their PNGs, at most,
