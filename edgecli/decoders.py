@@ -91,12 +91,30 @@ def video_unusable_reason() -> str | None:
         ctypes.CDLL("libnvcuvid.so.1")
     except OSError:
         return "the driver's NVDEC library (libnvcuvid.so.1) is not installed"
-    os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # its logger (see gpu_decode.import_nvc)
     try:
-        import PyNvVideoCodec  # noqa: F401
+        import_nvc()
     except Exception as exc:  # ImportError, or a library it loads failing
         return f"PyNvVideoCodec is not importable ({exc}); install edgecli[cuda13] or [cuda12]"
     return None
+
+
+def import_nvc():
+    """PyNvVideoCodec, with its own logger quiet (it prints an [ERROR] line per damaged
+    packet, and a line per frame read past the end) and, where edgecli's CLI quiets FFmpeg
+    (without -v), the FFmpeg libraries it bundles too."""
+    import ctypes
+    from pathlib import Path
+
+    os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # read by its logger at import
+    import PyNvVideoCodec
+
+    if os.environ.get("OPENCV_FFMPEG_LOGLEVEL") == "-8":
+        for found in Path(PyNvVideoCodec.__file__).parent.glob("libavutil.so*"):
+            try:
+                ctypes.CDLL(str(found)).av_log_set_level(-8)  # AV_LOG_QUIET
+            except (OSError, AttributeError):
+                pass
+    return PyNvVideoCodec
 
 
 def plan(options, sources: list):

@@ -7,6 +7,7 @@ decoders do, straight into the device buffer the edge kernel reads. Imports CuPy
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from functools import cache
 import cupy
 import numpy as np
 
-from .decoders import EncodedJpeg
+from .decoders import EncodedJpeg, import_nvc
 from .errors import FrameError, GpuMemoryError
 from .kernels import kernel_source
 
@@ -188,6 +189,21 @@ JPEG_BATCH = 32
 # ... and at most this many pixels a batch (32 1080p frames), so a ring of larger frames (8K, say)
 # holds as much GPU memory as one of 1080p frames, not 16 times as much.
 BATCH_PIXELS = 32 * 1920 * 1080
+
+
+def frames_a_batch(most: int, pixels: int) -> int:
+    """Frames of ``pixels`` each a decoded batch holds: ``most``, fewer past BATCH_PIXELS."""
+    return max(1, min(most, BATCH_PIXELS // max(pixels, 1)))
+
+
+def upload(frames: cupy.ndarray, pixels: list[np.ndarray], stream: cupy.cuda.Stream) -> None:
+    """CPU-decoded ``pixels`` into ``frames[:len(pixels)]`` on ``stream``, done when it
+    returns (the copies from pageable memory have read them)."""
+    for i, image in enumerate(pixels):
+        frames[i].set(image, stream=stream)
+    stream.synchronize()
+
+
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
 JPEG_AHEAD = 2
 JPEG_SLOTS = JPEG_AHEAD + 3
@@ -229,7 +245,7 @@ class JpegDecoder:
 
     def batch_for(self, header) -> int:
         """Files a batch of ``header``'s size holds: JPEG_BATCH, fewer for large frames."""
-        return max(1, min(self.batch, BATCH_PIXELS // max(header.width * header.height, 1)))
+        return frames_a_batch(self.batch, header.width * header.height)
 
     def submit(self, items: list[EncodedJpeg]):
         """A Future of the DeviceBatch of ``items`` (which share a key)."""
@@ -283,7 +299,7 @@ class JpegDecoder:
     def _on_cpu(self, items, slot, frames, started, ready) -> DeviceBatch:
         from .sources import decode_image
 
-        names, sources, errors = [], [], []
+        names, sources, errors, decoded = [], [], [], []
         for item in items:
             try:
                 pixels = decode_image(item.path, item.data, self.max_pixels)
@@ -294,11 +310,11 @@ class JpegDecoder:
                 errors.append(FrameError(item.source, f"decoded as {pixels.shape}, its header "
                                                       f"says {frames.shape[1:]}"))  # fmt: skip
                 continue
-            frames[len(names)].set(pixels, stream=self.stream)
+            decoded.append(pixels)
             names.append(item.out_name)
             sources.append(item.source)
+        upload(frames, decoded, self.stream)
         ready.record(self.stream)
-        self.stream.synchronize()  # the copies from pageable memory are done with the pixels
         frames = frames[: len(names)]
         return DeviceBatch(names, sources, frames, ready, slot, {CPU: len(names)}, errors, started)
 
@@ -427,7 +443,7 @@ class VideoFleet:
         except Exception:  # the CPU decoder opens it, or says why it cannot
             return self._cpu(job, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
-        per_batch = max(1, min(VIDEO_BATCH, BATCH_PIXELS // max(width * height, 1)))
+        per_batch = frames_a_batch(VIDEO_BATCH, width * height)
         stop = total if job.stop is None else job.stop
         if job.split and job.stop is None:
             stop = self._split(job, total)
@@ -488,63 +504,51 @@ class VideoFleet:
         """The CPU decoder's frames ``job.start`` to ``job.stop`` of a video (one NVDEC cannot
         decode exactly, or the rest of one it failed on), uploaded; its errors are the CPU's."""
         batch: list = []
+        frames = job.source.frames(self.max_pixels)  # raises what the CPU path raises
         try:
-            self._cpu_frames(job, stream, ring, batch)
-        finally:  # the frames before an error the decoder raises at the end are the CPU's too
+            for index in itertools.count():
+                started = time.perf_counter()
+                frame = next(frames, None)
+                if frame is None or (job.stop is not None and index >= job.stop):
+                    return
+                if self.stop.is_set():
+                    raise Stopped
+                if index < job.start:
+                    continue
+                if isinstance(frame, FrameError):
+                    self.out.put(frame)
+                    continue
+                pixels = frame.pixels.shape[0] * frame.pixels.shape[1]
+                if not self.wanted(frame.out_name, lambda p=pixels: p):
+                    self.skipped()
+                    continue
+                self.clock.record("read", (time.perf_counter() - started) * 1e3, frame.out_name)
+                if batch and frame.pixels.shape != batch[0].pixels.shape:
+                    self._upload(batch, stream, ring)
+                batch.append(frame)
+                if len(batch) >= frames_a_batch(VIDEO_BATCH, pixels):
+                    self._upload(batch, stream, ring)
+        finally:
+            frames.close()  # a segment ends before the video does: its reader is let go now
+            # The frames before an error the decoder raises at the end are the CPU's too.
             if batch and not self.stop.is_set():
                 self._upload(batch, stream, ring)
 
-    def _cpu_frames(self, job: VideoJob, stream, ring: SlotRing, batch: list) -> None:
-        frames = job.source.frames(self.max_pixels)  # raises what the CPU path raises
-        try:
-            self._cpu_frames_of(job, frames, stream, ring, batch)
-        finally:
-            frames.close()  # a segment ends before the video does: its reader is let go now
-
-    def _cpu_frames_of(self, job: VideoJob, frames, stream, ring: SlotRing, batch: list):
-        index = -1
-        while True:
-            started = time.perf_counter()
-            frame = next(frames, None)
-            index += 1
-            if frame is None or (job.stop is not None and index >= job.stop):
-                return
-            if self.stop.is_set():
-                raise Stopped
-            if index < job.start:
-                continue
-            if isinstance(frame, FrameError):
-                self.out.put(frame)
-                continue
-            pixels = frame.pixels.shape[0] * frame.pixels.shape[1]
-            if not self.wanted(frame.out_name, lambda p=pixels: p):
-                self.skipped()
-                continue
-            self.clock.record("read", (time.perf_counter() - started) * 1e3, frame.out_name)
-            if batch and frame.pixels.shape != batch[0].pixels.shape:
-                self._upload(batch, stream, ring)
-                batch.clear()
-            batch.append(frame)
-            if len(batch) >= max(1, min(VIDEO_BATCH, BATCH_PIXELS // max(pixels, 1))):
-                self._upload(batch, stream, ring)
-                batch.clear()
-
-    def _upload(self, batch, stream, ring: SlotRing) -> None:
-        """The CPU-decoded frames of ``batch`` into a slot, as a DeviceBatch (its time: the
-        upload's; their decode is timed as "read", as on the CPU path)."""
+    def _upload(self, batch: list, stream, ring: SlotRing) -> None:
+        """The CPU-decoded frames of ``batch`` into a slot, as a DeviceBatch, and ``batch``
+        emptied (its time: the upload's; their decode is timed as "read", as on the CPU)."""
         began = time.perf_counter()
         slot = ring.take(stream)
         shape = batch[0].pixels.shape
         frames = slot.buffer("frames", len(batch) * shape[0] * shape[1] * 3)
         frames = frames.reshape(len(batch), *shape)
-        for i, frame in enumerate(batch):
-            frames[i].set(frame.pixels, stream=stream)
+        upload(frames, [f.pixels for f in batch], stream)
         ready = cupy.cuda.Event(disable_timing=True)
         ready.record(stream)
-        stream.synchronize()  # the copies from pageable memory are done with the pixels
         elapsed_ms = (time.perf_counter() - began) * 1e3
         names = [f.out_name for f in batch]
         self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms)
+        batch.clear()
 
     def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms) -> None:
         if not names:
@@ -589,26 +593,6 @@ class VideoFleet:
 @dataclass(frozen=True)
 class _Raised:
     error: BaseException
-
-
-def import_nvc():
-    """PyNvVideoCodec, with its own logger quiet (it prints an [ERROR] line per damaged
-    packet, and a line per frame read past the end) and, where edgecli's CLI quiets FFmpeg
-    (without -v), the FFmpeg libraries it bundles too."""
-    import ctypes
-    import os
-    from pathlib import Path
-
-    os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # read by its logger at import
-    import PyNvVideoCodec
-
-    if os.environ.get("OPENCV_FFMPEG_LOGLEVEL") == "-8":
-        for found in Path(PyNvVideoCodec.__file__).parent.glob("libavutil.so*"):
-            try:
-                ctypes.CDLL(str(found)).av_log_set_level(-8)  # AV_LOG_QUIET
-            except (OSError, AttributeError):
-                pass
-    return PyNvVideoCodec
 
 
 def _value(getter) -> str:
@@ -658,8 +642,6 @@ class GpuDecoders:
         self.notice = notice
         self.lanes = 1
         self.fleets: list[VideoFleet] = []
-
-    encoded = staticmethod(EncodedJpeg)
 
     def fleet(self, sources, wanted, skipped, clock) -> VideoFleet:
         fleet = VideoFleet(self.device, sources, self.max_pixels, wanted, skipped, clock)

@@ -82,14 +82,17 @@ def library() -> ctypes.CDLL:
     with _lib_lock:
         if _lib is not None:
             return _lib
-        errors = []
+        broken = None  # why a library that is there would not load
         for name in _candidates():
             try:
                 lib = ctypes.CDLL(name)
                 break
             except OSError as exc:
-                errors.append(str(exc))
+                if "/" in name:  # a wheel's file: it exists, so its error is the reason
+                    broken = broken or str(exc)
         else:
+            if broken is not None:
+                raise NvjpegUnavailable(f"libnvjpeg does not load ({broken})")
             raise NvjpegUnavailable(
                 "libnvjpeg is not installed (install edgecli[cuda13], which brings "
                 "nvidia-nvjpeg, or edgecli[cuda12])"
@@ -101,14 +104,8 @@ def library() -> ctypes.CDLL:
             "nvjpegDestroy": (p,),
             "nvjpegJpegStateCreate": (p, pp),
             "nvjpegJpegStateDestroy": (p,),
-            "nvjpegGetHardwareDecoderInfo": (p, ctypes.POINTER(u), ctypes.POINTER(u)),
-            "nvjpegGetImageInfo": (p, ctypes.c_char_p, z, pi, pi, pi, pi),
             "nvjpegDecodeBatchedInitialize": (p, p, i, i, i),
             "nvjpegDecodeBatched": (p, p, pp, ctypes.POINTER(z), ctypes.POINTER(Image), p),
-            "nvjpegJpegStreamCreate": (p, pp),
-            "nvjpegJpegStreamDestroy": (p,),
-            "nvjpegJpegStreamParseHeader": (p, ctypes.c_char_p, z, p),
-            "nvjpegDecodeBatchedSupported": (p, p, pi),
             "nvjpegGetProperty": (i, pi),
         }
         for name, args in signatures.items():
@@ -144,33 +141,13 @@ class BatchDecoder:
         _check("nvjpegCreateEx", lib.nvjpegCreateEx(BACKENDS[backend], None, None, 0,
                                                       ctypes.byref(self.handle)))  # fmt: skip
         self.state = ctypes.c_void_p()
-        self.stream = ctypes.c_void_p()
         try:
             _check("nvjpegJpegStateCreate",
                    lib.nvjpegJpegStateCreate(self.handle, ctypes.byref(self.state)))  # fmt: skip
-            _check("nvjpegJpegStreamCreate",
-                   lib.nvjpegJpegStreamCreate(self.handle, ctypes.byref(self.stream)))  # fmt: skip
         except NvjpegError:
             self.close()
             raise
         self.batch_size = 0
-
-    def engines(self) -> tuple[int, int]:
-        """(JPEG engines, cores an engine) of the hardware backend."""
-        engines, cores = ctypes.c_uint(), ctypes.c_uint()
-        _check("nvjpegGetHardwareDecoderInfo", self.lib.nvjpegGetHardwareDecoderInfo(
-            self.handle, ctypes.byref(engines), ctypes.byref(cores)))  # fmt: skip
-        return engines.value, cores.value
-
-    def supported(self, data: bytes) -> bool:
-        """Whether this backend's batched decoder takes ``data`` (its header parses, and the
-        hardware decodes its kind: baseline, one scan, no 4:1:0 or 4:1:1)."""
-        lib = self.lib
-        if lib.nvjpegJpegStreamParseHeader(self.handle, data, len(data), self.stream):
-            return False
-        verdict = ctypes.c_int(1)
-        status = lib.nvjpegDecodeBatchedSupported(self.handle, self.stream, ctypes.byref(verdict))
-        return status == 0 and verdict.value == 0  # 0 means supported
 
     def decode(
         self, data: Sequence[bytes], planes: Sequence[Sequence[tuple[int, int]]], stream: int
@@ -200,9 +177,6 @@ class BatchDecoder:
 
     def close(self) -> None:
         lib = self.lib
-        if self.stream:
-            lib.nvjpegJpegStreamDestroy(self.stream)
-            self.stream = ctypes.c_void_p()
         if self.state:
             lib.nvjpegJpegStateDestroy(self.state)
             self.state = ctypes.c_void_p()

@@ -393,11 +393,5 @@ class StandInDecoders:
     def __init__(self, max_pixels: int, batch: int):
         self.jpeg = StandInJpegDecoder(max_pixels, batch)
 
-    @staticmethod
-    def encoded(out_name, source, path, data, header):
-        from .decoders import EncodedJpeg
-
-        return EncodedJpeg(out_name, source, path, data, header)
-
     def close(self) -> None:
         self.jpeg.close()

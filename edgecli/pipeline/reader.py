@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, partial
 
-from ..decoders import JPEG_SUFFIXES
+from ..decoders import JPEG_SUFFIXES, EncodedJpeg
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
@@ -262,7 +262,7 @@ class FrameReader:
         check_size(str(source.path), header.width * header.height, self.options.max_pixels)
         # The GPU decodes it into memory of its own: no host frame to reserve room for.
         self.budget.release(source.out_name)
-        return self.gpu.encoded(source.out_name, str(source.path), source.path, data, header)
+        return EncodedJpeg(source.out_name, str(source.path), source.path, data, header)
 
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
         """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
