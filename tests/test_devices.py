@@ -32,17 +32,19 @@ def pngs(folder) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.glob("*.png"))}
 
 
+def summary_of_run(tmp_path, out, *args) -> dict:
+    """``edgecli run`` of ``args`` into ``out`` (CPU backend, quiet); its JSON summary."""
+    summary = tmp_path / "s.json"
+    result = invoke("run", *args, "-o", out, "--backend", "cpu", "-q", "--json-summary", summary)
+    assert result.exit_code == 0, result.output
+    return json.loads(summary.read_text())
+
+
 def test_several_devices_run_a_worker_each_and_equal_a_plain_run(folder, tmp_path):
     plain = invoke("run", folder, "-o", tmp_path / "plain", "--backend", "cpu", "-q")
     assert plain.exit_code == 0, plain.output
-    summary = tmp_path / "s.json"
-    result = invoke(
-        "run", folder, "-o", tmp_path / "two", "--backend", "cpu", "--device", "0,1", "-q",
-        "--json-summary", summary,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    data = summary_of_run(tmp_path, tmp_path / "two", folder, "--device", "0,1")
     assert pngs(tmp_path / "two") == pngs(tmp_path / "plain") and len(pngs(tmp_path / "two")) == 9
-    data = json.loads(summary.read_text())
     assert data["scheduler"] == "devices:0,1" and data["frames"] == 9
     assert sorted(w["device"] for w in data["workers_detail"]) == ["0", "1"]
     assert sum(w["frames"] for w in data["workers_detail"]) == 9
@@ -69,13 +71,7 @@ def test_device_usage_errors(folder, tmp_path, args, message):
 
 def test_device_all_without_a_gpu_is_a_plain_run(folder, tmp_path, monkeypatch):
     monkeypatch.setattr("edgecli.driver.visible_devices", lambda: [])
-    summary = tmp_path / "s.json"
-    result = invoke(
-        "run", folder, "-o", tmp_path / "out", "--backend", "cpu", "--device", "all", "-q",
-        "--json-summary", summary,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    data = json.loads(summary.read_text())
+    data = summary_of_run(tmp_path, tmp_path / "out", folder, "--device", "all")
     assert data["frames"] == 9 and "scheduler" not in data
 
 
