@@ -6,9 +6,11 @@ checked byte for byte against the one-process run's.
     python benchmarks/scale_out.py [--input DIR] [--frames 240] [--rounds 5] [--backend cpu]
 
 Without ``--input`` it makes ``--frames`` JPEGs (720p to 1080p, the frames of
-benchmarks/cpu_vs_script.py). The overhead of a way is its median wall time over the one
-process's, minus 1: what splitting costs on the same hardware (on a 2-core machine the two
-shards, or the two Dask workers, share the cores the one process had to itself).
+benchmarks/cpu_vs_script.py); with it, the run reads ``--frames`` symlinks cycling over the
+folder's images (as benchmarks/gpu_decode.py does). The overhead of a way is its median wall
+time over the one process's, minus 1: what splitting costs on the same hardware (on a 2-core
+machine the two shards, or the two Dask workers, share the cores the one process had to
+itself).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from cpu_vs_script import make_frames  # noqa: E402
+from e2e import symlink_folder  # noqa: E402
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -81,10 +84,13 @@ def main() -> None:
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="edgecli-scale-"))
     try:
-        source = args.input
-        if source is None:
-            source = scratch / "in"
+        source = scratch / "in"
+        if args.input is None:
             make_frames(source, args.frames)
+        else:
+            symlink_folder(
+                sorted(p for p in args.input.iterdir() if p.is_file()), args.frames, source
+            )
         ways = {"one process": one_process, "2 shards": two_shards, "local:2": dask_local}
         if args.devices:
             ways["--device all"] = every_gpu

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
@@ -38,13 +39,15 @@ class EncodedJpeg:
 # CPU decoders fill with frames meanwhile, but which a run of a few files never earns back.
 JPEG_MIN_FILES = 64
 
-_kept: dict = {}  # a decoder opened by a check, for the run to use (opening it is slow)
+_kept: dict = {}  # decoders opened by a check, by (backend, device), for a run to use
+_opening: dict = {}  # (backend, device) -> the Future of a decoder opening on a thread
 _kept_lock = threading.Lock()
 
 
-def jpeg_unusable_reason(backend: str, keep: bool = False) -> str | None:
+def jpeg_unusable_reason(backend: str, keep: bool = False, device: int = 0) -> str | None:
     """None when nvJPEG's ``backend`` ("hardware", "cuda") opens here, else why not; with
-    ``keep``, the decoder opened stays for :func:`take_jpeg_decoder`."""
+    ``keep``, the decoder opened stays for :func:`take_jpeg_decoder` (on ``device``, which
+    must be the calling thread's current one)."""
     from . import nvjpeg
 
     try:
@@ -56,20 +59,88 @@ def jpeg_unusable_reason(backend: str, keep: bool = False) -> str | None:
         return f"{what} ({exc})"
     if keep:
         with _kept_lock:
-            _kept.setdefault(backend, []).append(decoder)
+            _kept.setdefault((backend, device), []).append(decoder)
     else:
         decoder.close()
     return None
 
 
-def take_jpeg_decoder(backend: str):
-    """An nvjpeg.BatchDecoder for ``backend``: one a check kept, or a new one."""
+def open_jpeg_decoder(backend: str, device: int) -> Future:
+    """Open nvJPEG's ``backend`` decoder for ``device`` on a thread of its own, to be kept for
+    :func:`take_jpeg_decoder`; the Future of :func:`jpeg_unusable_reason`'s answer. Opening
+    takes 0.6-0.9 s on the H200 host, which this lets the run spend importing and starting
+    CuPy instead of waiting. A decoder already opening for that device is not opened twice."""
+    with _kept_lock:
+        future = _opening.get((backend, device))
+        if future is not None:
+            return future
+        future = _opening[(backend, device)] = Future()
+
+    def opening() -> None:
+        from .driver import make_current
+
+        try:
+            make_current(device)
+            future.set_result(jpeg_unusable_reason(backend, keep=True, device=device))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=opening, name="edgecli-nvjpeg-open", daemon=True).start()
+    return future
+
+
+def open_early(options, sources: list) -> None:
+    """Start opening the JPEG engines' decoder as soon as the sources are known, where the
+    run will decode JPEGs on them (:func:`plan`'s rule): it opens while CuPy is imported."""
+    if options.decode == "cpu" or options.backend == "cpu":
+        return
+    if (
+        _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
+        and not nvjpeg_missing()
+    ):
+        open_jpeg_decoder("hardware", options.device)
+
+
+def take_jpeg_decoder(backend: str, device: int = 0):
+    """An nvjpeg.BatchDecoder for ``backend``: one opened for ``device`` by a check or by
+    :func:`open_jpeg_decoder` (waited for, if it is still opening; RuntimeError with its
+    reason if it could not open), or a new one, opened on the calling thread."""
     from . import nvjpeg
 
     with _kept_lock:
-        if _kept.get(backend):
-            return _kept[backend].pop()
+        opening = _opening.pop((backend, device), None)
+    if opening is not None:
+        reason = opening.result()
+        if reason is not None:  # it could not open: no second try, which would take as long
+            raise RuntimeError(reason)
+    with _kept_lock:
+        if _kept.get((backend, device)):
+            return _kept[(backend, device)].pop()
     return nvjpeg.BatchDecoder(backend)
+
+
+def keep_jpeg_decoder(decoder, backend: str, device: int) -> None:
+    """A run's decoder, kept open for the process's next run (a Dask worker's next task, a
+    script's next call) rather than closed: opening one takes 0.6-0.9 s, and it holds only
+    its own small buffers meanwhile."""
+    with _kept_lock:
+        _kept.setdefault((backend, device), []).append(decoder)
+
+
+def _opened(backend: str, device: int) -> str | None:
+    """Waits for the decoder to open (:func:`open_jpeg_decoder`): None, or why it cannot (and
+    then the next run asks again)."""
+    future = open_jpeg_decoder(backend, device)
+    reason = future.result()
+    if reason is not None:
+        with _kept_lock:
+            if _opening.get((backend, device)) is future:
+                del _opening[(backend, device)]
+    return reason
+
+
+def _jpegs(sources: list) -> int:
+    return sum(not s.multi_frame and s.path.suffix.lower() in JPEG_SUFFIXES for s in sources)
 
 
 def nvjpeg_missing() -> str | None:
@@ -128,15 +199,15 @@ def plan(options, sources: list):
     from .errors import CudaUnavailableError
 
     wants_gpu = options.decode == "gpu"
-    jpegs = sum(not s.multi_frame and s.path.suffix.lower() in JPEG_SUFFIXES for s in sources)
+    jpegs = _jpegs(sources)
     has_video = any(s.multi_frame and s.kind == "video" for s in sources)
     missing = []
     jpeg_backend = None
     if wants_gpu:
-        reason = jpeg_unusable_reason("hardware", keep=True)
+        reason = _opened("hardware", options.device)
         if reason is None:
             jpeg_backend = "hardware"
-        elif jpeg_unusable_reason("cuda", keep=True) is None:
+        elif _opened("cuda", options.device) is None:
             jpeg_backend = "cuda"  # not exact (benchmarks/RESULTS.md): only when asked for
         else:
             missing.append(f"JPEG: {reason}")

@@ -16,24 +16,37 @@ import threading
 DRIVER_LIBRARY = "libcuda.so.1"
 
 
-def _initialise(device: int) -> None:
+def _primary_context(device: int):
+    """The driver and ``device``'s primary context, retained for the life of the process (CuPy's
+    runtime uses this same context); None where there is no driver or no such device (the
+    backend check reports what is wrong, in its own words)."""
     try:
         driver = ctypes.CDLL(DRIVER_LIBRARY)
-    except OSError:  # no NVIDIA driver: the backend check will say so
-        return
-    handle = ctypes.c_int()
+    except OSError:
+        return None
+    handle, context = ctypes.c_int(), ctypes.c_void_p()
     if driver.cuInit(0) != 0 or driver.cuDeviceGet(ctypes.byref(handle), device) != 0:
-        return  # the backend check reports what is wrong, in its own words
-    context = ctypes.c_void_p()
-    # Retained for the life of the process: CuPy's runtime uses this same primary context.
-    driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)
+        return None
+    if driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle) != 0:
+        return None
+    return driver, context
+
+
+def make_current(device: int) -> None:
+    """Make ``device``'s primary context current on the calling thread (as a CUDA runtime's
+    cudaSetDevice does), for a library with a runtime of its own, nvJPEG's, to find it. Never
+    raises: where there is no driver or no such device, the library's own call says so."""
+    found = _primary_context(device)
+    if found is not None:
+        driver, context = found
+        driver.cuCtxSetCurrent(context)
 
 
 def start_driver(device: int) -> threading.Thread:
     """Initialise the CUDA driver and ``device``'s primary context on a daemon thread; return
     the thread. Never raises: where there is no driver or no such device, it does nothing."""
     thread = threading.Thread(
-        target=_initialise, args=(device,), name="edgecli-cuda-driver", daemon=True
+        target=_primary_context, args=(device,), name="edgecli-cuda-driver", daemon=True
     )
     thread.start()
     return thread

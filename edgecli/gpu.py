@@ -44,6 +44,7 @@ from .kernels import (
     compile_options,
     forced_arch,
     kernel_cache_dir,
+    kernel_defines,
     kernel_source,
 )
 from .params import MAX_L1_MAGNITUDE, Options
@@ -127,31 +128,50 @@ def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
 def _module(variant: Variant, arch: int, *, ptx: bool, fresh: bool = False):
     """The two kernels of ``variant`` compiled for ``arch`` (from the cache unless ``fresh``),
     loaded on the current device, and the target they were compiled for."""
-    path, target = _compiled_module(variant, arch, ptx=ptx, fresh=fresh)
+    (function, pack), target = load_kernels(
+        KERNEL_FILE, (KERNEL_NAME, PACK_KERNEL_NAME), kernel_defines(variant), arch, ptx=ptx,
+        fresh=fresh, label=variant.name,
+    )  # fmt: skip
+    return function, pack, target
+
+
+def load_kernels(
+    name: str, kernels: tuple[str, ...], defines: tuple[str, ...], arch: int, *,
+    ptx: bool = False, fresh: bool = False, label: str = "",
+):  # fmt: skip
+    """The ``kernels`` of the CUDA file ``name`` (in cuda/) compiled with ``defines`` for
+    ``arch`` through the disk cache (:func:`compiled_file`), loaded on the current device; and
+    the target they were compiled for."""
+    path, target = compiled_file(name, defines, arch, ptx=ptx, fresh=fresh, label=label)
     try:
         module = cupy.RawModule(path=str(path))
-        function, pack = module.get_function(KERNEL_NAME), module.get_function(PACK_KERNEL_NAME)
-        function.kernel, pack.kernel  # noqa: B018 -- load the module now, while the file exists
-        return function, pack, target
+        functions = [module.get_function(kernel) for kernel in kernels]
+        for function in functions:
+            function.kernel  # noqa: B018 -- load the module now, while the file exists
+        return functions, target
     finally:
         if not path.is_relative_to(kernel_cache_dir()):
             path.unlink(missing_ok=True)  # a temporary: the cache could not be written
 
 
-def _compiled_module(
-    variant: Variant, arch: int, *, ptx: bool, fresh: bool = False
-) -> tuple[Path, str]:
-    """A file holding ``variant`` compiled for ``arch`` (machine code, or PTX), and the target
-    it holds. Read from the cache when an earlier run compiled it; else compiled by NVRTC now
-    and kept there (or, where the cache cannot be written, in a temporary file). Cached files
-    are named ``<key>.<target>.<cubin|ptx>``: the key of what was asked for, and what NVRTC
-    made of it (PTX for an older architecture, where the GPU is newer than NVRTC knows)."""
-    key = cache_key(kernel_source(), compile_options(variant, arch, ptx=ptx), "nvrtc")
+def compiled_file(
+    name: str, defines: tuple[str, ...], arch: int, *, ptx: bool, fresh: bool = False,
+    label: str = "",
+) -> tuple[Path, str]:  # fmt: skip
+    """A file holding cuda/``name`` compiled with ``defines`` for ``arch`` (machine code, or
+    PTX), and the target it holds. Read from the cache when an earlier run compiled it; else
+    compiled by NVRTC now and kept there (or, where the cache cannot be written, in a
+    temporary file). Cached files are named ``<key>.<target>.<cubin|ptx>``: the key of what
+    was asked for, and what NVRTC made of it (PTX for an older architecture, where the GPU is
+    newer than NVRTC knows). CuPy's own cache is not used: it runs NVRTC in every process to
+    key its entries."""
+    source = kernel_source(name)
+    key = cache_key(source, compile_options(defines, arch, ptx=ptx), "nvrtc")
     folder = kernel_cache_dir()
     if not fresh:
         for cached in folder.glob(f"{key}.*"):
             return cached, cached.name.split(".")[1]
-    code, target = _nvrtc_compile(kernel_source(), variant, arch, ptx=ptx)
+    code, target = _nvrtc_compile(source, name, defines, arch, ptx=ptx, label=label)
     suffix = ".cubin" if target.startswith("sm_") else ".ptx"
     for stale in folder.glob(f"{key}.*"):  # a broken entry, being replaced
         stale.unlink(missing_ok=True)
@@ -166,7 +186,9 @@ def _compiled_module(
         return Path(temp), target
 
 
-def _nvrtc_compile(source: str, variant: Variant, arch: int, *, ptx: bool) -> tuple[bytes, str]:
+def _nvrtc_compile(
+    source: str, name: str, defines: tuple[str, ...], arch: int, *, ptx: bool, label: str
+) -> tuple[bytes, str]:
     """Compile with the NVRTC CuPy uses: machine code for ``arch``, or PTX. A GPU newer than
     this NVRTC knows gets PTX for the newest architecture it knows, which the driver compiles
     for it; a GPU older than it supports is refused with what to install."""
@@ -185,16 +207,16 @@ def _nvrtc_compile(source: str, variant: Variant, arch: int, *, ptx: bool) -> tu
         )
     if arch > max(supported):
         arch, ptx = max(supported), True
-    options = compile_options(variant, arch, ptx=ptx)
-    program = nvrtc.createProgram(source, KERNEL_FILE, (), ())
+    options = compile_options(defines, arch, ptx=ptx)
+    program = nvrtc.createProgram(source, name, (), ())
     try:
         try:
             nvrtc.compileProgram(program, options)
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(program).strip()
+            what = f"{name} ({label})" if label else name
             raise KernelBuildError(
-                f"{KERNEL_FILE} ({variant.name}) does not compile with NVRTC {version}: "
-                f"{log or exc}"
+                f"{what} does not compile with NVRTC {version}: {log or exc}"
             ) from exc
         code = nvrtc.getPTX(program) if ptx else nvrtc.getCUBIN(program)
     finally:
@@ -406,12 +428,13 @@ class CudaBackend:
 
         return plan(options, sources)
 
-    def slab_ring(self, slabs: int) -> SlabRing:
+    def slab_ring(self, slabs: int, shared=None) -> SlabRing:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
         batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
-        nothing for the encoders to pack: np.packbits holds the GIL)."""
+        nothing for the encoders to pack: np.packbits holds the GIL), into buffers of
+        ``shared`` (the encoder processes) if given."""
         pack = self.pack if self.options.png_bits == 1 else None
-        return SlabRing(slabs, self.device, self.launch, pack)
+        return SlabRing(slabs, self.device, self.launch, pack, shared if pack else None)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""

@@ -17,8 +17,7 @@ import cupy
 import numpy as np
 
 from .decoders import EncodedJpeg, import_nvc
-from .errors import FrameError, GpuMemoryError
-from .kernels import kernel_source
+from .errors import FrameError, GpuMemoryError, KernelBuildError
 
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)
@@ -26,16 +25,28 @@ BLOCK = (32, 8, 1)
 _lock = threading.Lock()
 
 
+KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr")
+
+
 @cache
-def _module(device: int) -> cupy.RawModule:
+def _module(device: int) -> dict:
+    from .gpu import compute_capability, load_kernels
+
+    major, minor = compute_capability(device)
     with cupy.cuda.Device(device):
-        module = cupy.RawModule(code=kernel_source(DECODE_FILE), options=("-std=c++17",))
-        module.compile()
-        return module
+        try:
+            functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor)
+        except KernelBuildError:
+            raise
+        except Exception:  # a corrupt or foreign cache entry: compile it anew, once
+            functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor, fresh=True)
+    return dict(zip(KERNELS, functions, strict=True))
 
 
-def module(device: int) -> cupy.RawModule:
-    with _lock:  # compiled once a process, whichever decoder thread asks first
+def module(device: int) -> dict:
+    """decode.cu's kernels on ``device``, by name: compiled once a machine (the kernel cache),
+    loaded once a process, whichever decoder thread asks first."""
+    with _lock:
         return _module(device)
 
 
@@ -64,7 +75,7 @@ def launch_jpeg_to_bgr(
     n, out_h, out_w = out.shape[:3]
     if n == 0:
         return
-    function = module(device).get_function("jpeg_planes_to_bgr")
+    function = module(device)["jpeg_planes_to_bgr"]
     args = (
         planes, np.int64(frame_bytes), out, np.int32(height), np.int32(width), np.int32(cw),
         np.int32(ch), np.int32(fx), np.int32(fy), np.int32(orientation),
@@ -84,7 +95,7 @@ def launch_nv12_to_bgr(
     """Enqueue the BGR frame ``out`` (H, W, 3) from an NV12 frame's planes (device pointers
     and pitches in bytes), as cv2.VideoCapture converts BT.601 limited-range yuv420p."""
     height, width = out.shape[:2]
-    function = module(device).get_function("nv12_to_bgr")
+    function = module(device)["nv12_to_bgr"]
     args = (
         np.uint64(y_ptr), np.int32(y_pitch), np.uint64(uv_ptr), np.int32(uv_pitch), out,
         np.int32(height), np.int32(width),
@@ -228,7 +239,7 @@ class JpegDecoder:
         from .decoders import take_jpeg_decoder
 
         cupy.cuda.Device(self.device).use()
-        self.decoder = take_jpeg_decoder(self.backend)
+        self.decoder = take_jpeg_decoder(self.backend, self.device)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ring = SlotRing(JPEG_SLOTS, self.stop)
         module(self.device)
@@ -319,10 +330,12 @@ class JpegDecoder:
         return DeviceBatch(names, sources, frames, ready, slot, {CPU: len(names)}, errors, started)
 
     def close(self) -> None:
+        from .decoders import keep_jpeg_decoder
+
         self.stop.set()
         self.executor.shutdown(wait=True, cancel_futures=True)
         if self.opened.done() and self.opened.exception() is None:
-            self.decoder.close()
+            keep_jpeg_decoder(self.decoder, self.backend, self.device)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -90,11 +90,14 @@ def kernel_defines(variant: Variant) -> tuple[str, ...]:
     )
 
 
-def compile_options(variant: Variant, arch: int, *, ptx: bool = False) -> tuple[str, ...]:
-    """NVRTC's options for ``variant`` on compute capability ``arch`` (e.g. 90): machine code for
-    that architecture, or with ``ptx`` PTX for it (which the driver compiles for newer GPUs)."""
+def compile_options(defines, arch: int, *, ptx: bool = False) -> tuple[str, ...]:
+    """NVRTC's options for a kernel ``Variant`` (or a file's own ``defines``, a tuple) on
+    compute capability ``arch`` (e.g. 90): machine code for that architecture, or with ``ptx``
+    PTX for it (which the driver compiles for newer GPUs)."""
+    if isinstance(defines, Variant):
+        defines = kernel_defines(defines)
     target = f"compute_{arch}" if ptx else f"sm_{arch}"
-    return ("--std=c++17", f"--gpu-architecture={target}", *kernel_defines(variant))
+    return ("--std=c++17", f"--gpu-architecture={target}", *defines)
 
 
 def blocks_per_sm(variant: Variant, fitting: int) -> int:

@@ -623,6 +623,9 @@ def refuse_overwriting_inputs(
             refuse(found, f"the {what}", f"another name for the {what}")
 
 
+MAX_LINK_HOPS = 40  # as the kernel follows at most (ELOOP past that)
+
+
 class _GivenFiles:
     """Files by the folder they lie in (resolved) and their name (lowercase: where the file
     system ignores case, a.PNG is a.png), so that a path written is matched without resolving
@@ -638,10 +641,22 @@ class _GivenFiles:
         return self._resolved[folder]
 
     def add(self, path: Path, note: str = "") -> None:
-        entries = [path, path.resolve()] if path.is_symlink() else [path]
+        entries = [path, self._target(path)] if path.is_symlink() else [path]
         for entry in entries:  # replacing a link's name, or writing where it points
             names = self.folders.setdefault(self._folder(entry.parent), {})
             names.setdefault(entry.name.lower(), (path, note))
+
+    def _target(self, link: Path) -> Path:
+        """Where ``link`` points in the end, as ``link.resolve()`` says, but with each folder
+        resolved once: a folder of thousands of links into one folder costs a readlink each,
+        not a walk of every link's path."""
+        path = link
+        for _ in range(MAX_LINK_HOPS):
+            if not path.is_symlink():
+                return self._folder(path.parent) / path.name
+            target = Path(os.readlink(path))
+            path = target if target.is_absolute() else path.parent / target
+        return link.resolve()  # a loop, or a longer chain: as resolve() has it
 
     def in_folder(self, folder: Path) -> dict[str, tuple[Path, str]]:
         return self.folders.get(self._folder(folder), {})

@@ -207,6 +207,26 @@ def test_name_collisions_are_refused_before_work(tmp_path, names, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_output_cannot_overwrite_a_file_an_input_links_to(tmp_path, hops):
+    """An input that is a link (or a chain of links, relative and absolute) to a PNG where
+    an output goes: the run is refused before the PNG is touched."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cv2.imwrite(str(out / "a.png"), photo(8, 9))
+    before = (out / "a.png").read_bytes()
+    (tmp_path / "in").mkdir()
+    target = out / "a.png"
+    for hop in range(hops - 1):  # links between, alternately relative and absolute
+        link = tmp_path / f"hop{hop}.png"
+        link.symlink_to(os.path.relpath(target, tmp_path) if hop % 2 else target)
+        target = link
+    (tmp_path / "in" / "a.png").symlink_to(target)
+    with pytest.raises(OptionError, match="a.png: the output of .*a.png would overwrite"):
+        edgecli.process(tmp_path / "in", out, backend="cpu")
+    assert (out / "a.png").read_bytes() == before
+
+
 def test_output_cannot_overwrite_input(tmp_path):
     """Writing into the input folder is refused when a PNG input would be overwritten."""
     cv2.imwrite(str(tmp_path / "frame.png"), photo(8, 9))
