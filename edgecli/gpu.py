@@ -428,13 +428,12 @@ class CudaBackend:
 
         return plan(options, sources)
 
-    def slab_ring(self, slabs: int, shared=None) -> SlabRing:
+    def slab_ring(self, slabs: int) -> SlabRing:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
         batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
-        nothing for the encoders to pack: np.packbits holds the GIL), into buffers of
-        ``shared`` (the encoder processes) if given."""
+        nothing for the encoders to pack: np.packbits holds the GIL)."""
         pack = self.pack if self.options.png_bits == 1 else None
-        return SlabRing(slabs, self.device, self.launch, pack, shared if pack else None)
+        return SlabRing(slabs, self.device, self.launch, pack)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""

@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from .errors import OutputError
@@ -60,8 +61,6 @@ def encode_png(edges: np.ndarray | PackedEdges, bits: int) -> bytes:
         return png_from_rows_1bit(edges.rows, edges.width)
     if bits == 1:
         return encode_png_1bit(edges)
-    import cv2  # here only: the PNG encoder processes (edgecli.encoders) need only zlib
-
     ok, encoded = cv2.imencode(".png", edges, PNG_8BIT)
     if not ok:
         raise OutputError(f"PNG encoding failed for an edge map of shape {edges.shape}")
@@ -87,12 +86,10 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     return rows
 
 
-def png_from_rows_1bit(rows, width: int) -> bytes:
+def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
     """A 1-bit grayscale PNG of ``width`` pixels a row from its scanlines (:func:`png_rows_1bit`
-    or the GPU's: an array, or any buffer of whole rows), compressed by zlib, which lets go of
-    the GIL while it works."""
-    with memoryview(rows) as view:
-        height = view.nbytes // png_row_bytes_1bit(width)
+    or the GPU's), compressed by zlib, which lets go of the GIL while it works."""
+    height = rows.shape[0]
     deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
     image_data = [deflate.compress(rows), deflate.flush()]
     header = struct.pack(">II5B", width, height, *_IHDR_GRAY_1BIT)

@@ -72,17 +72,9 @@ class SlabRing(Protocol):
         encoders of its last batch are done with it."""
         ...
 
-    def close(self) -> None:
-        """The run is done with the ring (its batches collected, or abandoned on an error):
-        copies finished, buffers shared with the encoder processes given back."""
-        ...
-
 
 class GpuBackend(Backend, Protocol):
-    def slab_ring(self, slabs: int, shared: Any = None) -> SlabRing:
-        """``slabs`` slabs; for 1-bit PNGs, their packed rows in buffers ``shared``
-        (edgecli.encoders.EncoderProcesses) makes, where given."""
-        ...
+    def slab_ring(self, slabs: int) -> SlabRing: ...
 
     def gpu_decoders(self, options: Any, sources: list) -> Callable[[], Any] | None:
         """A function opening the run's GPU decoders, or None: nothing decodes on the GPU."""

@@ -36,36 +36,6 @@ def empty_pinned(nbytes: int) -> np.ndarray:
     return np.frombuffer(memory, np.uint8, nbytes)
 
 
-class PinnedOutputs:
-    """Where slabs put their downloads: CuPy's page-locked memory, or, with ``shared`` (an
-    :class:`edgecli.encoders.EncoderProcesses`), buffers the PNG encoder processes map too,
-    page-locked here with cudaHostRegister for as long as the ring has them."""
-
-    def __init__(self, shared=None):
-        self.shared = shared
-        self.registered: list[np.ndarray] = []
-
-    def allocate(self, nbytes: int) -> np.ndarray:
-        if self.shared is None:
-            return empty_pinned(nbytes)
-        array = self.shared.allocate(nbytes)
-        try:
-            cp.cuda.runtime.hostRegister(array.ctypes.data, nbytes, 0)
-        except BaseException:
-            self.shared.free(array)
-            raise
-        self.registered.append(array)
-        return array
-
-    def free(self, array: np.ndarray | None) -> None:
-        """Give back a buffer :meth:`allocate` gave, once no copy or encoder uses it."""
-        if array is None or not any(a is array for a in self.registered):
-            return  # CuPy's: freed with its last reference
-        self.registered = [a for a in self.registered if a is not array]
-        cp.cuda.runtime.hostUnregister(array.ctypes.data)
-        self.shared.free(array)
-
-
 def _allocation_error(what: str, nbytes: int, exc: Exception) -> GpuMemoryError:
     return GpuMemoryError(
         f"cannot allocate {nbytes / 1e6:.0f} MB of {what} ({exc}); "
@@ -81,11 +51,9 @@ class Slab:
     the kernel (an eighth of the bytes to copy back, and nothing for the encoders to pack);
     else as the edge maps themselves."""
 
-    def __init__(self, packed: bool = False, outputs: PinnedOutputs | None = None):
+    def __init__(self, packed: bool = False):
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.packed = packed
-        self.outputs = outputs or PinnedOutputs()
-        self.out_pinned = None
         self.capacity = 0  # pixels (frames x height x width) the edge buffer holds
         self.input_capacity = 0  # pixels the input buffers (host frames) hold
         self.out_capacity = 0  # bytes the output buffers hold
@@ -109,9 +77,7 @@ class Slab:
                 self.frames_dev = cp.empty(pixels * 3, dtype=np.uint8)
                 self.input_capacity = pixels
             if out_bytes > self.out_capacity:
-                self.outputs.free(self.out_pinned)  # the slab was free: no one reads it
-                self.out_pinned = None
-                self.out_pinned = self.outputs.allocate(out_bytes)
+                self.out_pinned = empty_pinned(out_bytes)
                 if self.packed:
                     self.rows_dev = cp.empty(out_bytes, dtype=np.uint8)
                 self.out_capacity = out_bytes
@@ -241,13 +207,11 @@ class SlabRing:
     slab it fills next is always the one whose batch it collected longest ago. ``launch(frames,
     edges, stream)`` runs the kernel; ``pack(edges, rows, stream)``, if given, packs its output
     into 1-bit PNG scanlines, which the batches then give as :class:`PackedEdges`.
-    ``shared``: the slabs download into buffers it makes (:class:`PinnedOutputs`).
     """
 
-    def __init__(self, size: int, device: int, launch, pack=None, shared=None):
-        self.outputs = PinnedOutputs(shared)
+    def __init__(self, size: int, device: int, launch, pack=None):
         with cp.cuda.Device(device):
-            self.slabs = [Slab(pack is not None, self.outputs) for _ in range(size)]
+            self.slabs = [Slab(packed=pack is not None) for _ in range(size)]
         self.device = device
         self.launch, self.pack = launch, pack
         self.turn = 0
@@ -259,12 +223,3 @@ class SlabRing:
         self.turn = (self.turn + 1) % len(self.slabs)
         with cp.cuda.Device(self.device):
             return slab.fill(shape, capacity, self.device, self.launch, self.pack, host_input)
-
-    def close(self) -> None:
-        """Once the run is done with the ring: its copies finished, the shared buffers given
-        back (page-locked memory of CuPy's goes with the ring)."""
-        with cp.cuda.Device(self.device):
-            for slab in self.slabs:
-                slab.stream.synchronize()
-                self.outputs.free(slab.out_pinned)
-                slab.out_pinned = None

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from .params import Options
-from .png import PackedEdges, png_row_bytes_1bit, png_rows_1bit
 from .reference import detect_batch
 from .sources import discover
 
@@ -71,15 +70,16 @@ class StandInBatch:
             start = time.perf_counter()
             edges = self.ring.compute(frames)
             n, (h, w) = len(frames), frames[0].shape[:2]
-            row_bytes = png_row_bytes_1bit(w) if self.ring.pack else w
             # Like the real slab, the result lives in the slab's one output buffer, which
             # the slab's next batch overwrites: a slab released before its encoders finished
             # shows up as wrong pixels in the PNGs.
-            view = self.ring.output(self.slab, n * h * row_bytes)[: n * h * row_bytes]
-            view = view.reshape(n, h, row_bytes)
+            out = self.ring.outputs[self.slab]
+            if out is None or out.size < n * h * w:
+                out = self.ring.outputs[self.slab] = np.empty(n * h * w, np.uint8)
+            view = out[: n * h * w].reshape(n, h, w)
             for i, frame_edges in enumerate(edges):
-                np.copyto(view[i], png_rows_1bit(frame_edges) if self.ring.pack else frame_edges)
-            self.edges = [PackedEdges(rows, w) for rows in view] if self.ring.pack else view
+                np.copyto(view[i], frame_edges)
+            self.edges = view
             self.gpu_ms = {
                 "upload": 0.0,
                 "kernel": (time.perf_counter() - start) * 1e3,
@@ -111,18 +111,14 @@ class StandInRing:
 
     It raises if the pipeline breaks the protocol: a slab filled while another is, more than
     ``streams`` batches in flight, a batch larger than its slab was filled for, a slab never
-    released. With ``pack``, batches come back as 1-bit PNG rows (:class:`PackedEdges`), as
-    the CUDA ring's do for 1-bit PNGs, in buffers of ``shared`` where given (the encoder
-    processes').
+    released.
     """
 
     def __init__(
-        self, size: int, streams: int, compute: Compute, max_delay_s=0.0, poison: bool = True,
-        pack: bool = False, shared=None,
-    ):  # fmt: skip
+        self, size: int, streams: int, compute: Compute, max_delay_s=0.0, poison: bool = True
+    ):
         self.size, self.streams, self.compute = size, streams, compute
         self.max_delay_s, self.poison = max_delay_s, poison
-        self.pack, self.shared = pack, shared
         self.rng = np.random.default_rng(0)
         self.lock = threading.Lock()
         self.free = [threading.Event() for _ in range(size)]
@@ -133,24 +129,6 @@ class StandInRing:
         self.turn = self.submitted = self.collected = 0
         self.filling: StandInFilling | None = None
         self.batch_sizes: list[int] = []
-
-    def output(self, slab: int, nbytes: int) -> np.ndarray:
-        """The slab's output buffer, at least ``nbytes`` (the slab is not free: no encoder
-        reads its last batch)."""
-        out = self.outputs[slab]
-        if out is None or out.size < nbytes:
-            if out is not None and self.shared is not None:
-                self.shared.free(out)
-            self.outputs[slab] = None
-            out = self.shared.allocate(nbytes) if self.shared else np.empty(nbytes, np.uint8)
-            self.outputs[slab] = out
-        return out
-
-    def close(self) -> None:
-        for slab, out in enumerate(self.outputs):
-            if out is not None and self.shared is not None:
-                self.shared.free(out)
-            self.outputs[slab] = None
 
     def fill(
         self, shape: tuple[int, ...], capacity: int, host_input: bool = True
@@ -239,12 +217,8 @@ class StandInGpuBackend:
         self.max_delay_s, self.poison = max_delay_s, poison
         self.rings: list[StandInRing] = []
 
-    def slab_ring(self, slabs: int, shared=None) -> StandInRing:
-        pack = self.options.png_bits == 1
-        ring = StandInRing(
-            slabs, self.options.streams, self.compute, self.max_delay_s, self.poison, pack,
-            shared if pack else None,
-        )  # fmt: skip
+    def slab_ring(self, slabs: int) -> StandInRing:
+        ring = StandInRing(slabs, self.options.streams, self.compute, self.max_delay_s, self.poison)
         self.rings.append(ring)
         return ring
 

@@ -20,8 +20,6 @@ READER_STAGES = ("read",)
 # "gpu_decode": a batch decoded by the GPU's JPEG engines (timed with CUDA events) or by an NVDEC
 # session (on its thread), shared by its frames.
 DECODER_STAGES = ("gpu_decode",)
-# The PNG encoder processes' stages, where a run has them (edgecli.encoders).
-ENCODER_STAGES = ("encode", "write")
 STAGE_ORDER = (
     "read", "decode", "gpu_decode", "compute", "upload", "kernel", "download", "encode", "write",
 )  # fmt: skip
@@ -120,7 +118,7 @@ class WaitClock:
 
 
 def find_bottleneck(
-    stages: dict, wall_s: float, workers: int, decode_lanes: int = 1, encoder_processes: int = 0
+    stages: dict, wall_s: float, workers: int, decode_lanes: int = 1
 ) -> tuple[str, str]:
     """The stage that kept the busiest resource busiest, and a sentence saying so; or "none"
     when even the busiest resource was busy less than BOUND_FRACTION of the wall time.
@@ -132,8 +130,7 @@ def find_bottleneck(
     or wall). The busiest names the bottleneck: the GPU stage that took it longest, the worker
     stage that took the most of the workers' time, or reading. The GPU's decoders are a
     resource of their own: the JPEG engines (one decoder thread feeds them) or the NVDEC
-    sessions (``decode_lanes`` of them side by side). So are the ``encoder_processes`` PNG
-    encoder processes, where the run had them: then the encode and write stages are theirs.
+    sessions (``decode_lanes`` of them side by side).
     """
     if not stages or wall_s <= 0:
         return "none", "no frames were processed"
@@ -141,13 +138,11 @@ def find_bottleneck(
     def busy(names, threads: int = 1) -> dict[str, float]:
         return {n: stages[n]["total_ms"] / 1e3 / (wall_s * threads) for n in stages if n in names}
 
-    encoder_stages = ENCODER_STAGES if encoder_processes else ()
-    own = DEVICE_STAGES + READER_STAGES + DECODER_STAGES + encoder_stages
+    own = DEVICE_STAGES + READER_STAGES + DECODER_STAGES
     host = busy([n for n in stages if n not in own], workers)
     device, reader = busy(DEVICE_STAGES), busy(READER_STAGES)
     engines = busy(DECODER_STAGES, decode_lanes)
-    encoders = busy(encoder_stages, encoder_processes)
-    resources = (host, device, reader, engines, encoders)
+    resources = (host, device, reader, engines)
     busiest = max((f for f in resources if f), key=lambda f: sum(f.values()))
     name = max(busiest, key=busiest.get)
     total = sum(busiest.values())
@@ -157,7 +152,6 @@ def find_bottleneck(
             id(device): "the GPU",
             id(reader): "the readers of videos and multi-frame files",
             id(engines): "the GPU's decoders",
-            id(encoders): f"the {encoder_processes} PNG encoder process(es)",
         }[id(busiest)]
         return "none", (  # percent rounded down, so 69.6% never reads "70% (under 70%)"
             f"not bound: the busiest resource, {who}, was busy {int(total * 100)}% of the wall "
@@ -173,10 +167,7 @@ def find_bottleneck(
             f"{name}-bound: the GPU's decoders (JPEG engines or {decode_lanes} NVDEC "
             f"session(s)) were busy {total:.0%} of the wall time"
         )
-    who = {
-        id(device): "the GPU was",
-        id(encoders): f"the {encoder_processes} PNG encoder process(es) were",
-    }.get(id(busiest), f"the {workers} worker thread(s) were")
+    who = "the GPU was" if busiest is device else f"the {workers} worker thread(s) were"
     return name, (
         f"{name}-bound: {who} busy {total:.0%} of the wall time, {busiest[name]:.0%} on {name}"
     )
@@ -202,7 +193,6 @@ class Summary:
     main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
     decoders: dict = field(default_factory=dict)  # frames per decoder: "cpu", "nvjpeg-hw", ...
     decode_lanes: int = 1  # the GPU decoders' sessions side by side (for the bottleneck)
-    encoder_processes: int = 0  # processes that wrote the PNGs (0: the worker threads did)
 
     @property
     def gpu_busy_fraction(self) -> float | None:
@@ -219,9 +209,7 @@ class Summary:
         return self.megapixels / self.wall_s if self.wall_s > 0 else 0.0
 
     def bottleneck(self) -> tuple[str, str]:
-        return find_bottleneck(
-            self.stages, self.wall_s, self.workers, self.decode_lanes, self.encoder_processes
-        )
+        return find_bottleneck(self.stages, self.wall_s, self.workers, self.decode_lanes)
 
     def as_json(self) -> dict:
         data = asdict(self)

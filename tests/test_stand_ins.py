@@ -85,9 +85,8 @@ def test_run_uses_the_backend_it_is_given(folder, tmp_path):
 
 def test_a_batch_is_computed_from_its_slab():
     """A ring computes a batch from the frames copied into its slab's inputs, and nothing
-    else: a slab is poisoned when filled, so a frame never copied in shows. (8-bit PNGs: the
-    edge maps come back as they are, not packed.)"""
-    options = Options(png_bits=8)
+    else: a slab is poisoned when filled, so a frame never copied in shows."""
+    options = Options()
     ring = StandInGpuBackend(options).slab_ring(3)
     frames = [photo(9, 14, seed=i) for i in range(4)]
     filling = ring.fill(frames[0].shape, capacity=5)

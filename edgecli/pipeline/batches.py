@@ -161,10 +161,11 @@ class GpuBatches:
         self.busy_ms += sum(gpu_ms.values())
         if decoded is not None:  # frames the GPU decoded: their decode's time, shared
             gpu_ms = gpu_ms | {"gpu_decode": decoded.decode_ms()}
-        for name in names:
+        encoded = CountDown(len(names), pending.release)
+        for name, frame_edges in zip(names, edges, strict=True):
             for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
                 self.clock.record(stage, ms / len(names), name)
-        self.writer.write_batch(names, list(edges), CountDown(len(names), pending.release).done)
+            self.writer.submit(self.writer.encode_write, name, frame_edges, encoded.done)
 
     def make_room(self) -> None:
         """Hand finished batches to the encoders now, not when their stream is next needed:

@@ -51,26 +51,6 @@ SPARE_SLABS = 2
 WINDOW_PER_WORKER = 2
 
 
-# Runs of fewer frames than this write their PNGs from the pool's threads: starting the encoder
-# processes (a Python each) costs more than it saves on a few frames.
-ENCODER_PROCESS_MIN_FRAMES = 64
-
-
-def start_encoders(options: Options, backend, sources: list):
-    """The run's PNG encoder processes (:mod:`edgecli.encoders`), one a worker, or None where
-    the pool's threads write the PNGs: the CPU backend (it computes on them), 8-bit PNGs (the
-    GPU does not pack them), a short run, or a system where the processes cannot start."""
-    from ..encoders import EncoderProcesses, EncodersUnavailable
-
-    frames = sum(ENCODER_PROCESS_MIN_FRAMES if s.multi_frame else 1 for s in sources)
-    if backend.runs_on_host or options.png_bits != 1 or frames < ENCODER_PROCESS_MIN_FRAMES:
-        return None
-    try:
-        return EncoderProcesses(options.worker_count)
-    except EncodersUnavailable:
-        return None
-
-
 # The worker pool's priorities: the lowest runs first. Copies into pinned memory hold up the
 # main thread, and so the GPU; an encode finishes a frame and frees its slab; a decode starts one.
 COPY, ENCODE, DECODE = 0, 1, 2
@@ -279,15 +259,14 @@ def _run_into(
     except BaseException:  # its threads could not all be started: no run, and no bar left
         state.bar.close()
         raise
-    gpu = ring = encoders = None
+    gpu = ring = None
     gpu_busy_s = None
     with pool:
+        writer = Writer(
+            pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
+            budget, keep_written=mixed,
+        )  # fmt: skip
         try:
-            encoders = start_encoders(options, backend, sources)
-            writer = Writer(
-                pool.at(ENCODE), out_dir, options, state.clock, window,
-                lambda: state.bar.update(1), budget, keep_written=mixed, encoders=encoders,
-            )  # fmt: skip
             if gpu_decoding is not None:
                 gpu = gpu_decoding()
                 if gpu.notice:
@@ -302,7 +281,7 @@ def _run_into(
                 for frame in frames:
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                ring = backend.slab_ring(options.streams + SPARE_SLABS, encoders)
+                ring = backend.slab_ring(options.streams + SPARE_SLABS)
                 gpu_busy_s = run_on_gpu(
                     ring, frames, options, pool.at(COPY), state.clock, writer, reader.waits,
                     budget.release if budget.active else None, state.failed, state.tally,
@@ -317,16 +296,10 @@ def _run_into(
                                f"open ({gpu.jpeg.failure()})")  # fmt: skip
                 gpu.close()
             pool.shutdown(wait=True, cancel_futures=True)
-            if ring is not None:
-                ring.close()
-            if encoders is not None:
-                encoders.close()  # once the PNGs sent to them are written
             state.bar.close()
     if mixed and not stop.is_set():
         resume.finish(out_dir, options, writer.written)
     summary = state.summary(backend, started, gpu_busy_s, writer, gpu, on_host=ring is None)
-    if writer.by_processes:
-        summary.encoder_processes = len(encoders.processes)
     return summary, state.clock
 
 

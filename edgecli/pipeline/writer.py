@@ -1,6 +1,4 @@
-"""Encode and write: PNG tasks on the worker pool, or on the encoder processes
-(:mod:`edgecli.encoders`) for rows the GPU packed into their shared buffers; a window of them
-outstanding."""
+"""Encode and write: PNG tasks on the worker pool, a window of them outstanding."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ import numpy as np
 
 from ..memory import FrameBudget
 from ..params import Options
-from ..png import PackedEdges, encode_png
+from ..png import encode_png
 from ..sinks import (
     write_atomic,
 )
@@ -37,7 +35,6 @@ class Writer:
         budget=None,
         *,
         keep_written: bool = False,
-        encoders=None,
     ):
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
@@ -47,29 +44,6 @@ class Writer:
         # With ``keep_written``, the output names, as each PNG is in place (what clears a
         # folder's mixed mark); else nothing is kept a frame.
         self.written: list[str] | None = [] if keep_written else None
-        self.encoders = encoders  # EncoderProcesses, or None: every PNG on the pool
-        self.by_processes = 0  # PNGs the encoder processes wrote
-
-    def write_batch(self, names: list[str], edges: list, done: Callable) -> None:
-        """A batch's PNGs, from its edge maps or packed rows; ``done`` is called once for
-        each, when its ``edges`` are no longer read. Rows in the encoder processes' buffers
-        go to them, the rest to the pool."""
-        encoders = self.encoders
-        if encoders is None or not all(isinstance(e, PackedEdges) for e in edges) \
-                or not all(encoders.owns(e.rows) for e in edges):  # fmt: skip
-            for name, frame_edges in zip(names, edges, strict=True):
-                self.submit(self.encode_write, name, frame_edges, done)
-            return
-        items = [(name, self.out_dir / name, e) for name, e in zip(names, edges, strict=True)]
-        for future in encoders.submit(items, done, self._written_by_process):
-            self._outstanding(future)
-
-    def _written_by_process(self, name: str, encode_ms: float, write_ms: float) -> None:
-        self.by_processes += 1  # on the encoders' one collector thread
-        self.clock.record("encode", encode_ms, name)
-        self.clock.record("write", write_ms, name)
-        if self.written is not None:
-            self.written.append(name)
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
@@ -93,10 +67,7 @@ class Writer:
             self.budget.release(frame.out_name)
 
     def submit(self, fn: Callable, *args) -> None:
-        self._outstanding(self.pool.submit(fn, *args))
-
-    def _outstanding(self, future: Future) -> None:
-        self.pending.append(future)
+        self.pending.append(self.pool.submit(fn, *args))
         while len(self.pending) > self.window:
             self._finish_oldest()
 
