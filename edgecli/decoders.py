@@ -69,10 +69,11 @@ def open_jpeg_decoder(backend: str, device: int) -> Future:
     """Open nvJPEG's ``backend`` decoder for ``device`` on a thread of its own, to be kept for
     :func:`take_jpeg_decoder`; the Future of :func:`jpeg_unusable_reason`'s answer. Opening
     takes 0.6-0.9 s on the H200 host, which this lets the run spend importing and starting
-    CuPy instead of waiting. A decoder already opening for that device is not opened twice."""
+    CuPy instead of waiting. A decoder opening, or opened, for that device is not opened
+    twice; one that could not open is tried again."""
     with _kept_lock:
         future = _opening.get((backend, device))
-        if future is not None:
+        if future is not None and not (future.done() and future.result() is not None):
             return future
         future = _opening[(backend, device)] = Future()
 
@@ -89,16 +90,36 @@ def open_jpeg_decoder(backend: str, device: int) -> Future:
     return future
 
 
-def open_early(options, sources: list) -> None:
-    """Start opening the JPEG engines' decoder as soon as the sources are known, where the
-    run will decode JPEGs on them (:func:`plan`'s rule): it opens while CuPy is imported."""
+def open_early(options, inputs: list[str] | None = None, sources: list | None = None) -> None:
+    """Start opening the JPEG engines' decoder where the run will decode JPEGs on them, as
+    early as that is known, so that it opens while the sources are listed and CuPy starts:
+    before listing (``inputs``), under ``--decode gpu`` (:func:`plan` opens it then in any
+    case) or where a folder INPUT holds JPEG_MIN_FILES JPEG names; after (``sources``), by
+    :func:`plan`'s rule. Opening twice is not possible (:func:`open_jpeg_decoder`)."""
     if options.decode == "cpu" or options.backend == "cpu":
         return
-    if (
-        _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
-        and not nvjpeg_missing()
-    ):
+    if sources is not None:
+        wanted = _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
+    else:
+        wanted = options.decode == "gpu" or _jpeg_names_at_least(inputs or [], JPEG_MIN_FILES)
+    if wanted:
         open_jpeg_decoder("hardware", options.device)
+
+
+def _jpeg_names_at_least(inputs: list[str], count: int) -> bool:
+    """Whether the INPUTs that are folders hold ``count`` files or more named as JPEGs (their
+    names only, not their contents: a guess, before the sources are listed)."""
+    found = 0
+    for text in inputs:
+        try:
+            with os.scandir(text) as entries:
+                for entry in entries:
+                    found += entry.name.lower().endswith(JPEG_SUFFIXES)
+                    if found >= count:
+                        return True
+        except OSError:  # not a folder (a file, a glob, nothing): the listing says what
+            continue
+    return False
 
 
 def take_jpeg_decoder(backend: str, device: int = 0):
@@ -128,15 +149,9 @@ def keep_jpeg_decoder(decoder, backend: str, device: int) -> None:
 
 
 def _opened(backend: str, device: int) -> str | None:
-    """Waits for the decoder to open (:func:`open_jpeg_decoder`): None, or why it cannot (and
-    then the next run asks again)."""
-    future = open_jpeg_decoder(backend, device)
-    reason = future.result()
-    if reason is not None:
-        with _kept_lock:
-            if _opening.get((backend, device)) is future:
-                del _opening[(backend, device)]
-    return reason
+    """Waits for the decoder to open (:func:`open_jpeg_decoder`): None, or why it cannot. (One
+    that failed earlier is tried again: the answer is the system's as it is now.)"""
+    return open_jpeg_decoder(backend, device).result()
 
 
 def _jpegs(sources: list) -> int:

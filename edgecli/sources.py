@@ -451,12 +451,18 @@ def _is_multi_frame(path: Path, suffix: str) -> bool:
     return count is None or count > 1  # None: read it frame by frame, to say which fails
 
 
+# The formats whose files may hold several frames, which their header tells.
+MAYBE_ANIMATED = (".png", ".webp", ".tif", ".tiff", ".gif")
+
+
 def classify(path: Path, out_stem: str):
     """The source for one file, by extension and (for PNG/WebP/TIFF/GIF) its header."""
     suffix = path.suffix.lower()
     if suffix in VIDEO_EXTENSIONS:
         return SequenceSource(path, out_stem, "video")
     if suffix in IMAGE_EXTENSIONS or suffix in ANIMATION_EXTENSIONS:
+        if suffix not in MAYBE_ANIMATED:
+            return ImageSource(path, out_stem + ".png")  # a JPEG, say: one frame, by its format
         try:
             with open(path, "rb") as handle:
                 head = handle.read(4096)

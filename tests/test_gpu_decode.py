@@ -8,7 +8,10 @@ is queued, so a pixel the conversion never wrote fails the comparison.
 from __future__ import annotations
 
 import shutil
+import signal
 import struct
+import subprocess
+import time
 from pathlib import Path
 
 import cv2
@@ -17,8 +20,9 @@ import pytest
 
 import edgecli
 from edgecli.errors import FrameError
+from edgecli.resume import MANIFEST_NAME
 
-from .helpers import DATA, same_pixels
+from .helpers import DATA, edgecli_command, same_pixels
 from .media import photo
 
 pytestmark = pytest.mark.gpu
@@ -238,3 +242,41 @@ def test_truncated_clip_fails_as_on_the_cpu(nvdec, tmp_path):
     clip.write_bytes(data[: len(data) // 2])
     cpu, auto = run_both(clip, tmp_path, on_error="skip")
     assert auto.failed == cpu.failed
+
+
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"),
+                                             (signal.SIGTERM, 143, "SIGTERM")])  # fmt: skip
+def test_a_signal_mid_run_stops_gpu_decoding_cleanly(gpu_decode, tmp_path, sig, code, name):
+    """SIGINT/SIGTERM to `edgecli run --decode gpu` while the engines decode: it stops early
+    with its summary and exit 130/143, leaving only whole PNGs, each equal to --decode cpu's."""
+    files = tmp_path / "files"
+    files.mkdir()
+    for i in range(12):
+        (files / f"p{i:02d}.jpg").write_bytes(jpeg(photo(1080, 1920, seed=i)))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(720):  # links cycling over the 12: a run of seconds with one worker
+        (folder / f"f{i:03d}.jpg").symlink_to(files / f"p{i % 12:02d}.jpg")
+    out = tmp_path / "out"
+    command = [*edgecli_command(), "run", str(folder), "-o", str(out), "--decode", "gpu"]
+    process = subprocess.Popen(
+        [*command, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if out.exists() and len(list(out.glob("*.png"))) >= 24:
+            break
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == code, stderr
+    assert f"Error: interrupted by {name}; " in stderr and "interrupted:" in stderr
+    assert [p.name for p in out.iterdir() if p.suffix != ".png"] in ([], [MANIFEST_NAME])
+    written = sorted(p.name for p in out.glob("*.png"))
+    assert 24 <= len(written) < 720
+    reference = tmp_path / "cpu"
+    edgecli.process(files, reference, backend="cpu")
+    for name in written:
+        source = f"p{int(name[1:4]) % 12:02d}.png"
+        assert (out / name).read_bytes() == (reference / source).read_bytes(), name

@@ -133,6 +133,8 @@ def run(
         for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
         if path is not None
     }
+    if backend is None:  # the JPEG engines' decoder opens while the sources are listed
+        open_early(options, inputs=inputs)
     sources = checked_sources(inputs, output, options, reports)
     if options.shard is not None:
         # Names and inputs were checked across the whole run above; this process does its part.
@@ -151,7 +153,7 @@ def run(
             )
             return _empty_shard(output, options, reports, started)
     if backend is None:
-        open_early(options, sources)  # the JPEG engines' decoder opens while CuPy starts
+        open_early(options, sources=sources)  # or else now, while CuPy starts
         choice = select_backend(options)
         if choice.notice:
             notify(choice.notice)
