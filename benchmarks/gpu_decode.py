@@ -156,7 +156,8 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
     """Decode-only (and conversion) rates of the JPEG engines and NVDEC, 1080p."""
     import cupy as cp
 
-    from edgecli import gpu_decode, nvjpeg
+    from edgecli.decode import gpu as gpu_decode
+    from edgecli.decode import nvjpeg
 
     rates: dict = {}
     files = [p.read_bytes() for p in sorted(jpeg_dir.iterdir())[:64]]

@@ -409,11 +409,11 @@ def decoder_lines() -> list[str]:
     """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from .decoders import jpeg_unusable_reason, video_unusable_reason
+    from .decode.plan import jpeg_unusable_reason, video_unusable_reason
 
     why = jpeg_unusable_reason("hardware")
     if why is None:
-        from .nvjpeg import version as nvjpeg_version
+        from .decode.nvjpeg import version as nvjpeg_version
 
         jpeg = f"GPU, the JPEG engines (nvJPEG {nvjpeg_version()})"
     else:

@@ -423,8 +423,8 @@ class CudaBackend:
         launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
 
     def gpu_decoders(self, options: Options, sources: list):
-        """What decodes on the GPU in a run of ``sources`` (:func:`edgecli.decoders.plan`)."""
-        from .decoders import plan
+        """What decodes on the GPU in a run of ``sources`` (:func:`edgecli.decode.plan.plan`)."""
+        from .decode.plan import plan
 
         return plan(options, sources)
 

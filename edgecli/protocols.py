@@ -1,6 +1,6 @@
 """The interfaces the pipeline drives, written down once: a backend, the GPU path's ring of
 slabs, and what GPU decoding hands it. The CUDA implementations are :mod:`edgecli.gpu`,
-:mod:`edgecli.streaming` and :mod:`edgecli.gpu_decode`; the CPU backend is
+:mod:`edgecli.streaming` and :mod:`edgecli.decode.gpu`; the CPU backend is
 :class:`edgecli.backends.CpuBackend`; :mod:`edgecli.testing` has stand-ins for each, which run
 the pipeline's GPU path on host threads. Typing only: nothing here runs.
 """

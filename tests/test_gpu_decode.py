@@ -41,13 +41,13 @@ SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (17, 33), (33, 17), (1079, 1917)]
 
 @pytest.fixture(scope="module")
 def gpu_decode(gpu):
-    """edgecli.gpu_decode, or a skip naming the GPU decoder that cannot run here."""
-    from edgecli import decoders
+    """edgecli.decode.gpu, or a skip naming the GPU decoder that cannot run here."""
+    from edgecli.decode import plan as decoders
 
     reason = decoders.jpeg_unusable_reason("hardware")
     if reason is not None:
         pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
-    from edgecli import gpu_decode
+    from edgecli.decode import gpu as gpu_decode
 
     return gpu_decode
 
@@ -58,7 +58,8 @@ def engines_from_the_first_file(request, monkeypatch):
     to the CPU while they open: the decoder each file gets is then known."""
     if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
         return
-    from edgecli import decoders, gpu_decode
+    from edgecli.decode import gpu as gpu_decode
+    from edgecli.decode import plan as decoders
 
     monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
     monkeypatch.setattr(gpu_decode.JpegDecoder, "ready", lambda self: self.opened.result() is None)
@@ -66,7 +67,7 @@ def engines_from_the_first_file(request, monkeypatch):
 
 @pytest.fixture(scope="module")
 def nvdec(gpu_decode):
-    from edgecli import decoders
+    from edgecli.decode import plan as decoders
 
     reason = decoders.video_unusable_reason()
     if reason is not None:
@@ -79,7 +80,7 @@ def poisoned_conversions(request, monkeypatch):
     """Poison the frames each conversion kernel writes, on its stream, just before it runs."""
     if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
         return
-    from edgecli import gpu_decode
+    from edgecli.decode import gpu as gpu_decode
 
     jpeg, nv12 = gpu_decode.launch_jpeg_to_bgr, gpu_decode.launch_nv12_to_bgr
 

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli import decoders
+from edgecli.decode import plan as decoders
 from edgecli.errors import EXIT_CUDA_UNUSABLE, EXIT_USAGE, CudaUnavailableError, FrameError
 from edgecli.params import Options
 from edgecli.pipeline import run

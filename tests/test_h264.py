@@ -1,4 +1,4 @@
-"""edgecli.h264.stream_reason on clips made by imageio-ffmpeg's ffmpeg, checked against what
+"""edgecli.decode.h264.stream_reason on clips made by imageio-ffmpeg's ffmpeg, checked against what
 cv2.VideoCapture does with them: every clip it admits converts to cv2's BGR with the BT.601
 limited-range table, and the colour reasons it gives are conversions cv2 really does otherwise.
 """
@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli import h264, yuv
+from edgecli.decode import h264, yuv
 
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
 from tests.clips import FFMPEG, decode_planes  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-GPU_MODULES = ["edgecli.streaming", "edgecli.gpu", "edgecli.gpu_decode", "edgecli.cluster"]
+GPU_MODULES = ["edgecli.streaming", "edgecli.gpu", "edgecli.decode.gpu", "edgecli.cluster"]
 
 
 @pytest.mark.parametrize("module", GPU_MODULES)

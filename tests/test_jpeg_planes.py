@@ -1,4 +1,4 @@
-"""edgecli.jpeg_planes against cv2.imdecode: a JPEG's decoded planes give imdecode's BGR exactly."""
+"""edgecli.decode.jpeg_planes against cv2.imdecode: the planes give imdecode's BGR exactly."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edgecli.jpeg_planes import (
+from edgecli.decode.jpeg_planes import (
     SUBSAMPLINGS,
     JpegHeader,
     apply_exif_orientation,

@@ -7,7 +7,7 @@ import platform
 import numpy as np
 import pytest
 
-from edgecli import yuv
+from edgecli.decode import yuv
 
 # The clips are made and decoded to planes by imageio-ffmpeg's ffmpeg (a dev extra, so make
 # test has it; the GPU host has not, and runs only the gpu-marked tests).

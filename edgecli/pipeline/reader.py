@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, partial
 
-from ..decoders import JPEG_SUFFIXES, EncodedJpeg
+from ..decode.plan import JPEG_SUFFIXES, EncodedJpeg
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
@@ -250,7 +250,7 @@ class FrameReader:
     def _read_for_gpu(self, source) -> Frame | object:
         """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
         it decodes the file exactly, else the CPU's frame (from the bytes read)."""
-        from ..jpeg_planes import parse_header
+        from ..decode.jpeg_planes import parse_header
 
         data = read_file(source.path)
         header = parse_header(data) if data[:2] == b"\xff\xd8" else None

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from .. import resume
 from ..backends import select_backend
-from ..decoders import open_early
+from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from ..params import Options, check_path

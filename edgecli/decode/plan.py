@@ -1,11 +1,11 @@
 """Which decoder decodes what: ``--decode auto|cpu|gpu`` (no CuPy here).
 
 ``auto`` puts a JPEG on the GPU's JPEG engines (nvJPEG's hardware backend) and a video on NVDEC
-wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.jpeg_planes.
-parse_header`, :func:`edgecli.gpu_decode.nvdec_reason`); ``gpu`` also uses nvJPEG's CUDA
+wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.decode.jpeg_planes.
+parse_header`, :func:`edgecli.decode.gpu.nvdec_reason`); ``gpu`` also uses nvJPEG's CUDA
 backend on GPUs without JPEG engines (its IDCT differs from libjpeg-turbo's by up to 3 levels)
 and fails (exit 4) where no GPU decoder can run; ``cpu`` never decodes on the GPU. The
-decoders themselves are :mod:`edgecli.gpu_decode`.
+decoders themselves are :mod:`edgecli.decode.gpu`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def open_jpeg_decoder(backend: str, device: int) -> Future:
         future = _opening[(backend, device)] = Future()
 
     def opening() -> None:
-        from .driver import make_current
+        from ..driver import make_current
 
         try:
             make_current(device)
@@ -211,7 +211,7 @@ def plan(options, sources: list):
     Under ``auto`` the JPEG engines open while the run starts, and JPEGs decode on the CPU
     until they are open (or for the whole run, if they cannot open); ``gpu`` opens them here,
     so that a GPU without them is known before anything is written."""
-    from .errors import CudaUnavailableError
+    from ..errors import CudaUnavailableError
 
     wants_gpu = options.decode == "gpu"
     jpegs = _jpegs(sources)
@@ -256,6 +256,6 @@ def plan(options, sources: list):
 
 def _gpu_decoders():
     """gpu_decode.GpuDecoders, imported only when a run decodes on the GPU (it imports CuPy)."""
-    from .gpu_decode import GpuDecoders
+    from .gpu import GpuDecoders
 
     return GpuDecoders

@@ -51,10 +51,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .cache import cache_dir
-from .cpu import opencv_build_key
-from .errors import OutputError
-from .sinks import write_atomic
+from ..cache import cache_dir
+from ..cpu import opencv_build_key
+from ..errors import OutputError
+from ..sinks import write_atomic
 
 TABLE_SHAPE = (256, 256, 256, 3)
 

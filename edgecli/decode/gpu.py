@@ -16,8 +16,8 @@ from functools import cache
 import cupy
 import numpy as np
 
-from .decoders import EncodedJpeg, import_nvc
-from .errors import FrameError, GpuMemoryError, KernelBuildError
+from ..errors import FrameError, GpuMemoryError, KernelBuildError
+from .plan import EncodedJpeg, import_nvc
 
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)
@@ -30,7 +30,7 @@ KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr")
 
 @cache
 def _module(device: int) -> dict:
-    from .gpu import compute_capability, load_kernels
+    from ..gpu import compute_capability, load_kernels
 
     major, minor = compute_capability(device)
     with cupy.cuda.Device(device):
@@ -236,7 +236,7 @@ class JpegDecoder:
         self.opened = self.executor.submit(self._open)
 
     def _open(self) -> None:
-        from .decoders import take_jpeg_decoder
+        from .plan import take_jpeg_decoder
 
         cupy.cuda.Device(self.device).use()
         self.decoder = take_jpeg_decoder(self.backend, self.device)
@@ -308,7 +308,7 @@ class JpegDecoder:
         return DeviceBatch(names, sources, frames, ready, slot, {self.name: n}, (), started)
 
     def _on_cpu(self, items, slot, frames, started, ready) -> DeviceBatch:
-        from .sources import decode_image
+        from ..sources import decode_image
 
         names, sources, errors, decoded = [], [], [], []
         for item in items:
@@ -330,7 +330,7 @@ class JpegDecoder:
         return DeviceBatch(names, sources, frames, ready, slot, {CPU: len(names)}, errors, started)
 
     def close(self) -> None:
-        from .decoders import keep_jpeg_decoder
+        from .plan import keep_jpeg_decoder
 
         self.stop.set()
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -443,7 +443,7 @@ class VideoFleet:
         the frames its container declares (a truncated or damaged file), the CPU decodes the
         rest, as it would without GPU decoding: its frames, and its error if it has one."""
         nvc = import_nvc()
-        from .sources import check_size
+        from ..sources import check_size
 
         source, path = job.source, job.source.path
         try:
@@ -618,7 +618,7 @@ def nvdec_reason(path) -> str | None:
     """None when NVDEC and ``nv12_to_bgr`` give exactly cv2.VideoCapture's frames of the video
     at ``path``: 8-bit 4:2:0 progressive H.264 in MP4 or QuickTime, BT.601 (or untagged)
     limited range; else why not. The demuxer reports codec, depth and sampling, but not the
-    stream's colour tags (it said "unspecified" of a BT.709 clip): :mod:`edgecli.h264` reads
+    stream's colour tags (it said "unspecified" of a BT.709 clip): :mod:`edgecli.decode.h264` reads
     those from the SPS and the container, as FFmpeg resolves them for cv2."""
     from .h264 import stream_reason
 

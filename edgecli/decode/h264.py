@@ -1,7 +1,7 @@
 """Whether an MP4/QuickTime video is one whose frames NVDEC and ``yuv.nv12_to_bgr`` reproduce.
 
 H.264 decoding is exact, so NVDEC's Y/U/V planes equal FFmpeg's, and what must match
-cv2.VideoCapture is only the conversion to BGR: :mod:`edgecli.yuv` reproduces swscale's
+cv2.VideoCapture is only the conversion to BGR: :mod:`edgecli.decode.yuv` reproduces swscale's
 BT.601 limited-range conversion of 8-bit 4:2:0, so only streams that cv2 converts that way may
 go to NVDEC. The demuxer that feeds NVDEC reports codec, depth and chroma sampling but not the
 colour tags (it said "unspecified" of a BT.709 clip), so :func:`stream_reason` reads them from
