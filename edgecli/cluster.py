@@ -29,6 +29,7 @@ from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
 from .pipeline import checked_sources, summary_params
+from .shards import partition
 from .sinks import (
     check_output_name,
     discard_reports,
@@ -88,9 +89,11 @@ class ClusterSummary(Summary):
 
 
 def run_shard(
-    inputs: list[str], output: str, options: Options, backend=None, stop_name: str | None = None
-) -> dict:
-    """One task, on a Dask worker: the ordinary pipeline on shard ``options.shard``.
+    inputs: list[str], output: str, options: Options, backend=None, stop_name: str | None = None,
+    sources: list | None = None,
+) -> dict:  # fmt: skip
+    """One task, on a Dask worker: the ordinary pipeline on shard ``options.shard``, whose
+    ``sources`` the client listed and checked (with None, the task lists them itself).
 
     An edgecli error is returned (message and exit code) rather than raised: it is the run's
     answer (a corrupt frame under --on-error fail, say), which a retry would only repeat.
@@ -119,7 +122,7 @@ def run_shard(
     try:
         from .pipeline import run
 
-        summary = run(inputs, output, options, backend=backend, stop=stop)
+        summary = run(inputs, output, options, backend=backend, stop=stop, sources=sources)
     except EdgecliError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}
     finally:
@@ -341,7 +344,7 @@ def run_on_cluster(
         report_files = open_reports(reports)
         try:
             summary = _run_tasks(
-                client, inputs, out_dir, options, scheduler, kind, len(sources),
+                client, inputs, out_dir, options, scheduler, kind, sources,
                 progress=progress, warn=warn, stop=stop, backend=backend, started=started,
             )  # fmt: skip
         except BaseException:
@@ -359,7 +362,7 @@ def run_on_cluster(
 
 
 def _run_tasks(
-    client, inputs, out_dir, options, scheduler, kind, n_sources, *, progress, warn, stop,
+    client, inputs, out_dir, options, scheduler, kind, sources, *, progress, warn, stop,
     backend, started,
 ) -> ClusterSummary:  # fmt: skip
     from distributed import Event, as_completed
@@ -369,7 +372,10 @@ def _run_tasks(
     remove_stale_temporaries(out_dir)
     resume.begin(out_dir, options)
     n_workers = max(1, len(client.scheduler_info()["workers"]))
-    n = max(1, min(n_sources, TASKS_PER_WORKER * n_workers))
+    n = max(1, min(len(sources), TASKS_PER_WORKER * n_workers))
+    # Listed and checked once, here: each task gets its own shard's sources, and lists nothing
+    # (2400 linked files took 0.45 s to list and check on the H200 host: 8 tasks paid it 8 times).
+    shards = partition(sources, n)
     stop_name = f"edgecli-stop-{os.getpid()}-{started}"
     futures = [
         client.submit(
@@ -379,6 +385,7 @@ def _run_tasks(
             task_options(options, kind, n_workers, i, n),
             backend,
             stop_name,
+            shards[i],
             key=f"edgecli-shard-{i}-of-{n}-{os.getpid()}-{started}",
             pure=False,
             retries=TASK_RETRIES,

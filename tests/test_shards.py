@@ -143,6 +143,22 @@ def test_library_refuses_a_bad_shard(media, tmp_path):
 
 
 @pytest.mark.parametrize("case", CASES)
+def test_a_shard_given_its_sources_runs_those(media, tmp_path, case):
+    """As a cluster's tasks run: the client lists and partitions the sources once, and each
+    shard run takes the ones it is handed, listing nothing. Handed every source, shard 0 of
+    3 leaves the folder as a plain run does (from its own listing it would do a third)."""
+    from edgecli.params import Options
+    from edgecli.pipeline import run
+
+    clean = folder_bytes(plain_run(media, case, tmp_path / "clean"))
+    inputs = cli_inputs(media, case)
+    options = Options(backend="cpu", workers=1, shard=(0, 3))
+    summary = run(inputs, tmp_path / "given", options, sources=discover_inputs(inputs))
+    assert summary.frames == len(clean) - 1 and summary.params["shard"] == "0/3"
+    assert folder_bytes(tmp_path / "given") == clean
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_shards_one_after_another_equal_a_plain_run(media, tmp_path, case):
     """For n = 1, 2, 3 and 7, the n shard runs into one folder leave it byte for byte as one
     plain run leaves it: every PNG, and the run's record."""

@@ -108,6 +108,7 @@ def run(
     timings_csv: str | Path | None = None,
     json_summary: str | Path | None = None,
     backend=None,
+    sources: list | None = None,
 ) -> Summary:
     """Process every frame ``inputs`` name (one INPUT or a list, in order) into PNGs in
     ``output``; return the summary.
@@ -119,7 +120,10 @@ def run(
     only if the run returns (their names are checked, and their temporaries made, before any
     frame is read).
     ``backend``, if given, is used instead of the one ``options.backend`` selects: a
-    stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark.
+    stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark. ``sources``, if
+    given, are this process's sources of ``inputs``, already listed, checked against the
+    output folder and (with ``options.shard``) split: a cluster's client does that once for
+    all its tasks (:mod:`edgecli.cluster`), which then skip it.
     """
     started = time.perf_counter()
     notify = notify or (lambda message: None)  # information: which backend, and why
@@ -133,25 +137,28 @@ def run(
         for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
         if path is not None
     }
-    if backend is None:  # the JPEG engines' decoder opens while the sources are listed
-        open_early(options, inputs=inputs)
-    sources = checked_sources(inputs, output, options, reports)
-    if options.shard is not None:
-        # Names and inputs were checked across the whole run above; this process does its part.
-        run_size = len(sources)
-        sources = shard_of(sources, *options.shard)
-        if not sources:
-            # What would fail its sibling shards fails it too: an output path that is a file,
-            # a CUDA backend asked for that cannot run here.
-            if Path(output).exists() and not Path(output).is_dir():
-                raise OutputError(f"{output}: output path exists and is not a folder")
-            if backend is None and options.backend == "cuda":
-                select_backend(options)
-            notify(
-                f"shard {format_shard(options.shard)} has no sources (the run has {run_size}, "
-                "split by size); nothing to do, nothing written"
-            )
-            return _empty_shard(output, options, reports, started)
+    run_size = None
+    if sources is None:
+        if backend is None:  # the JPEG engines' decoder opens while the sources are listed
+            open_early(options, inputs=inputs)
+        sources = checked_sources(inputs, output, options, reports)
+        if options.shard is not None:
+            # Names and inputs were checked across the whole run; this process does its part.
+            run_size = len(sources)
+            sources = shard_of(sources, *options.shard)
+    if options.shard is not None and not sources:
+        # What would fail its sibling shards fails it too: an output path that is a file,
+        # a CUDA backend asked for that cannot run here.
+        if Path(output).exists() and not Path(output).is_dir():
+            raise OutputError(f"{output}: output path exists and is not a folder")
+        if backend is None and options.backend == "cuda":
+            select_backend(options)
+        of = f"the run has {run_size}, split by size" if run_size is not None else "split by size"
+        notify(
+            f"shard {format_shard(options.shard)} has no sources ({of}); nothing to do, "
+            "nothing written"
+        )
+        return _empty_shard(output, options, reports, started)
     if backend is None:
         open_early(options, sources=sources)  # or else now, while CuPy starts
         choice = select_backend(options)
