@@ -289,86 +289,113 @@ class FrameReader:
             yield self._failure(item) if isinstance(item, FrameError) else item
 
     def _in_order(self, sources: list) -> Iterator[Frame | Failure | object]:
-        pending: deque[Future] = deque()  # still images on the pool, oldest first
-        reader: RunAhead | None = None  # the sequence being read
-        following: RunAhead | None = None  # the next one's reader, once started
-        following_turn = threading.Event()  # set when the next one becomes the one read
+        return _InOrder(self, sources).items()
 
-        jpeg = self.gpu.jpeg if self.gpu is not None else None
-        group: list = []  # EncodedJpegs for the GPU's next batch, in order, sharing a key
 
-        def flush() -> Iterator:
-            if group:
-                yield jpeg.submit(list(group))
-                group.clear()
+class _InOrder:
+    """One pass of :meth:`FrameReader.frames` over its host-decoded sources, in order: the
+    still images on the pool (oldest first; a window of them at most), the JPEGs read for the
+    GPU's decoder, grouped into its next batch (in order, sharing a key), and the sequence
+    being read, with the next one read ahead."""
 
-        def oldest() -> Iterator:
-            with self.waits.timed("decode"):
-                item = pending.popleft().result()
-            if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
-                full = len(group) >= jpeg.batch_for(item.header)
-                if group and (item.key() != group[0].key() or full):
-                    yield from flush()
-                group.append(item)
-                return
-            yield from flush()
-            yield item
+    def __init__(self, reader: FrameReader, sources: list):
+        self.reader, self.sources = reader, sources
+        self.pending: deque[Future] = deque()  # still images on the pool, oldest first
+        self.current: RunAhead | None = None  # the sequence being read
+        self.following: RunAhead | None = None  # the next one's reader, once started
+        self.following_turn = threading.Event()  # set when the next one becomes the one read
+        self.jpeg = reader.gpu.jpeg if reader.gpu is not None else None
+        self.group: list = []  # EncodedJpegs for the GPU's next batch
 
+    def items(self) -> Iterator[Frame | Failure | object]:
         try:
-            for i, source in enumerate(sources):
+            for i, source in enumerate(self.sources):
                 if source.multi_frame:
-                    if following is None:
-                        turn = threading.Event()
-                        reader = self._sequence(source, self.window, turn)
-                    else:
-                        reader, turn, following = following, following_turn, None
-                    # Its turn: its frames reserve memory from now on, and it reads at full
-                    # depth. Read ahead as the next one, it held at most FOLLOWING_DEPTH + 1
-                    # frames unreserved: reserving them could wait for room that only the
-                    # sequence before it, waiting for its turn to come, would give back.
-                    turn.set()
-                    reader.widen(self.window)
-                    if i + 1 < len(sources) and sources[i + 1].multi_frame:
-                        following_turn = threading.Event()
-                        following = self._sequence(sources[i + 1], FOLLOWING_DEPTH, following_turn)
-                    while pending:  # the images before it come first
-                        yield from oldest()
-                    yield from flush()
-                    yield from reader  # its frames, read ahead in the reader's own queue
-                    continue
-                header_pixels = cache(partial(declared_pixels, source.path))  # read once
-                # A JPEG for the GPU's decoder holds no decoded frame on the host: it reserves
-                # nothing, and its header is not read here, on the main thread, where each
-                # system call waits to win the GIL back from busy workers (a third of the main
-                # thread's time at the engines' rate). Only --max-memory, a limit the user set,
-                # still has every file's size weighed first, for the few the CPU decodes.
-                for_gpu = jpeg is not None and source.path.suffix.lower() in JPEG_SUFFIXES
-                if self.wanted(source.out_name, header_pixels):
-                    try:
-                        weigh = not for_gpu or self.options.max_memory is not None
-                        cost = self._cost(header_pixels) if weigh else 0
-                        while not self.budget.try_reserve(source.out_name, cost, str(source.path)):
-                            if not pending:  # all it waits for is downstream: given back
-                                self.budget.reserve(source.out_name, cost, str(source.path))
-                                break
-                            yield from oldest()
-                    except FrameError as exc:
-                        yield self._failure(exc)
-                        continue
-                    if for_gpu:
-                        task = self.read_pool.submit(self._decode, source, self._read_for_gpu)
-                        pending.append(task)
-                    else:
-                        pending.append(self.pool.submit(self._decode, source))
+                    yield from self._sequence(i, source)
                 else:
-                    self._skipped()
-                while len(pending) >= self.window:
-                    yield from oldest()
-            while pending:
-                yield from oldest()
-            yield from flush()
+                    yield from self._image(source)
+            while self.pending:
+                yield from self._oldest()
+            yield from self._flush()
         finally:  # the run may end early: stop the readers' threads
-            self.budget.cancel()  # a reader waiting for room would never get it
-            for started in (reader, following):
+            self.reader.budget.cancel()  # a reader waiting for room would never get it
+            for started in (self.current, self.following):
                 if started is not None:
                     started.close()
+
+    def _flush(self) -> Iterator:
+        """The JPEGs grouped so far, to the GPU's decoder as one batch."""
+        if self.group:
+            yield self.jpeg.submit(list(self.group))
+            self.group.clear()
+
+    def _oldest(self) -> Iterator:
+        """The oldest still image's frame or failure, once decoded; a JPEG read for the GPU
+        joins the group instead (which goes first where it cannot join)."""
+        with self.reader.waits.timed("decode"):
+            item = self.pending.popleft().result()
+        if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
+            group = self.group
+            full = len(group) >= self.jpeg.batch_for(item.header)
+            if group and (item.key() != group[0].key() or full):
+                yield from self._flush()
+            group.append(item)
+            return
+        yield from self._flush()
+        yield item
+
+    def _sequence(self, i: int, source) -> Iterator:
+        """A video's (or multi-frame file's) frames, after the images before it."""
+        reader, sources = self.reader, self.sources
+        if self.following is None:
+            turn = threading.Event()
+            self.current = reader._sequence(source, reader.window, turn)
+        else:
+            self.current, turn, self.following = self.following, self.following_turn, None
+        # Its turn: its frames reserve memory from now on, and it reads at full depth. Read
+        # ahead as the next one, it held at most FOLLOWING_DEPTH + 1 frames unreserved:
+        # reserving them could wait for room that only the sequence before it, waiting for
+        # its turn to come, would give back.
+        turn.set()
+        self.current.widen(reader.window)
+        if i + 1 < len(sources) and sources[i + 1].multi_frame:
+            self.following_turn = threading.Event()
+            self.following = reader._sequence(sources[i + 1], FOLLOWING_DEPTH, self.following_turn)
+        while self.pending:  # the images before it come first
+            yield from self._oldest()
+        yield from self._flush()
+        yield from self.current  # its frames, read ahead in the reader's own queue
+
+    def _image(self, source) -> Iterator:
+        """A still image: to the pool (or, a JPEG for the GPU, to be read), once the budget
+        has room for it; the oldest ones out while the window is full."""
+        reader = self.reader
+        header_pixels = cache(partial(declared_pixels, source.path))  # read once
+        # A JPEG for the GPU's decoder holds no decoded frame on the host: it reserves nothing,
+        # and its header is not read here, on the main thread, where each system call waits to
+        # win the GIL back from busy workers (a third of the main thread's time at the engines'
+        # rate). Only --max-memory, a limit the user set, still has every file's size weighed
+        # first, for the few the CPU decodes.
+        for_gpu = self.jpeg is not None and source.path.suffix.lower() in JPEG_SUFFIXES
+        if reader.wanted(source.out_name, header_pixels):
+            try:
+                weigh = not for_gpu or reader.options.max_memory is not None
+                cost = reader._cost(header_pixels) if weigh else 0
+                while not reader.budget.try_reserve(source.out_name, cost, str(source.path)):
+                    if not self.pending:  # all it waits for is downstream: given back
+                        reader.budget.reserve(source.out_name, cost, str(source.path))
+                        break
+                    yield from self._oldest()
+            except FrameError as exc:
+                yield reader._failure(exc)
+                return
+            if for_gpu:
+                self.pending.append(
+                    reader.read_pool.submit(reader._decode, source, reader._read_for_gpu)
+                )
+            else:
+                self.pending.append(reader.pool.submit(reader._decode, source))
+        else:
+            reader._skipped()
+        while len(self.pending) >= reader.window:
+            yield from self._oldest()
