@@ -21,14 +21,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .cluster_summary import ClusterSummary, merge
 from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
-from .pipeline import checked_sources, summary_params
+from .pipeline import checked_sources
 from .shards import partition
 from .sinks import (
     check_output_name,
@@ -39,7 +40,6 @@ from .sinks import (
     write_reports,
 )
 from .sources import input_list
-from .timing import Summary
 
 # A scheduler that does not answer within this many seconds fails the run (Dask's own
 # distributed.comm.timeouts.connect, 30 s by default, bounds it where shorter).
@@ -61,31 +61,6 @@ WORKER_ENVIRONMENT = {
 }
 POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
 STOP_POLL_S = 0.5  # how often a task asks the scheduler whether the client said stop
-
-
-@dataclass
-class ClusterSummary(Summary):
-    """A :class:`Summary` merged from a cluster's tasks, and what each Dask worker did."""
-
-    scheduler: str = ""
-    tasks: int = 0
-    # One entry a Dask worker: its address and host, tasks and frames, the seconds its
-    # tasks ran, and its frames per second over them.
-    workers_detail: list[dict] = field(default_factory=list)
-
-    def format_text(self) -> str:
-        lines = [super().format_text()]
-        lines.append(
-            f"  cluster {self.scheduler}: {self.tasks} task(s) on "
-            f"{len(self.workers_detail)} Dask worker(s)"
-        )
-        for w in self.workers_detail:
-            where = w["host"] + (f", GPU {w['device']}" if "device" in w else "")
-            lines.append(
-                f"    {w['worker']} ({where}): {w['tasks']} task(s), {w['frames']} "
-                f"frame(s) in {w['busy_s']:.2f} s ({w['fps']:.1f} fps)"
-            )
-        return "\n".join(lines)
 
 
 def run_shard(
@@ -228,67 +203,6 @@ def gpu_cluster(devices: list[str]):
     }
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=50)
-
-
-def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, output: str,
-          options: Options, interrupted: bool) -> ClusterSummary:  # fmt: skip
-    """One summary from the tasks' ``results`` (in shard order): counts and stage totals
-    summed, each stage's p50 and p95 the largest of the tasks', the wall time the client's."""
-    summaries = [r["summary"] for r in results]
-    stages: dict[str, dict] = {}
-    for s in summaries:
-        for name, st in s["stages"].items():
-            merged = stages.setdefault(
-                name, {"count": 0, "total_ms": 0.0, "mean_ms": 0.0, "p50_ms": 0.0, "p95_ms": 0.0}
-            )
-            merged["count"] += st["count"]
-            merged["total_ms"] += st["total_ms"]
-            merged["p50_ms"] = max(merged["p50_ms"], st["p50_ms"])
-            merged["p95_ms"] = max(merged["p95_ms"], st["p95_ms"])
-    for st in stages.values():
-        st["mean_ms"] = st["total_ms"] / st["count"] if st["count"] else 0.0
-    waits: dict[str, float] = {}
-    for s in summaries:
-        for name, seconds in s["main_thread_waits_s"].items():
-            waits[name] = waits.get(name, 0.0) + seconds
-    detail: dict[str, dict] = {}
-    threads: dict[str, int] = {}
-    for r in results:
-        w = detail.setdefault(
-            r["worker"],
-            {"worker": r["worker"], "host": r["host"], "tasks": 0, "frames": 0, "busy_s": 0.0},
-        )
-        if r.get("device") is not None:
-            w["device"] = r["device"]
-        w["tasks"] += 1
-        w["frames"] += r["summary"]["frames"]
-        w["busy_s"] += r["task_s"]
-        threads[r["worker"]] = max(threads.get(r["worker"], 0), r["summary"]["workers"])
-    for w in detail.values():
-        w["fps"] = round(w["frames"] / w["busy_s"], 2) if w["busy_s"] > 0 else 0.0
-        w["busy_s"] = round(w["busy_s"], 4)
-    busy = [s["gpu_busy_s"] for s in summaries if s["gpu_busy_s"] is not None]
-    ran = [s for s in summaries if s["backend"] != "none"]  # "none": a shard with no sources
-    first = ran[0] if ran else {"backend": options.backend, "device": ""}
-    return ClusterSummary(
-        frames=sum(s["frames"] for s in summaries),
-        failed=[f for s in summaries for f in s["failed"]],
-        wall_s=wall_s,
-        backend=first["backend"],
-        device=first["device"],
-        params=summary_params(options),
-        workers=sum(threads.values()),
-        output=output,
-        stages=stages,
-        megapixels=sum(s["megapixels"] for s in summaries),
-        skipped_existing=sum(s["skipped_existing"] for s in summaries),
-        interrupted=interrupted,
-        gpu_busy_s=sum(busy) if busy else None,
-        main_thread_waits_s=waits,
-        scheduler=scheduler,
-        tasks=tasks,
-        workers_detail=sorted(detail.values(), key=lambda w: w["worker"]),
-    )
 
 
 def run_on_cluster(

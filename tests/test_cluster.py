@@ -85,6 +85,7 @@ def test_merged_summary_lists_a_failure_once(media, tmp_path, scheduler):
     assert result.exit_code == 3, result.output
     summary = json.loads(report.read_text())
     assert summary["frames"] == 6 + 3 * 5
+    assert summary["decoders"] == {"cpu": 6 + 3 * 5}
     assert [f["source"] for f in summary["failed"]] == [str(media / "bad.png")]
     assert result.output.count(f"skipped {media / 'bad.png'}") == 1
     assert sum(w["frames"] for w in summary["workers_detail"]) == summary["frames"]
