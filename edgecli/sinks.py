@@ -58,7 +58,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     atomic), which replaces the final name only once it is fully written and closed. It is
     created with mode 0666, less the umask, as any new file. Four system calls (open, write,
     close, rename), no more: each lets go of the GIL and must win it back (see
-    sources.read_file).
+    decode.cpu.read_file).
     """
     temp = None
     try:

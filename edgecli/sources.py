@@ -3,7 +3,8 @@
 INPUT is a folder of images, a video file, a single image, a multi-frame image (animated
 GIF/WebP/APNG, multi-page TIFF) or a quoted glob. Every frame comes out as the contract's
 step 0 defines it: 8-bit BGR, H x W x 3, as ``cv2.imread(path, cv2.IMREAD_COLOR)`` or
-``cv2.VideoCapture.read()`` yields it (alpha dropped, gray replicated, 16-bit scaled to 8).
+``cv2.VideoCapture.read()`` yields it (alpha dropped, gray replicated, 16-bit scaled to 8);
+the decoding is :mod:`edgecli.decode.cpu`'s.
 
 Output names are fixed here, before any work starts: an image ``a/b.jpg`` becomes
 ``a/b.png``; frame 12 of ``clip.mp4`` becomes ``clip_000012.png``.
@@ -12,31 +13,31 @@ Output names are fixed here, before any work starts: an image ``a/b.jpg`` become
 from __future__ import annotations
 
 import glob
-import io
 import os
 import re
-import stat
 import struct
-import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from .decode.cpu import (
+    ANIMATION_EXTENSIONS,
+    animation_frames,
+    read_image,
+    tiff_directories,
+    tiff_frames,
+    video_frames,
+)
 from .errors import FrameError, InputError, OptionError
-from .png import PNG_SIGNATURE
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
-ANIMATION_EXTENSIONS = (".gif",)
 VIDEO_EXTENSIONS = (
     ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
     ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
 )  # fmt: skip
-# Containers whose index gives an exact frame count, so a shorter decode means truncation.
-EXACT_COUNT_CONTAINERS = (".mp4", ".m4v", ".mov", ".avi")
 FRAME_INDEX_DIGITS = 6
 GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -44,163 +45,6 @@ GLOB_CHARS = re.compile(r"[*?\[]")
 def natural_key(text: str) -> list:
     """Sort key that orders 'frame2' before 'frame10'."""
     return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", text)]
-
-
-def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
-    """An image array from imageio as cv2.imread(IMREAD_COLOR) would give it."""
-    if pixels.dtype == np.uint16:
-        # libpng's 16-to-8 strip, which cv2.imread uses for PNG: keep the high byte.
-        pixels = (pixels >> 8).astype(np.uint8)
-    elif pixels.dtype == np.bool_:
-        pixels = pixels.astype(np.uint8) * np.uint8(255)
-    elif pixels.dtype != np.uint8:
-        raise FrameError(source, f"unsupported pixel type {pixels.dtype}")
-    if pixels.ndim == 3 and pixels.shape[2] in (1, 2):  # gray, gray + alpha
-        pixels = pixels[:, :, 0]
-    if pixels.ndim == 2:
-        return np.ascontiguousarray(np.repeat(pixels[:, :, np.newaxis], 3, axis=2))
-    if pixels.ndim == 3 and pixels.shape[2] in (3, 4):  # RGB, RGBA: drop alpha, to BGR
-        return np.ascontiguousarray(pixels[:, :, 2::-1])
-    raise FrameError(source, f"unsupported image shape {pixels.shape}")
-
-
-# JPEG's start-of-frame markers, which hold the frame's height and width.
-JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-
-
-def declared_pixels(source: Path | bytes) -> int | None:
-    """Width x height from the header of a file, given by its path or its bytes already read,
-    without decoding; None if unknown.
-
-    PNG and JPEG headers are read here, in a few small reads: the decoding threads share
-    the GIL, and PIL's parsers, which read the other formats, hold it for tens of
-    microseconds a frame (benchmarks/RESULTS.md).
-    """
-    try:
-        with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
-            head = handle.read(24)
-            if head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
-                width, height = struct.unpack(">II", head[16:24])
-                return width * height
-            if head[:2] == b"\xff\xd8":
-                pixels = _jpeg_pixels(handle)
-                if pixels is not None:
-                    return pixels
-    except OSError:
-        return None  # the decoder will say why
-    return _pil_pixels(source if isinstance(source, Path) else io.BytesIO(source))
-
-
-def _jpeg_pixels(handle) -> int | None:
-    """Width x height from a JPEG's first frame header, walking the segments before it;
-    None where the walk finds something unexpected (PIL then has its say)."""
-    position = 2
-    for _ in range(256):  # segments before the frame header: a few, in any real file
-        handle.seek(position)
-        segment = handle.read(9)
-        if len(segment) < 4 or segment[0] != 0xFF:
-            return None
-        marker = segment[1]
-        if marker == 0xFF:  # a fill byte before the marker
-            position += 1
-            continue
-        if marker in JPEG_FRAME_MARKERS:
-            if len(segment) < 9:
-                return None
-            height, width = struct.unpack(">HH", segment[5:9])
-            return width * height if height else None  # height 0: given later (DNL)
-        if marker in (0xD8, 0xD9, 0xDA) or 0xD0 <= marker <= 0xD7 or marker == 0x01:
-            return None  # no frame header before the image data: unusual, let PIL say
-        position += 2 + struct.unpack(">H", segment[2:4])[0]
-    return None
-
-
-def _pil_pixels(file: Path | io.BytesIO) -> int | None:
-    from PIL import Image
-
-    try:
-        with Image.open(file) as image:
-            width, height = image.size
-            return width * height
-    except Image.DecompressionBombError as exc:  # PIL's own, lower limit: it says the size
-        match = re.search(r"\((\d+) pixels\)", str(exc))
-        return int(match.group(1)) if match else None
-    except Exception:  # not a format PIL reads, or corrupt: the decoder will say why
-        return None
-
-
-def check_size(source: str, pixels: int | None, max_pixels: int) -> None:
-    if pixels is not None and pixels > max_pixels:
-        raise FrameError(
-            source,
-            f"header declares {pixels} pixels, over the limit of {max_pixels} "
-            "(raise it with --max-pixels)",
-        )
-
-
-READ_CHUNK = 1 << 20  # reads of a file that is not regular, or that grew while it was read
-
-
-def read_file(path: Path) -> bytes:
-    """The bytes of one input file, or FrameError naming it and why they cannot be had.
-
-    Four system calls (open, fstat, read, close), where ``stat``, ``os.access`` and
-    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, and a
-    worker waits for it a fraction of a millisecond when 16 of them share it at JPEG's frame
-    rate (benchmarks/RESULTS.md).
-    """
-    source = str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except PermissionError:
-        raise FrameError(source, "permission denied") from None
-    except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
-    try:
-        info = os.fstat(fd)
-        size = info.st_size if stat.S_ISREG(info.st_mode) else -1
-        data = os.read(fd, size + 1 if size >= 0 else READ_CHUNK)
-        if size < 0 or len(data) > size:  # not a regular file, or it grew: read to its end
-            parts = [data]
-            while part := os.read(fd, READ_CHUNK):
-                parts.append(part)
-            data = b"".join(parts)
-    except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
-    finally:
-        os.close(fd)
-    if not data:
-        raise FrameError(source, "empty file")
-    return data
-
-
-def read_image(path: Path, max_pixels: int) -> np.ndarray:
-    """Decode one still image, or raise FrameError naming the file and the reason."""
-    return decode_image(path, read_file(path), max_pixels)
-
-
-def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
-    """Decode the still image ``path`` from its bytes ``data``, already read."""
-    source = str(path)
-    if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
-        frame = next(_animation_frames(path, max_pixels), None)  # (imageio reads it again)
-        if frame is None:
-            raise FrameError(source, "not a decodable image (no frames)")
-        return frame
-    # imdecode of the bytes, not imread, so an unreadable file is told apart from a file
-    # that is not an image, and both get a reason. (imread also decodes a truncated JPEG
-    # that imdecode refuses, with a warning on stderr.) The file is read once: its header's
-    # size is checked in the bytes read, before they are decoded.
-    check_size(source, declared_pixels(data), max_pixels)
-    tiff = path.suffix.lower() in (".tif", ".tiff")
-    try:
-        with opencv_silenced() if tiff else nullcontext():
-            frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    except cv2.error as exc:  # OpenCV raises, rather than returning None, on some inputs
-        raise FrameError(source, f"cannot decode ({exc.err or exc})") from None
-    if frame is None:
-        raise FrameError(source, "not a decodable image (corrupt, truncated or wrong type)")
-    return frame
 
 
 @dataclass(frozen=True)
@@ -241,172 +85,12 @@ class SequenceSource:
     def frames(self, max_pixels: int) -> Iterator[Frame | FrameError]:
         """Its frames in order. A FrameError among them is a frame that cannot be read while
         the ones after it can (a corrupt TIFF page); a FrameError raised ends the source."""
-        readers = {"video": _video_frames, "tiff": _tiff_frames, "animation": _animation_frames}
+        readers = {"video": video_frames, "tiff": tiff_frames, "animation": animation_frames}
         for index, pixels in enumerate(readers[self.kind](self.path, max_pixels)):
             if isinstance(pixels, FrameError):
                 yield pixels
             else:
                 yield Frame(self.frame_name(index), f"{self.path} [frame {index}]", pixels)
-
-
-def _video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
-    capture = cv2.VideoCapture(str(path))
-    try:
-        if not capture.isOpened():
-            raise FrameError(str(path), "cannot open as a video (unknown format or corrupt)")
-        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
-        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
-        check_size(str(path), width * height, max_pixels)
-        expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        count = 0
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            count += 1
-            yield frame
-        if count == 0:
-            raise FrameError(str(path), "video has no decodable frames")
-        # Only these containers index every frame, so only their count can be trusted.
-        if path.suffix.lower() in EXACT_COUNT_CONTAINERS and 0 < count < expected:
-            raise FrameError(
-                f"{path} [frame {count}]",
-                f"video ended early: {count} of {expected} frames decoded (truncated?)",
-            )
-    finally:
-        capture.release()
-
-
-TIFF_CHUNK = 8  # pages decoded by one cv2.imreadmulti call: bounds the pages held at once
-
-
-def _tiff_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray | FrameError]:
-    # cv2.imreadmulti keeps cv2.imread's conversions (16-bit TIFF is scaled differently
-    # from PNG's high-byte strip). The pages are counted by walking the file's directories
-    # (cv2.imcount stops, and PIL fails, where a truncated file's chain breaks).
-    check_size(str(path), declared_pixels(path), max_pixels)
-    pages, broken = tiff_directories(path)
-    for start in range(0, pages, TIFF_CHUNK):
-        count = min(TIFF_CHUNK, pages - start)
-        mats = _tiff_pages(path, start, count)
-        if len(mats) == count:
-            yield from mats
-            continue
-        for index in range(start, start + count):  # which of them cannot be read
-            page = _tiff_pages(path, index, 1)
-            if page:
-                yield page[0]
-            else:
-                yield FrameError(f"{path} [frame {index}]", "cannot decode TIFF page")
-    if broken:
-        raise FrameError(
-            f"{path} [frame {pages}]",
-            f"the file ends inside the directory of TIFF page {pages} (truncated?); "
-            "the pages from this one on cannot be read",
-        )
-
-
-def _tiff_pages(path: Path, start: int, count: int) -> list[np.ndarray]:
-    """Pages start .. start + count - 1 as cv2.imreadmulti decodes them; fewer (or none)
-    where some cannot be decoded."""
-    with opencv_silenced():  # libtiff's errors go through OpenCV's log; ours name the page
-        try:
-            ok, mats = cv2.imreadmulti(str(path), start, count, flags=cv2.IMREAD_COLOR)
-        except cv2.error:
-            return []
-    return list(mats) if ok else []
-
-
-TIFF_BYTE_ORDERS = {b"II": "<", b"MM": ">"}
-TIFF_MAX_PAGES = 1 << 16  # a directory chain longer than this is taken as a loop
-
-
-def tiff_directories(path: Path) -> tuple[int, bool]:
-    """The pages of a TIFF file, counted by walking its chain of directories (IFDs), and
-    whether the chain is broken: a directory that starts or ends past the end of the file.
-
-    Only the header and the directories are read, a few bytes each. (0, False) where the
-    file is not a TIFF at all: the decoder says why.
-    """
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            head = handle.read(16)
-            order = TIFF_BYTE_ORDERS.get(head[:2])
-            if order is None or len(head) < 8:
-                return 0, False
-            (magic,) = struct.unpack(order + "H", head[2:4])
-            if magic == 42:  # classic: 4-byte offsets, 2-byte counts, 12-byte entries
-                offset_format, count_format, entry_size = "I", "H", 12
-                (offset,) = struct.unpack(order + "I", head[4:8])
-            elif magic == 43 and len(head) >= 16:  # BigTIFF: 8-byte offsets and counts
-                offset_format, count_format, entry_size = "Q", "Q", 20
-                (offset,) = struct.unpack(order + "Q", head[8:16])
-            else:
-                return 0, False
-            offset_size = struct.calcsize(offset_format)
-            count_size = struct.calcsize(count_format)
-            pages, seen = 0, set()
-            while offset and offset not in seen and pages < TIFF_MAX_PAGES:
-                seen.add(offset)
-                handle.seek(offset)
-                raw = handle.read(count_size)
-                if len(raw) < count_size:
-                    return pages, True
-                (entries,) = struct.unpack(order + count_format, raw)
-                end = offset + count_size + entries * entry_size + offset_size
-                if end > size:
-                    return pages, True
-                handle.seek(end - offset_size)
-                (offset,) = struct.unpack(order + offset_format, handle.read(offset_size))
-                pages += 1
-            return pages, False
-    except OSError:
-        return 0, False
-
-
-_silenced_lock = threading.Lock()
-_silenced = {"count": 0, "level": None}
-
-
-@contextmanager
-def opencv_silenced():
-    """OpenCV's log off while any thread is inside (libtiff reports through it, straight to
-    the process's stderr, on every page it cannot read; edgecli names the page itself).
-
-    The level is process-wide, not per thread, so it is counted: the first thread in saves
-    it and turns the log off, the last one out puts it back. Other OpenCV users in the
-    process lose their log messages in between.
-    """
-    logging = cv2.utils.logging
-    with _silenced_lock:
-        if _silenced["count"] == 0:
-            _silenced["level"] = logging.getLogLevel()
-            logging.setLogLevel(logging.LOG_LEVEL_SILENT)
-        _silenced["count"] += 1
-    try:
-        yield
-    finally:
-        with _silenced_lock:
-            _silenced["count"] -= 1
-            if _silenced["count"] == 0:
-                logging.setLogLevel(_silenced["level"])
-
-
-def _animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
-    import imageio.v3 as iio
-
-    check_size(str(path), declared_pixels(path), max_pixels)
-    index = 0  # the frame being read: an error while fetching it names this one
-    try:
-        for pixels in iio.imiter(path):
-            yield to_bgr8(np.asarray(pixels), f"{path} [frame {index}]")
-            index += 1
-    except FrameError:
-        raise
-    except Exception as exc:  # imageio's plugins raise many types on corrupt data
-        reason = f"cannot decode animation ({type(exc).__name__}: {exc})"
-        raise FrameError(f"{path} [frame {index}]", reason) from None
 
 
 def _png_is_animated(head: bytes) -> bool:

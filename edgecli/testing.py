@@ -360,8 +360,8 @@ class StandInJpegDecoder:
         return self.executor.submit(self._decode, items)
 
     def _decode(self, items) -> StandInDeviceBatch:
+        from .decode.cpu import decode_image
         from .errors import FrameError
-        from .sources import decode_image
 
         refused = any("engine-refuses" in item.source for item in items)
         names, sources, frames, errors = [], [], [], []

@@ -1,4 +1,4 @@
-"""Reading an input file whole (sources.read_file) and writing an output atomically
+"""Reading an input file whole (decode.cpu.read_file) and writing an output atomically
 (sinks.write_atomic): every byte, whatever the file system does, and never a partial file."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import threading
 import pytest
 
 import edgecli
+from edgecli.decode.cpu import read_file
 from edgecli.errors import FrameError, OutputError
 from edgecli.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
-from edgecli.sources import read_file
 
 from .helpers import dead_runs_temporary, make_folder
 from .media import REPO

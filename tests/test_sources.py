@@ -424,7 +424,7 @@ def test_header_sizes_agree_with_pil(tmp_path):
     unknown."""
     from PIL import Image
 
-    from edgecli.sources import declared_pixels
+    from edgecli.decode.cpu import declared_pixels
 
     image = Image.fromarray(photo(37, 53)[:, :, ::-1])
     exif = image.getexif()

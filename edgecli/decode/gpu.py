@@ -308,7 +308,7 @@ class JpegDecoder:
         return DeviceBatch(names, sources, frames, ready, slot, {self.name: n}, (), started)
 
     def _on_cpu(self, items, slot, frames, started, ready) -> DeviceBatch:
-        from ..sources import decode_image
+        from .cpu import decode_image
 
         names, sources, errors, decoded = [], [], [], []
         for item in items:
@@ -443,7 +443,7 @@ class VideoFleet:
         the frames its container declares (a truncated or damaged file), the CPU decodes the
         rest, as it would without GPU decoding: its frames, and its error if it has one."""
         nvc = import_nvc()
-        from ..sources import check_size
+        from .cpu import check_size
 
         source, path = job.source, job.source.path
         try:

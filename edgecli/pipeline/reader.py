@@ -14,17 +14,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, partial
 
+from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
 from ..decode.plan import JPEG_SUFFIXES, EncodedJpeg
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
-from ..sources import (
-    Frame,
-    check_size,
-    declared_pixels,
-    decode_image,
-    read_file,
-)
+from ..sources import Frame
 from ..timing import StageClock, WaitClock
 from ..workers import start_thread
 
