@@ -51,29 +51,29 @@ about a millisecond.
 
 from __future__ import annotations
 
-import os
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
 
-import numpy as np
-
-# The boxes read whole (hdlr, stsd): real ones are far smaller (an stsd is ~100-200 bytes).
-_MAX_READ = 1 << 20
-# The sample tables (4 bytes a sample in stsz): 256 MiB is some 67 million samples.
-_MAX_TABLE = 1 << 28
-_MAX_TOP_LEVEL_BOXES = 100_000
+from .mp4 import (
+    COVER,
+    Box,
+    BytesSource,
+    FileSource,
+    Source,
+    Track,
+    Unreadable,
+    child,
+    children,
+    fourcc,
+    has_cover,
+    moof_in,
+    moov_streams,
+    samples_reason,
+    top_level,
+)
 
 _H264_ENTRIES = {b"avc1", b"avc3"}
-# Sample entry types FFmpeg maps to a video codec (a subset of its ff_codec_movvideo_tags):
-# a track with another handler than 'vide' or 'soun' and one of these is a video stream too.
-_VIDEO_ENTRIES = _H264_ENTRIES | {
-    b"avc2", b"avc4", b"hvc1", b"hev1", b"dvh1", b"dvhe", b"dvav", b"dva1", b"dav1", b"mp4v",
-    b"av01", b"vp08", b"vp09", b"jpeg", b"mjpa", b"mjpb", b"mjp2", b"png ", b"apcn", b"apch",
-    b"apcs", b"apco", b"ap4h", b"ap4x", b"s263", b"h263", b"vvc1", b"vvi1", b"raw ", b"2vuy",
-}  # fmt: skip
 
 # SPS profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists.
 _HIGH_PROFILES = {100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135}
@@ -88,10 +88,6 @@ _MATRIX_NAMES = {
 _CHROMA_NAMES = {0: "4:0:0", 1: "4:2:0", 2: "4:2:2", 3: "4:4:4"}
 
 
-class _Unreadable(ValueError):
-    """The file cannot be read as far as the verdict needs; the message is the reason."""
-
-
 def stream_reason(path: Path) -> str | None:
     """None when the file's first video track is H.264 (avc1/avc3 sample entry) with an SPS
     saying: chroma_format_idc 1 (4:2:0), 8-bit luma and chroma, frame_mbs_only_flag 1
@@ -103,246 +99,57 @@ def stream_reason(path: Path) -> str | None:
     before those of the sample layout."""
     try:
         with open(path, "rb") as f:
-            return _file_reason(_FileSource(f))
+            return _file_reason(FileSource(f))
     except OSError as exc:
         return f"cannot read the file ({exc.strerror or exc})"
-    except _Unreadable as exc:
+    except Unreadable as exc:
         return str(exc)
     except (struct.error, IndexError, ValueError, OverflowError) as exc:  # a case missed above
         return f"unreadable file ({type(exc).__name__})"
 
 
 # ---------------------------------------------------------------------------------------------
-# Boxes
+# The video track (the file's boxes: .mp4)
 
 
-class _Source(Protocol):
-    size: int
-
-    def read(self, offset: int, size: int) -> bytes: ...
-
-
-class _FileSource:
-    def __init__(self, f: BinaryIO):
-        self._f = f
-        self.size = os.fstat(f.fileno()).st_size
-
-    def read(self, offset: int, size: int) -> bytes:
-        self._f.seek(offset)
-        return self._f.read(size)
-
-
-class _BytesSource:
-    def __init__(self, data: bytes):
-        self._data = data
-        self.size = len(data)
-
-    def read(self, offset: int, size: int) -> bytes:
-        return self._data[offset : offset + size]
-
-
-@dataclass(frozen=True)
-class _Box:
-    type: bytes
-    start: int  # the payload's offset
-    end: int  # the offset just past the box
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-
-def _fourcc(kind: bytes) -> str:
-    return kind.decode("latin-1") if kind.isascii() and kind.decode().isprintable() else kind.hex()
-
-
-def _box_at(source: _Source, pos: int, end: int) -> _Box | None:
-    """The box whose header starts at ``pos`` within a parent ending at ``end``; None where
-    fewer than 8 bytes are left (QuickTime may end a list with a 32-bit zero)."""
-    if end - pos < 8:
-        return None
-    header = source.read(pos, 16)
-    if len(header) < 8:
-        return None
-    size, kind = struct.unpack_from(">I4s", header)
-    head = 8
-    if size == 1:
-        if len(header) < 16:
-            raise _Unreadable(f"truncated {_fourcc(kind)} box")
-        (size,) = struct.unpack_from(">Q", header, 8)
-        head = 16
-    elif size == 0:
-        size = end - pos
-    if size < head:
-        raise _Unreadable(f"malformed {_fourcc(kind)} box")
-    return _Box(kind, pos + head, pos + size)
-
-
-def _children(source: _Source, parent: _Box, skip: int = 0) -> Iterator[_Box]:
-    """The boxes inside ``parent`` (after ``skip`` bytes of its own fields), in order."""
-    pos = parent.start + skip
-    while (box := _box_at(source, pos, parent.end)) is not None:
-        if box.end > parent.end:
-            raise _Unreadable(f"truncated {_fourcc(box.type)} box")
-        yield box
-        pos = box.end
-
-
-def _child(source: _Source, parent: _Box, kind: bytes) -> _Box | None:
-    return next((box for box in _children(source, parent) if box.type == kind), None)
-
-
-def _path(source: _Source, box: _Box | None, *kinds: bytes) -> _Box | None:
-    for kind in kinds:
-        if box is None:
-            return None
-        box = _child(source, box, kind)
-    return box
-
-
-def _payload(source: _Source, box: _Box, limit: int = _MAX_READ) -> bytes:
-    if box.size > limit:
-        raise _Unreadable(f"{_fourcc(box.type)} box of {box.size} bytes")
-    data = source.read(box.start, box.size)
-    if len(data) < box.size:
-        raise _Unreadable(f"truncated {_fourcc(box.type)} box")
-    return data
-
-
-def _top_level(source: _Source) -> Iterator[_Box]:
-    """The file's top-level boxes up to the first that runs past its end."""
-    pos = 0
-    for index in range(_MAX_TOP_LEVEL_BOXES):
-        box = _box_at(source, pos, source.size)
-        if box is None:
-            return
-        if index == 0 and not all(0x20 <= c < 0x7F for c in box.type):
-            raise _Unreadable("not an MP4/QuickTime file")
-        if box.end > source.size:
-            if box.type == b"moov":
-                raise _Unreadable("truncated moov box")
-            return  # a truncated file: what follows is gone
-        yield box
-        pos = box.end
-    raise _Unreadable(f"more than {_MAX_TOP_LEVEL_BOXES} top-level boxes")
-
-
-# ---------------------------------------------------------------------------------------------
-# Tracks
-
-
-@dataclass(frozen=True)
-class _Track:
-    handler: bytes
-    entries: tuple[tuple[bytes, bytes], ...]  # (sample entry type, its bytes after the header)
-    stbl: _Box | None = field(default=None, compare=False)  # where its sample tables are
-
-    @property
-    def is_video(self) -> bool:  # as FFmpeg's mov demuxer types the stream
-        if self.handler == b"vide":
-            return True
-        return self.handler != b"soun" and any(k in _VIDEO_ENTRIES for k, _ in self.entries[:1])
-
-
-_COVER = _Track(b"covr", ())  # an iTunes cover picture: FFmpeg makes it a video stream
-
-
-def _file_reason(source: _Source) -> str | None:
+def _file_reason(source: Source) -> str | None:
     if source.size == 0:
         return "empty file"
-    streams: list[_Track] = []
+    streams: list[Track] = []
     fragments = False  # a moof box before moov
-    boxes = _top_level(source)
+    boxes = top_level(source)
     for box in boxes:
         if box.type == b"moov":
-            streams += _moov_streams(source, box)
+            streams += moov_streams(source, box)
             track = _video_track(streams)
             if isinstance(track, str):
                 return track
             reason = _entries_reason(track)
             if reason is not None:
                 return reason
-            if fragments or _child(source, box, b"mvex") is not None or _moof_in(boxes):
+            if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):
                 return "fragmented MP4"
-            return _samples_reason(source, track.stbl)
+            return samples_reason(source, track.stbl)
         fragments |= box.type == b"moof"
-        if box.type in (b"meta", b"udta") and _has_cover(source, box):
-            streams.append(_COVER)
+        if box.type in (b"meta", b"udta") and has_cover(source, box):
+            streams.append(COVER)
     return "no moov box"
 
 
-def _moof_in(boxes: Iterator[_Box]) -> bool:
-    """Whether a moof box is among the rest of the top-level boxes; what cannot be read as
-    boxes (bytes appended after the last one) ends the search."""
-    try:
-        return any(box.type == b"moof" for box in boxes)
-    except _Unreadable:
-        return False
-
-
-def _moov_streams(source: _Source, moov: _Box) -> list[_Track]:
-    streams = []
-    for box in _children(source, moov):
-        if box.type == b"trak":
-            streams.append(_track(source, box))
-        elif box.type in (b"meta", b"udta") and _has_cover(source, box):
-            streams.append(_COVER)
-        elif box.type == b"cmov":
-            raise _Unreadable("compressed moov box")
-    return streams
-
-
-def _track(source: _Source, trak: _Box) -> _Track:
-    mdia = _child(source, trak, b"mdia")
-    hdlr = _path(source, mdia, b"hdlr")
-    handler = _payload(source, hdlr)[8:12] if hdlr is not None else b""
-    if handler == b"soun":
-        return _Track(handler, ())  # never video: its sample entries are not needed
-    stbl = _path(source, mdia, b"minf", b"stbl")
-    stsd = _path(source, stbl, b"stsd")
-    return _Track(handler, _sample_entries(_payload(source, stsd)) if stsd else (), stbl)
-
-
-def _sample_entries(stsd: bytes) -> tuple[tuple[bytes, bytes], ...]:
-    """(type, body) of each sample entry of an stsd box's payload."""
-    if len(stsd) < 8:
-        raise _Unreadable("truncated stsd box")
-    (count,) = struct.unpack_from(">I", stsd, 4)
-    source = _BytesSource(stsd)
-    entries = []
-    for box in _children(source, _Box(b"stsd", 0, len(stsd)), skip=8):
-        if len(entries) == count:
-            break
-        entries.append((box.type, stsd[box.start : box.end]))
-    return tuple(entries)
-
-
-def _has_cover(source: _Source, box: _Box) -> bool:
-    """Whether a udta or meta box holds iTunes cover art (meta/ilst/covr)."""
-    meta = box if box.type == b"meta" else _child(source, box, b"meta")
-    if meta is None:
-        return False
-    # An ISO meta box is a full box (4 bytes of version and flags); QuickTime's is not.
-    first = source.read(meta.start, 4)
-    skip = 4 if first == b"\0\0\0\0" else 0
-    ilst = next((b for b in _children(source, meta, skip) if b.type == b"ilst"), None)
-    return ilst is not None and _child(source, ilst, b"covr") is not None
-
-
-def _video_track(streams: list[_Track]) -> _Track | str:
+def _video_track(streams: list[Track]) -> Track | str:
     """The one video track cv2 and NVDEC both decode, or why there is none."""
-    video = [s for s in streams if s is _COVER or s.is_video]
+    video = [s for s in streams if s is COVER or s.is_video]
     if not video:
         return "no video track"
-    if video[0] is _COVER:
+    if video[0] is COVER:
         return "cover art before the video track"
-    tracks = [s for s in video if s is not _COVER]
+    tracks = [s for s in video if s is not COVER]
     if len(tracks) > 1:
         return f"{len(tracks)} video tracks"
     return tracks[0]
 
 
-def _entries_reason(track: _Track) -> str | None:
+def _entries_reason(track: Track) -> str | None:
     if not track.entries:
         return "no sample entry"
     for kind, body in track.entries:
@@ -350,104 +157,6 @@ def _entries_reason(track: _Track) -> str | None:
         if reason is not None:
             return reason
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# The sample tables: whether every sample lies within the file
-
-_TRUNCATED = "samples past the end of the file (truncated?)"
-_INCONSISTENT = "inconsistent sample tables"
-
-
-def _samples_reason(source: _Source, stbl: _Box | None) -> str | None:
-    """None when every sample of the track, as stsz (or stz2), stsc and stco (or co64) place
-    it, ends within the file. Sums over the tables with numpy: no per-sample Python work."""
-    if stbl is None:
-        return "no stbl box"
-    tables: dict[bytes, _Box] = {}
-    for box in _children(source, stbl):
-        kind = b"co64" if box.type == b"stco" else b"stsz" if box.type == b"stz2" else box.type
-        if kind in (b"stsz", b"stsc", b"co64"):
-            tables.setdefault(kind, box)  # FFmpeg ignores a second one of each
-    for kind, name in ((b"stsz", "stsz"), (b"stsc", "stsc"), (b"co64", "stco")):
-        if kind not in tables:
-            return f"no {name} box"
-    sample_size, sizes, sample_count = _sample_sizes(source, tables[b"stsz"])
-    offsets = _chunk_offsets(source, tables[b"co64"])
-    first, per_entry = _sample_to_chunk(source, tables[b"stsc"])
-    chunk_count = len(offsets)
-    if len(first) == 0:
-        return None if sample_count == 0 and chunk_count == 0 else _INCONSISTENT
-    if first[0] != 1 or first[-1] > chunk_count or not (first[1:] > first[:-1]).all():
-        return _INCONSISTENT
-    # Chunks first[i] .. first[i + 1] - 1 hold per_entry[i] samples each (chunks count from 1).
-    runs = np.diff(first.astype(np.int64), append=chunk_count + 1)
-    per_chunk = np.repeat(per_entry, runs)
-    if int(per_chunk.sum(dtype=np.uint64)) != sample_count:  # at most 2**32 times 2**26 chunks
-        return _INCONSISTENT
-    if chunk_count == 0:
-        return None
-    if int(offsets.max()) > source.size:
-        return _TRUNCATED
-    if sizes is None:  # every sample sample_size bytes: below 2**64, as per_chunk <= 2**32
-        chunk_bytes = per_chunk * np.uint64(sample_size)
-    else:  # the bytes of chunk k: the sizes of samples ends[k] - per_chunk[k] .. ends[k] - 1
-        ends = np.cumsum(per_chunk, dtype=np.uint64)  # sample_count at most: valid indices
-        total = np.concatenate(([np.uint64(0)], np.cumsum(sizes, dtype=np.uint64)))
-        chunk_bytes = total[ends.astype(np.int64)] - total[(ends - per_chunk).astype(np.int64)]
-    # offset + bytes <= size, written so that nothing can wrap around (offsets <= size).
-    if (chunk_bytes > np.uint64(source.size) - offsets).any():
-        return _TRUNCATED
-    return None
-
-
-def _full_box_table(source: _Source, box: _Box, head: int) -> bytes:
-    """The box's payload (one read), at least ``head`` bytes of it."""
-    data = _payload(source, box, _MAX_TABLE)
-    if len(data) < head:
-        raise _Unreadable(f"truncated {_fourcc(box.type)} box")
-    return data
-
-
-def _array(data: bytes, at: int, count: int, dtype: str, box: _Box) -> np.ndarray:
-    itemsize = np.dtype(dtype).itemsize
-    if len(data) - at < count * itemsize:
-        raise _Unreadable(f"truncated {_fourcc(box.type)} box")
-    return np.frombuffer(data, dtype, count, at).astype(np.uint64)
-
-
-def _sample_sizes(source: _Source, box: _Box) -> tuple[int, np.ndarray | None, int]:
-    """(sample_size, the table of sizes or None where all are sample_size, sample_count) of
-    an stsz box, or of an stz2 box (sizes of 4, 8 or 16 bits)."""
-    data = _full_box_table(source, box, 12)
-    if box.type == b"stsz":
-        sample_size, count = struct.unpack_from(">II", data, 4)
-        if sample_size:
-            return sample_size, None, count
-        return 0, _array(data, 12, count, ">u4", box), count
-    bits, count = data[7], struct.unpack_from(">I", data, 8)[0]
-    if bits == 16:
-        return 0, _array(data, 12, count, ">u2", box), count
-    if bits == 8:
-        return 0, _array(data, 12, count, "u1", box), count
-    if bits == 4:  # two a byte, the first in the high nibble
-        packed = _array(data, 12, (count + 1) // 2, "u1", box)
-        return 0, np.stack([packed >> 4, packed & 15], axis=1).reshape(-1)[:count], count
-    raise _Unreadable(f"stz2 box of {bits}-bit sizes")
-
-
-def _chunk_offsets(source: _Source, box: _Box) -> np.ndarray:
-    data = _full_box_table(source, box, 8)
-    (count,) = struct.unpack_from(">I", data, 4)
-    return _array(data, 8, count, ">u4" if box.type == b"stco" else ">u8", box)
-
-
-def _sample_to_chunk(source: _Source, box: _Box) -> tuple[np.ndarray, np.ndarray]:
-    """(first_chunk, samples_per_chunk) of each entry of an stsc box."""
-    data = _full_box_table(source, box, 8)
-    (count,) = struct.unpack_from(">I", data, 4)
-    entries = _array(data, 8, 3 * count, ">u4", box).reshape(count, 3)
-    return entries[:, 0], entries[:, 1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,12 +170,12 @@ _VISUAL_ENTRY_FIELDS = 78
 
 def _entry_reason(kind: bytes, body: bytes) -> str | None:
     if kind not in _H264_ENTRIES:
-        return f"not H.264 ({_fourcc(kind)})"
+        return f"not H.264 ({fourcc(kind)})"
     if len(body) < _VISUAL_ENTRY_FIELDS:
-        return f"truncated {_fourcc(kind)} sample entry"
-    source = _BytesSource(body)
+        return f"truncated {fourcc(kind)} sample entry"
+    source = BytesSource(body)
     avcc, colrs = None, []
-    for box in _children(source, _Box(kind, _VISUAL_ENTRY_FIELDS, len(body))):
+    for box in children(source, Box(kind, _VISUAL_ENTRY_FIELDS, len(body))):
         if box.type == b"avcC" and avcc is None:
             avcc = body[box.start : box.end]
         elif box.type == b"colr":
@@ -490,15 +199,15 @@ def _entry_reason(kind: bytes, body: bytes) -> str | None:
 def _avcc_sps(avcc: bytes) -> list[bytes]:
     """The SPS NAL units of an AVCDecoderConfigurationRecord."""
     if len(avcc) < 6 or avcc[0] != 1:
-        raise _Unreadable("unreadable avcC box")
+        raise Unreadable("unreadable avcC box")
     count, pos, nals = avcc[5] & 0x1F, 6, []
     for _ in range(count):
         if pos + 2 > len(avcc):
-            raise _Unreadable("truncated avcC box")
+            raise Unreadable("truncated avcC box")
         (length,) = struct.unpack_from(">H", avcc, pos)
         nal = avcc[pos + 2 : pos + 2 + length]
         if len(nal) < length:
-            raise _Unreadable("truncated avcC box")
+            raise Unreadable("truncated avcC box")
         nals.append(nal)
         pos += 2 + length
     return nals
@@ -515,7 +224,7 @@ def _colr_reason(colr: bytes) -> str | None:
     if kind not in (b"nclx", b"nclc"):
         return None  # an ICC profile ('prof', 'rICC'): FFmpeg does not convert by it
     if len(colr) < 10 + (kind == b"nclx"):
-        raise _Unreadable("truncated colr box")
+        raise Unreadable("truncated colr box")
     (matrix,) = struct.unpack_from(">H", colr, 8)
     reason = _matrix_reason(matrix)
     if reason is None and kind == b"nclx" and colr[10] & 0x80:
@@ -549,7 +258,7 @@ class _Bits:
 
     def u(self, n: int) -> int:
         if n > self._left:
-            raise _Unreadable("unreadable SPS")
+            raise Unreadable("unreadable SPS")
         self._left -= n
         return (self._value >> self._left) & ((1 << n) - 1)
 
@@ -560,11 +269,11 @@ class _Bits:
         rest = self._value & ((1 << self._left) - 1)
         zeros = self._left - rest.bit_length()  # leading zero bits before the marker
         if zeros > 31:
-            raise _Unreadable("unreadable SPS")
+            raise Unreadable("unreadable SPS")
         self._left -= zeros
         value = self.u(zeros + 1) - 1  # the marker bit and as many more: 2**zeros - 1 + info
         if value > limit:
-            raise _Unreadable("unreadable SPS")
+            raise Unreadable("unreadable SPS")
         return value
 
     def se(self) -> int:
@@ -583,7 +292,7 @@ def _skip_scaling_list(bits: _Bits, size: int) -> None:
     for _ in range(size):
         delta = bits.se()
         if not -128 <= delta <= 127:
-            raise _Unreadable("unreadable SPS")
+            raise Unreadable("unreadable SPS")
         last = (last + delta) % 256
         if last == 0:  # the rest of the list repeats the last value: nothing more is coded
             return
@@ -593,7 +302,7 @@ def parse_sps(nal: bytes) -> Sps:
     """The fields of an SPS NAL unit (ITU-T H.264 7.3.2.1.1) up to the VUI's colour
     description; raises ValueError ("unreadable SPS") where it is not one."""
     if not nal or nal[0] & 0x1F != 7:
-        raise _Unreadable("unreadable SPS")
+        raise Unreadable("unreadable SPS")
     bits = _Bits(_rbsp(nal))
     profile_idc = bits.u(8)
     bits.u(16)  # constraint_set flags, reserved_zero_2bits, level_idc
