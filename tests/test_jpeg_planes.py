@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from edgecli.decode.jpeg_header import JpegHeader, parse_header
 from edgecli.decode.jpeg_planes import (
     SUBSAMPLINGS,
-    JpegHeader,
     apply_exif_orientation,
     chroma_shape,
-    parse_header,
     planes_to_bgr,
 )
 from tests import turbojpeg

@@ -1,7 +1,7 @@
 """Which decoder decodes what: ``--decode auto|cpu|gpu`` (no CuPy here).
 
 ``auto`` puts a JPEG on the GPU's JPEG engines (nvJPEG's hardware backend) and a video on NVDEC
-wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.decode.jpeg_planes.
+wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.decode.jpeg_header.
 parse_header`, :func:`edgecli.decode.gpu.nvdec_reason`); ``gpu`` also uses nvJPEG's CUDA
 backend on GPUs without JPEG engines (its IDCT differs from libjpeg-turbo's by up to 3 levels)
 and fails (exit 4) where no GPU decoder can run; ``cpu`` never decodes on the GPU. The
@@ -26,7 +26,7 @@ class EncodedJpeg:
     source: str
     path: object  # Path
     data: bytes
-    header: object  # jpeg_planes.JpegHeader
+    header: object  # jpeg_header.JpegHeader
 
     def key(self) -> tuple:
         """What the files of one batch share: size, sampling, orientation."""

@@ -245,7 +245,7 @@ class FrameReader:
     def _read_for_gpu(self, source) -> Frame | object:
         """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
         it decodes the file exactly, else the CPU's frame (from the bytes read)."""
-        from ..decode.jpeg_planes import parse_header
+        from ..decode.jpeg_header import parse_header
 
         data = read_file(source.path)
         header = parse_header(data) if data[:2] == b"\xff\xd8" else None
