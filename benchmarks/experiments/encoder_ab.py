@@ -1,10 +1,12 @@
 """A/B of the PNG encoder processes of tree 01bb145 (dropped: no faster) against the worker
 threads (runner's start_encoders replaced by one that gives None): whole processes, 3
 alternating rounds, on 2400 PNG and JPEG links, and a JPEG run into tmpfs (/dev/shm), where
-the disk is not the limit. Runs in a checkout of 01bb145 with ``bench_data/png`` and
-``/tmp/j2400`` (2400 links to ``bench_data/q95/jpeg``) made:
+the disk is not the limit. It runs in a worktree of 01bb145, where the processes exist, with
+``bench_data/png`` and ``/tmp/j2400`` (2400 links to ``bench_data/q95/jpeg``) made there:
 
-    git checkout 01bb145 && PYTHONPATH=. python3 benchmarks/experiments/encoder_ab.py
+    git worktree add ../edgecli-01bb145 01bb145
+    cp benchmarks/experiments/encoder_ab.py ../edgecli-01bb145/ && cd ../edgecli-01bb145
+    PYTHONPATH=. python3 encoder_ab.py
 """
 
 import json
