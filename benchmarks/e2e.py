@@ -75,6 +75,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from common import log, symlink_folder, video_copies
+
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("video", "jpeg", "png")
 FOLDER_SUFFIX = {"jpeg": ".jpg", "png": ".png"}
@@ -634,31 +636,6 @@ class Bench:
         script = REPO / "benchmarks" / "course_loop.py"
         command = [sys.executable, str(script), str(input_path), str(out_dir)]
         return self.spawn(label, command), out_dir
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
-def symlink_folder(frames: list[Path], count: int, folder: Path) -> Path:
-    """``count`` symlinks frame_0000... cycling over ``frames``: an input of any length."""
-    folder.mkdir(parents=True)
-    digits = max(4, len(str(count - 1)))
-    for i in range(count):
-        source = frames[i % len(frames)]
-        (folder / f"frame_{i:0{digits}d}{source.suffix}").symlink_to(source.resolve())
-    return folder
-
-
-def video_copies(clip: Path, copies: int, folder: Path) -> str:
-    """A quoted glob naming ``copies`` symlinks to ``clip`` (pan_00.mp4, ...): one edgecli
-    INPUT of any length, whose frames are written as pan_00_000000.png, ... (edgecli takes
-    one INPUT, and a folder INPUT holds images only, so several videos come as a glob)."""
-    folder.mkdir(parents=True)
-    digits = max(2, len(str(copies - 1)))
-    for i in range(copies):
-        (folder / f"{clip.stem}_{i:0{digits}d}{clip.suffix}").symlink_to(clip.resolve())
-    return str(folder / f"{clip.stem}_*{clip.suffix}")
 
 
 def median(values: list[float]) -> float | None:

@@ -41,14 +41,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from e2e import symlink_folder, video_copies  # noqa: E402
+from common import log, symlink_folder, video_copies  # noqa: E402
 
 DECODES = ("cpu", "auto", "gpu")
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
 
 
 def edgecli(source: str, out: Path, decode: str) -> dict:

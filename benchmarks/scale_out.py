@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from common import symlink_folder  # noqa: E402
 from cpu_vs_script import make_frames  # noqa: E402
-from e2e import symlink_folder  # noqa: E402
 
 
 def digests(folder: Path) -> dict[str, str]:

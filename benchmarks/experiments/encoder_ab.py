@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, "benchmarks")
-from e2e import symlink_folder
+from e2e import symlink_folder  # as e2e.py has it at 01bb145
 
 THREADS = (
     "import edgecli.pipeline.runner as r; r.start_encoders = lambda *a: None; "

@@ -1,0 +1,30 @@
+"""What the benchmark scripts share: a log line, and inputs of any length made of links."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def symlink_folder(frames: list[Path], count: int, folder: Path) -> Path:
+    """``count`` symlinks frame_0000... cycling over ``frames``: an input of any length."""
+    folder.mkdir(parents=True)
+    digits = max(4, len(str(count - 1)))
+    for i in range(count):
+        source = frames[i % len(frames)]
+        (folder / f"frame_{i:0{digits}d}{source.suffix}").symlink_to(source.resolve())
+    return folder
+
+
+def video_copies(clip: Path, copies: int, folder: Path) -> str:
+    """A quoted glob naming ``copies`` symlinks to ``clip`` (pan_00.mp4, ...): one edgecli
+    INPUT of any length, whose frames are written as pan_00_000000.png, ... (edgecli takes
+    one INPUT, and a folder INPUT holds images only, so several videos come as a glob)."""
+    folder.mkdir(parents=True)
+    digits = max(2, len(str(copies - 1)))
+    for i in range(copies):
+        (folder / f"{clip.stem}_{i:0{digits}d}{clip.suffix}").symlink_to(clip.resolve())
+    return str(folder / f"{clip.stem}_*{clip.suffix}")
