@@ -1,7 +1,9 @@
-"""What the benchmark scripts share: a log line, and inputs of any length made of links."""
+"""What the benchmark scripts share: a log line, inputs of any length made of links, and the
+few sums their figures take (medians, ratios, the steady rate between two runs)."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 
@@ -28,3 +30,18 @@ def video_copies(clip: Path, copies: int, folder: Path) -> str:
     for i in range(copies):
         (folder / f"{clip.stem}_{i:0{digits}d}{clip.suffix}").symlink_to(clip.resolve())
     return str(folder / f"{clip.stem}_*{clip.suffix}")
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def steady_fps(frames: int, wall_n: float, short_frames: int, wall_k: float) -> float | None:
+    """Frames per second of the frames a full run has beyond a short one: start-up cancels."""
+    if frames <= short_frames or wall_n <= wall_k:
+        return None  # too few frames, or noise larger than the difference
+    return round((frames - short_frames) / (wall_n - wall_k), 2)
