@@ -102,14 +102,7 @@ def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
                 f"{KERNEL_FILE} needs {SHARED_BYTES} bytes of shared memory per block; CUDA "
                 f"device {device} allows {limit}"
             )
-        try:
-            function, pack, target = _module(variant, forced or arch, ptx=forced is not None)
-        except KernelBuildError:
-            raise
-        except Exception:  # a corrupt or foreign cache entry: compile it anew, once
-            function, pack, target = _module(
-                variant, forced or arch, ptx=forced is not None, fresh=True
-            )
+        function, pack, target = _module(variant, forced or arch, ptx=forced is not None)
         # Past 48 KB a kernel must opt in to its dynamic shared memory.
         function.max_dynamic_shared_size_bytes = SHARED_BYTES
         fitting = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -125,23 +118,33 @@ def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
     return LoadedKernel(function, pack, variant, device, target, per_sm * sms, fitting * sms)
 
 
-def _module(variant: Variant, arch: int, *, ptx: bool, fresh: bool = False):
-    """The two kernels of ``variant`` compiled for ``arch`` (from the cache unless ``fresh``),
-    loaded on the current device, and the target they were compiled for."""
+def _module(variant: Variant, arch: int, *, ptx: bool):
+    """The two kernels of ``variant`` compiled for ``arch``, loaded on the current device, and
+    the target they were compiled for."""
     (function, pack), target = load_kernels(
         KERNEL_FILE, (KERNEL_NAME, PACK_KERNEL_NAME), kernel_defines(variant), arch, ptx=ptx,
-        fresh=fresh, label=variant.name,
+        label=variant.name,
     )  # fmt: skip
     return function, pack, target
 
 
 def load_kernels(
     name: str, kernels: tuple[str, ...], defines: tuple[str, ...], arch: int, *,
-    ptx: bool = False, fresh: bool = False, label: str = "",
+    ptx: bool = False, label: str = "",
 ):  # fmt: skip
     """The ``kernels`` of the CUDA file ``name`` (in cuda/) compiled with ``defines`` for
     ``arch`` through the disk cache (:func:`compiled_file`), loaded on the current device; and
-    the target they were compiled for."""
+    the target they were compiled for. A cache entry that does not load (corrupt, or another
+    machine's) is compiled anew, once."""
+    try:
+        return _load_kernels(name, kernels, defines, arch, ptx=ptx, fresh=False, label=label)
+    except KernelBuildError:
+        raise
+    except Exception:
+        return _load_kernels(name, kernels, defines, arch, ptx=ptx, fresh=True, label=label)
+
+
+def _load_kernels(name, kernels, defines, arch, *, ptx: bool, fresh: bool, label: str):
     path, target = compiled_file(name, defines, arch, ptx=ptx, fresh=fresh, label=label)
     try:
         module = cupy.RawModule(path=str(path))

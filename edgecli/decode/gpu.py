@@ -16,7 +16,7 @@ from functools import cache
 import cupy
 import numpy as np
 
-from ..errors import FrameError, GpuMemoryError, KernelBuildError
+from ..errors import FrameError, GpuMemoryError
 from .plan import EncodedJpeg, import_nvc
 
 DECODE_FILE = "decode.cu"
@@ -34,12 +34,7 @@ def _module(device: int) -> dict:
 
     major, minor = compute_capability(device)
     with cupy.cuda.Device(device):
-        try:
-            functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor)
-        except KernelBuildError:
-            raise
-        except Exception:  # a corrupt or foreign cache entry: compile it anew, once
-            functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor, fresh=True)
+        functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor)
     return dict(zip(KERNELS, functions, strict=True))
 
 
