@@ -17,6 +17,8 @@ import cupy
 import numpy as np
 
 from ..errors import FrameError, GpuMemoryError
+from .jpeg_planes import CHROMA_FACTORS, chroma_shape
+from .nvjpeg import NvjpegError
 from .plan import EncodedJpeg, import_nvc
 
 DECODE_FILE = "decode.cu"
@@ -258,9 +260,6 @@ class JpegDecoder:
         return self.executor.submit(self._decode, items)
 
     def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
-        from .jpeg_planes import CHROMA_FACTORS, chroma_shape
-        from .nvjpeg import NvjpegError
-
         self.opened.result()
         header = items[0].header
         height, width, sampling = header.height, header.width, header.subsampling

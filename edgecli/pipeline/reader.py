@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
+from ..decode.jpeg_header import parse_header
 from ..decode.plan import JPEG_SUFFIXES, EncodedJpeg
 from ..errors import FrameError
 from ..memory import FrameBudget
@@ -245,8 +246,6 @@ class FrameReader:
     def _read_for_gpu(self, source) -> Frame | object:
         """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
         it decodes the file exactly, else the CPU's frame (from the bytes read)."""
-        from ..decode.jpeg_header import parse_header
-
         data = read_file(source.path)
         header = parse_header(data) if data[:2] == b"\xff\xd8" else None
         # Until the GPU's decoder is open (it takes a while), the CPU decodes.
