@@ -16,8 +16,17 @@ import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from .errors import ResourceError
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception on a thread of the run's (a reader, a decoder session), handed through its
+    queue to the consumer to re-raise."""
+
+    error: BaseException
 
 
 class PriorityPool:

@@ -17,6 +17,7 @@ import cupy
 import numpy as np
 
 from ..errors import FrameError, GpuMemoryError
+from ..workers import Raised
 from .jpeg_planes import CHROMA_FACTORS, chroma_shape
 from .nvjpeg import NvjpegError
 from .plan import EncodedJpeg, import_nvc
@@ -422,7 +423,7 @@ class VideoFleet:
                     with self.lock:
                         self.pending -= 1
         except BaseException as exc:  # re-raised on the consumer's thread
-            self.out.put(_Raised(exc))
+            self.out.put(Raised(exc))
         finally:
             self.out.put(_Done)
 
@@ -586,7 +587,7 @@ class VideoFleet:
     def _item(self, item):
         if item is _Done:
             self.running -= 1
-        elif isinstance(item, _Raised):
+        elif isinstance(item, Raised):
             raise item.error
         else:
             yield item
@@ -595,11 +596,6 @@ class VideoFleet:
         self.stop.set()
         for thread in self.threads:
             thread.join()
-
-
-@dataclass(frozen=True)
-class _Raised:
-    error: BaseException
 
 
 def _value(getter) -> str:

@@ -22,7 +22,7 @@ from ..memory import FrameBudget
 from ..params import Options
 from ..sources import Frame
 from ..timing import StageClock, WaitClock
-from ..workers import start_thread
+from ..workers import Raised, start_thread
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,6 @@ class Failure:
 
 class _End:
     """Marks the end of a read-ahead queue."""
-
-
-@dataclass(frozen=True)
-class _Raised:
-    """An exception on a read-ahead thread, handed to the consumer to re-raise."""
-
-    error: BaseException
 
 
 class RunAhead:
@@ -98,7 +91,7 @@ class RunAhead:
                     return
             self._put(_End, last=True)
         except BaseException as exc:  # re-raised on the consumer's thread
-            self._put(_Raised(exc), last=True)
+            self._put(Raised(exc), last=True)
 
     def _take(self):
         with self.waits.timed(self.stage), self.changed:
@@ -115,7 +108,7 @@ class RunAhead:
                 if item is _End:
                     self.finished = True
                     return
-                if isinstance(item, _Raised):
+                if isinstance(item, Raised):
                     raise item.error
                 yield item
         finally:
