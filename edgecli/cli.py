@@ -158,8 +158,8 @@ def main() -> None:
     type=click.Choice(DECODES),
     default=Options.decode,
     show_default=True,
-    help="Where frames are decoded. auto: JPEGs on the GPU's JPEG engines and H.264/HEVC "
-    "on NVDEC wherever that gives exactly the CPU decoder's frames, the CPU elsewhere; gpu: "
+    help="Where frames are decoded. auto: JPEGs on the GPU's JPEG engines and H.264 on "
+    "NVDEC wherever that gives exactly the CPU decoder's frames, the CPU elsewhere; gpu: "
     "on the GPU wherever it can decode at all (exit 4 if no GPU decoder can run); cpu: "
     "always on the CPU.",
 )
