@@ -51,7 +51,7 @@ lint: $(STAMP)
 
 # Every variant for sm_70 ... sm_120 through NVRTC (from the kernel-check extra); no GPU needed.
 kernel-check: $(STAMP)
-	$(PY) -m edgecli.kernel_check --check
+	$(PY) -m edgecli.cuda.check --check
 
 # The kernel against a device copy, 1080p and 4K, and the persistent grid's sizes (GPU).
 bench-kernel: $(STAMP)

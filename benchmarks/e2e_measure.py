@@ -15,7 +15,7 @@ from e2e_table import describe, kind_ratios, main_thread_text
 FOLDER_SUFFIX = {"jpeg": ".jpg", "png": ".png"}
 
 if TYPE_CHECKING:
-    from e2e import Bench, Run
+    from e2e_bench import Bench, Run
 
 
 def run_summary(run: Run) -> dict:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from common import ratio
 
 if TYPE_CHECKING:
-    from e2e import Run
+    from e2e_bench import Run
 
 KINDS = ("video", "jpeg", "png")
 TARGETS = {  # issue 4, from one run on the 16-core H200 host

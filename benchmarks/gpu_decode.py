@@ -152,8 +152,8 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
     """Decode-only (and conversion) rates of the JPEG engines and NVDEC, 1080p."""
     import cupy as cp
 
-    from edgecli.decode import gpu as gpu_decode
     from edgecli.decode import nvjpeg
+    from edgecli.decode.gpu import convert
 
     rates: dict = {}
     files = [p.read_bytes() for p in sorted(jpeg_dir.iterdir())[:64]]
@@ -176,7 +176,7 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
         start = time.perf_counter()
         for _ in range(calls):
             decoder.decode(data, destinations, stream.ptr)
-            gpu_decode.launch_jpeg_to_bgr(0, planes, frame_bytes, out, h, w, (2, 2), 1, stream)
+            convert.launch_jpeg_to_bgr(0, planes, frame_bytes, out, h, w, (2, 2), 1, stream)
         stream.synchronize()
         rates[f"jpeg_engines_batch{batch}_fps"] = round(
             calls * batch / (time.perf_counter() - start)
@@ -201,7 +201,7 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
                 for j, frame in enumerate(frames):
                     nv12 = cp.from_dlpack(frame)
                     pitch = nv12.strides[0]
-                    gpu_decode.launch_nv12_to_bgr(
+                    convert.launch_nv12_to_bgr(
                         0, nv12.data.ptr, pitch, nv12.data.ptr + pitch * h, pitch, out[j], own
                     )
             own.synchronize()

@@ -10,10 +10,10 @@ non-default stream and inputs rotated over buffers that together exceed the L2 c
 - a device-to-device copy of a large buffer (cudaMemcpyAsync; read + write bytes): the ceiling,
   before and after the rest;
 - edgecli's fused kernel, one launch per batch, l1 and l2, as compiled for this GPU; and
-  compiled as PTX for sm_80 and sm_75 (edgecli.kernels.ARCH_ENV), the code paths of older GPUs
+  compiled as PTX for sm_80 and sm_75 (edgecli.cuda.kernel.ARCH_ENV), the code paths of older GPUs
   (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
 - with --blocks-per-sm, the persistent grid at every number of blocks an SM that fits, per
-  norm, in interleaved rounds (how edgecli.kernels.WARPS_PER_SM is chosen);
+  norm, in interleaved rounds (how edgecli.cuda.kernel.WARPS_PER_SM is chosen);
 - a one-pixel-per-thread fused kernel (benchmarks/naive_edges.cu), one launch per frame;
 - an unfused CuPy pipeline per frame: luma (elementwise), cupyx.scipy.ndimage.sobel x 2,
   |Gx| + |Gy|, threshold.
@@ -39,8 +39,10 @@ import cupy as cp
 import cupyx.scipy.ndimage as ndi
 import numpy as np
 
-from edgecli import gpu, kernels, reference
-from edgecli.kernels import Variant
+from edgecli import reference
+from edgecli.cuda import backend, build
+from edgecli.cuda import kernel as kernels
+from edgecli.cuda.kernel import Variant
 from edgecli.params import Options
 
 # 1918x1080: a width that is not a multiple of 16, so every item takes the general path.
@@ -145,9 +147,9 @@ def compiled_for(arch: int | None):
             os.environ[kernels.ARCH_ENV] = before
 
 
-def edgecli_launcher(kernel: gpu.LoadedKernel):
+def edgecli_launcher(kernel: build.LoadedKernel):
     def launch(frames_dev, edges_dev, stream):
-        gpu.launch_edges(kernel, frames_dev, edges_dev, OPTIONS.effective_threshold, stream)
+        backend.launch_edges(kernel, frames_dev, edges_dev, OPTIONS.effective_threshold, stream)
 
     return launch
 
@@ -204,12 +206,12 @@ def bench_resolution(
 
     results = []
     for variant in NORMS:
-        kernel = gpu.load_kernel(0, variant)
+        kernel = build.load_kernel(0, variant)
         label = f"edgecli fused, {variant.norm} ({kernel.target})"
         results.append(measure(label, edgecli_launcher(kernel), runs, 5, variant.norm))
     for arch in OLDER_PATHS:
         with compiled_for(arch):
-            kernel = gpu.load_kernel(0, DEFAULT)
+            kernel = build.load_kernel(0, DEFAULT)
         label = f"edgecli fused, l1, as compiled for older GPUs ({kernel.target})"
         results.append(measure(label, edgecli_launcher(kernel), runs, 5))
     if grid_sweep:
@@ -239,7 +241,7 @@ def sweep_grids(name: str, n_frames: int, runs: int, measure, check) -> list[Res
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     grids = []
     for variant in NORMS:
-        loaded = gpu.load_kernel(0, variant)
+        loaded = build.load_kernel(0, variant)
         for per_sm in range(1, loaded.fitting_blocks // sms + 1):
             kernel = replace(loaded, resident_blocks=per_sm * sms)
             label = f"grid: {variant.norm}, {per_sm} block(s) of {kernels.WARPS} warps an SM"
@@ -272,9 +274,9 @@ def launch_twice(n_frames: int, variant: Variant = DEFAULT) -> int:
     edges = cp.empty((n_frames, height, width), dtype=cp.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
     cp.cuda.Device().synchronize()  # frames were made on the default stream
-    kernel = gpu.load_kernel(0, variant)
+    kernel = build.load_kernel(0, variant)
     for _ in range(2):
-        gpu.launch_edges(kernel, frames, edges, OPTIONS.effective_threshold, stream)
+        backend.launch_edges(kernel, frames, edges, OPTIONS.effective_threshold, stream)
     stream.synchronize()
     return 0
 
@@ -337,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     l2_bytes = props["l2CacheSize"]
     stream = cp.cuda.Stream(non_blocking=True)
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    description = gpu.device_description(device.id)
+    description = build.device_description(device.id)
     print(
         f"{date}  {description}, {props['multiProcessorCount']} SMs, "
         f"L2 {l2_bytes / 1e6:.0f} MB, CuPy {cp.__version__}"

@@ -7,7 +7,7 @@
    run with an empty kernel cache (it compiles), then ``--runs`` runs of each with the cache
    filled, interleaved; the median and range of their wall times.
 2. With CUDA, the same CUDA run with and without edgecli's early driver start
-   (``edgecli/driver.py``; off: ``start_driver`` replaced by a no-op), interleaved, with when
+   (``edgecli/cuda/driver.py``; off: ``start_driver`` replaced by a no-op), interleaved, with when
    ``main()`` returned.
 3. Phases, each once in order in one fresh process (imports and the CUDA context cold, the
    kernel cache warm): imports, device query, context, kernel load, backend, the first batch.
@@ -49,7 +49,7 @@ lap("cuda: context + first allocation")
 from edgecli.backends import cuda_unusable_reason
 assert cuda_unusable_reason() is None
 lap("cuda_unusable_reason (kernel load, from the cache)")
-from edgecli.gpu import CudaBackend
+from edgecli.cuda.backend import CudaBackend
 from edgecli.params import Options
 backend = CudaBackend(Options())
 lap("CudaBackend()")
@@ -73,7 +73,7 @@ except SystemExit:
     pass
 print(f"MAIN {{time.perf_counter() - t0:.3f}}", file=sys.stderr)
 """
-NO_EARLY_DRIVER = "import edgecli.driver as d; d.start_driver = lambda device: None"
+NO_EARLY_DRIVER = "import edgecli.cuda.driver as d; d.start_driver = lambda device: None"
 
 
 def timed_cuda_run(image: Path, prelude: str, env: dict) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """Choosing a backend. Both expose ``detect(frames_bgr) -> edges`` over (N, H, W, 3) uint8.
 
-The CUDA backend lives in :mod:`edgecli.gpu`, which imports CuPy; it is imported here only
+The CUDA backend lives in :mod:`edgecli.cuda.backend`, which imports CuPy; it is imported here only
 when asked for, so ``import edgecli``, ``--help`` and the CPU path work without CUDA.
 """
 
@@ -37,10 +37,11 @@ def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str
         import cupy  # noqa: F401
     except ImportError as exc:  # CuPy, or a library it loads, is missing
         return f"CuPy is not importable ({exc}); install edgecli[cuda12] or edgecli[cuda13]"
-    from . import gpu
+    from .cuda import build
+    from .cuda.kernel import Variant
 
-    variant = None if options is None else gpu.Variant(options.norm, options.border)
-    return gpu.unusable_reason(device, variant)
+    variant = None if options is None else Variant(options.norm, options.border)
+    return build.unusable_reason(device, variant)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def select_backend(options: Options) -> BackendChoice:
         return BackendChoice(CpuBackend(options), None)
     reason = cuda_unusable_reason(options.device, options)
     if reason is None:
-        from .gpu import CudaBackend
+        from .cuda.backend import CudaBackend
 
         return BackendChoice(CudaBackend(options), None)
     if options.backend == "cuda":

@@ -283,7 +283,7 @@ def run(
         raise click.BadParameter(str(exc), param_hint="'--device'") from None
     fields["device"] = devices[0] if devices else 0
     if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
-        from .driver import start_driver
+        from .cuda.driver import start_driver
 
         start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
     if not verbose:
@@ -380,13 +380,14 @@ def info(device: int) -> None:
                 click.echo(f"{package} not installed")
     reason = cuda_unusable_reason(device)
     if reason is None:
-        from . import gpu
+        from .cuda import build
+        from .cuda.kernel import Variant
 
-        major, minor = gpu.compute_capability(device)
-        name = gpu.device_description(device)
+        major, minor = build.compute_capability(device)
+        name = build.device_description(device)
         click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
-        kernel = gpu.load_kernel(device, gpu.Variant())
-        click.echo(f"kernel: {gpu.kernel_description(kernel)}")
+        kernel = build.load_kernel(device, Variant())
+        click.echo(f"kernel: {build.kernel_description(kernel)}")
         for line in decoder_lines():
             click.echo(line)
     else:
@@ -397,7 +398,7 @@ def gpu_ids(devices: list[int] | None) -> list[str]:
     """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
     process's own ids where it sees the device, else the index as given (a worker then says
     what is wrong with it, as a plain run would)."""
-    from .driver import visible_devices
+    from .cuda.driver import visible_devices
 
     visible = visible_devices()
     if devices is None:
@@ -409,7 +410,7 @@ def decoder_lines() -> list[str]:
     """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from .decode.plan import jpeg_unusable_reason, video_unusable_reason
+    from .decode.engines import jpeg_unusable_reason, video_unusable_reason
 
     why = jpeg_unusable_reason("hardware")
     if why is None:

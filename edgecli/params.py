@@ -16,7 +16,7 @@ NORMS = ("l1", "l2")
 BORDERS = ("replicate", "reflect101", "constant")
 BACKENDS = ("auto", "cuda", "cpu")
 # --decode: "auto" decodes on the GPU wherever that gives exactly the CPU decoder's frames,
-# "gpu" wherever the GPU can decode at all, "cpu" never (edgecli.decode.gpu).
+# "gpu" wherever the GPU can decode at all, "cpu" never (edgecli.decode.plan).
 DECODES = ("auto", "cpu", "gpu")
 PNG_BITS = (1, 8)
 ON_ERROR = ("fail", "skip")

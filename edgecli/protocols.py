@@ -1,8 +1,8 @@
 """The interfaces the pipeline drives, written down once: a backend, the GPU path's ring of
-slabs, and what GPU decoding hands it. The CUDA implementations are :mod:`edgecli.gpu`,
-:mod:`edgecli.streaming` and :mod:`edgecli.decode.gpu`; the CPU backend is
-:class:`edgecli.backends.CpuBackend`; :mod:`edgecli.testing` has stand-ins for each, which run
-the pipeline's GPU path on host threads. Typing only: nothing here runs.
+slabs, and what GPU decoding hands it. The CUDA implementations are
+:mod:`edgecli.cuda.backend`, :mod:`edgecli.cuda.ring` and :mod:`edgecli.decode.gpu`; the CPU
+backend is :class:`edgecli.backends.CpuBackend`; :mod:`edgecli.testing` has stand-ins for each,
+which run the pipeline's GPU path on host threads. Typing only: nothing here runs.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class GpuBackend(Backend, Protocol):
 
 
 class DecodedBatch(Protocol):
-    """Frames a GPU decoder put in device memory (gpu_decode.DeviceBatch)."""
+    """Frames a GPU decoder put in device memory (edgecli.decode.gpu.slots.DeviceBatch)."""
 
     names: list[str]
     sources: list[str]

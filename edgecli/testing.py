@@ -1,7 +1,7 @@
 """Stand-in backends, for tests and benchmarks on machines without a GPU.
 
 A normal run never uses this module. The pipeline drives the CUDA backend through a small
-protocol (:mod:`edgecli.protocols` writes it down; :mod:`edgecli.streaming` implements it):
+protocol (:mod:`edgecli.protocols` writes it down; :mod:`edgecli.cuda.ring` implements it):
 ``backend.slab_ring(size)`` gives a ring whose ``fill(shape, capacity)`` takes its next slab,
 once released, for a batch: the caller copies frames into its ``inputs`` (capacity, H, W, 3),
 then ``submit(n)`` gives a batch in flight with ``ready()`` (done yet? never waits),
@@ -307,8 +307,8 @@ class PrecomputedEdges:
 
 
 class StandInDeviceBatch:
-    """Stands in for ``gpu_decode.DeviceBatch``: frames "on the device" (host arrays here),
-    and the protocol's checks: consumed or discarded exactly once."""
+    """Stands in for ``edgecli.decode.gpu.slots.DeviceBatch``: frames "on the device" (host
+    arrays here), and the protocol's checks: consumed or discarded exactly once."""
 
     def __init__(self, names, sources, frames, decoders, errors=()):
         self.names, self.sources, self.frames = names, sources, frames
@@ -330,8 +330,8 @@ class StandInDeviceBatch:
 
 
 class StandInJpegDecoder:
-    """Stands in for ``gpu_decode.JpegDecoder``: decodes each batch with cv2 on a thread of
-    its own (the pipeline's grouping, ordering and error handling are what is tested), and
+    """Stands in for ``edgecli.decode.gpu.jpeg.JpegDecoder``: decodes each batch with cv2 on a
+    thread of its own (the pipeline's grouping, ordering and error handling are what is tested), and
     checks every batch shares one key. Files whose name holds "engine-refuses" fail the batch
     as nvJPEG would, so the CPU decodes that batch instead."""
 
@@ -384,7 +384,8 @@ class StandInJpegDecoder:
 
 
 class StandInDecoders:
-    """Stands in for ``gpu_decode.GpuDecoders``: JPEGs only (``video`` is False)."""
+    """Stands in for ``edgecli.decode.gpu.decoders.GpuDecoders``: JPEGs only (``video`` is
+    False)."""
 
     video = False
     notice = None

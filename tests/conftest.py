@@ -28,16 +28,24 @@ def rng():
 
 @pytest.fixture(scope="session")
 def gpu():
-    """The edgecli.gpu module, or a skip saying why CUDA is unusable here. CuPy is imported
-    only once a device is known to be usable, so collection works without it."""
+    """The edgecli.cuda.backend module, or a skip saying why CUDA is unusable here. CuPy is
+    imported only once a device is known to be usable, so collection works without it."""
     from edgecli.backends import cuda_unusable_reason
 
     reason = cuda_unusable_reason()
     if reason is not None:
         pytest.skip(f"CUDA unusable: {reason}")
-    from edgecli import gpu
+    from edgecli.cuda import backend
 
-    return gpu
+    return backend
+
+
+@pytest.fixture(scope="session")
+def build(gpu):
+    """The edgecli.cuda.build module (compiling and loading the kernels), where CUDA is usable."""
+    from edgecli.cuda import build
+
+    return build
 
 
 @pytest.fixture(scope="session")

@@ -70,13 +70,13 @@ def test_device_usage_errors(folder, tmp_path, args, message):
 
 
 def test_device_all_without_a_gpu_is_a_plain_run(folder, tmp_path, monkeypatch):
-    monkeypatch.setattr("edgecli.driver.visible_devices", lambda: [])
+    monkeypatch.setattr("edgecli.cuda.driver.visible_devices", lambda: [])
     data = summary_of_run(tmp_path, tmp_path / "out", folder, "--device", "all")
     assert data["frames"] == 9 and "scheduler" not in data
 
 
 def test_gpu_ids_follow_this_process_cuda_visible_devices(monkeypatch):
-    monkeypatch.setattr("edgecli.driver.visible_devices", lambda: ["3", "5"])
+    monkeypatch.setattr("edgecli.cuda.driver.visible_devices", lambda: ["3", "5"])
     assert gpu_ids(None) == ["3", "5"]
     assert gpu_ids([1, 0]) == ["5", "3"]
     assert gpu_ids([4]) == ["4"]  # not seen here: the worker says what is wrong with it

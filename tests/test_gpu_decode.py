@@ -41,15 +41,15 @@ SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (17, 33), (33, 17), (1079, 1917)]
 
 @pytest.fixture(scope="module")
 def gpu_decode(gpu):
-    """edgecli.decode.gpu, or a skip naming the GPU decoder that cannot run here."""
-    from edgecli.decode import plan as decoders
+    """edgecli.decode.gpu.decoders, or a skip naming the GPU decoder that cannot run here."""
+    from edgecli.decode import engines
 
-    reason = decoders.jpeg_unusable_reason("hardware")
+    reason = engines.jpeg_unusable_reason("hardware")
     if reason is not None:
         pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
-    from edgecli.decode import gpu as gpu_decode
+    from edgecli.decode.gpu import decoders
 
-    return gpu_decode
+    return decoders
 
 
 @pytest.fixture(autouse=True)
@@ -58,18 +58,18 @@ def engines_from_the_first_file(request, monkeypatch):
     to the CPU while they open: the decoder each file gets is then known."""
     if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
         return
-    from edgecli.decode import gpu as gpu_decode
     from edgecli.decode import plan as decoders
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
 
     monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
-    monkeypatch.setattr(gpu_decode.JpegDecoder, "ready", lambda self: self.opened.result() is None)
+    monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
 
 
 @pytest.fixture(scope="module")
 def nvdec(gpu_decode):
-    from edgecli.decode import plan as decoders
+    from edgecli.decode import engines
 
-    reason = decoders.video_unusable_reason()
+    reason = engines.video_unusable_reason()
     if reason is not None:
         pytest.skip(f"NVDEC unusable: {reason}")
     return gpu_decode
@@ -80,9 +80,10 @@ def poisoned_conversions(request, monkeypatch):
     """Poison the frames each conversion kernel writes, on its stream, just before it runs."""
     if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
         return
-    from edgecli.decode import gpu as gpu_decode
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+    from edgecli.decode.gpu import video as gpu_video
 
-    jpeg, nv12 = gpu_decode.launch_jpeg_to_bgr, gpu_decode.launch_nv12_to_bgr
+    jpeg, nv12 = gpu_jpeg.launch_jpeg_to_bgr, gpu_video.launch_nv12_to_bgr
 
     def poisoned_jpeg(device, planes, frame_bytes, out, *args):
         out.data.memset_async(0x5A, out.nbytes, args[-1])
@@ -92,8 +93,9 @@ def poisoned_conversions(request, monkeypatch):
         out.data.memset_async(0xA5, out.nbytes, stream)
         nv12(device, y, y_pitch, uv, uv_pitch, out, stream)
 
-    monkeypatch.setattr(gpu_decode, "launch_jpeg_to_bgr", poisoned_jpeg)
-    monkeypatch.setattr(gpu_decode, "launch_nv12_to_bgr", poisoned_nv12)
+    # Where the decoders look them up.
+    monkeypatch.setattr(gpu_jpeg, "launch_jpeg_to_bgr", poisoned_jpeg)
+    monkeypatch.setattr(gpu_video, "launch_nv12_to_bgr", poisoned_nv12)
 
 
 def jpeg(image: np.ndarray, sampling: str | None = "420", **flags) -> bytes:

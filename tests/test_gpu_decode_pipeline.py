@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
+from edgecli.decode import engines
 from edgecli.decode import plan as decoders
 from edgecli.errors import EXIT_CUDA_UNUSABLE, EXIT_USAGE, CudaUnavailableError, FrameError
 from edgecli.params import Options
@@ -151,8 +152,8 @@ def test_decode_gpu_without_cuda_names_what_is_missing(folder, tmp_path, monkeyp
 
 
 def test_decode_gpu_where_no_gpu_decoder_runs_names_what_is_missing(folder, monkeypatch):
-    monkeypatch.setattr(decoders, "jpeg_unusable_reason", lambda backend, **_: f"no {backend}")
-    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: "no NVDEC library")
+    monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda backend, **_: f"no {backend}")
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no NVDEC library")
     with pytest.raises(CudaUnavailableError) as error:
         decoders.plan(Options(decode="gpu"), discover(str(folder)))
     assert str(error.value) == (
@@ -160,31 +161,21 @@ def test_decode_gpu_where_no_gpu_decoder_runs_names_what_is_missing(folder, monk
     )
 
 
-class Recorded:
-    """Stands in for gpu_decode.GpuDecoders: what plan() opened."""
-
-    chosen: dict = {}
-
-    def __init__(self, device, max_pixels, jpeg_backend, video, notice):
-        Recorded.chosen = {"jpeg": jpeg_backend, "video": video, "notice": notice}
-
-
-def chosen(options, sources, monkeypatch) -> dict | None:
-    monkeypatch.setattr(decoders, "_gpu_decoders", lambda: Recorded)
-    opener = decoders.plan(options, sources)
-    if opener is None:
+def chosen(options, sources) -> dict | None:
+    """What plan() sends to the GPU for a run of ``sources``, or None: nothing."""
+    decided = decoders.plan(options, sources)
+    if decided is None:
         return None
-    opener()
-    return Recorded.chosen
+    return {"jpeg": decided.jpeg_backend, "video": decided.video, "notice": decided.notice}
 
 
 def test_decode_gpu_takes_the_cuda_backend_only_without_engines(folder, monkeypatch):
     monkeypatch.setattr(
-        decoders, "jpeg_unusable_reason", lambda b, **_: "no engines" if b == "hardware" else None
+        engines, "jpeg_unusable_reason", lambda b, **_: "no engines" if b == "hardware" else None
     )
-    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: None)
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
     sources = discover(str(folder))
-    assert chosen(Options(decode="gpu"), sources, monkeypatch) == {
+    assert chosen(Options(decode="gpu"), sources) == {
         "jpeg": "cuda", "video": False, "notice": None,
     }  # fmt: skip
 
@@ -192,17 +183,17 @@ def test_decode_gpu_takes_the_cuda_backend_only_without_engines(folder, monkeypa
 def test_auto_sends_jpegs_to_the_engines_only_in_long_runs(folder, monkeypatch):
     """Opening the engines costs about a second: auto uses them from JPEG_MIN_FILES JPEGs on
     (and never asks nvJPEG's CUDA backend, which is not exact)."""
-    monkeypatch.setattr(decoders, "nvjpeg_missing", lambda: None)
+    monkeypatch.setattr(engines, "nvjpeg_missing", lambda: None)
     sources = discover(str(folder))
-    assert len(sources) == 21 and chosen(Options(), sources, monkeypatch) is None  # 20 JPEGs
+    assert len(sources) == 21 and chosen(Options(), sources) is None  # 20 JPEGs
     monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 21)
-    assert chosen(Options(), sources, monkeypatch) is None
+    assert chosen(Options(), sources) is None
     monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 20)
-    assert chosen(Options(), sources, monkeypatch) == {
+    assert chosen(Options(), sources) == {
         "jpeg": "hardware", "video": False, "notice": None,
     }  # fmt: skip
-    monkeypatch.setattr(decoders, "nvjpeg_missing", lambda: "libnvjpeg is not installed")
-    assert chosen(Options(), sources, monkeypatch) is None
+    monkeypatch.setattr(engines, "nvjpeg_missing", lambda: "libnvjpeg is not installed")
+    assert chosen(Options(), sources) is None
 
 
 def test_json_summary_names_the_decoders(folder, tmp_path):
@@ -247,8 +238,8 @@ def test_a_stop_mid_run_finishes_what_is_in_flight(folder, tmp_path):
 def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
     from edgecli.cli import decoder_lines
 
-    monkeypatch.setattr(decoders, "jpeg_unusable_reason", lambda backend: "no JPEG engines")
-    monkeypatch.setattr(decoders, "video_unusable_reason", lambda: "no libnvcuvid.so.1")
+    monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda backend: "no JPEG engines")
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no libnvcuvid.so.1")
     assert decoder_lines() == [
         "jpeg decoding (--decode auto): CPU (no JPEG engines)",
         "video decoding (--decode auto): CPU (no libnvcuvid.so.1)",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgecli import reference
-from edgecli.kernels import Variant
+from edgecli.cuda.kernel import Variant
 from edgecli.params import Options
 from edgecli.png import PackedEdges, png_rows_1bit
 
@@ -35,11 +35,13 @@ def edge_maps(shape: tuple[int, ...], content: str, seed: int) -> np.ndarray:
 
 
 def pack_on_gpu(gpu, cp, stream, edges: np.ndarray, poison: int) -> np.ndarray:
+    from edgecli.cuda.build import load_kernel
+
     n, h, w = edges.shape
     with stream:
         edges_dev = cp.asarray(edges)
         rows_dev = cp.full((n, h, 1 + (w + 7) // 8), poison, dtype=cp.uint8)
-        gpu.launch_pack_rows(gpu.load_kernel(0, Variant()), edges_dev, rows_dev, stream)
+        gpu.launch_pack_rows(load_kernel(0, Variant()), edges_dev, rows_dev, stream)
         rows = rows_dev.get(stream=stream)
     stream.synchronize()
     return rows
@@ -73,9 +75,9 @@ def test_packing_more_bytes_than_the_grid_covers(gpu, cp, stream):
     assert_packs_as_the_host(gpu, cp, stream, edges)
 
 
-def test_packing_rejects_mismatched_arrays(gpu, cp, stream):
+def test_packing_rejects_mismatched_arrays(build, gpu, cp, stream):
     """Rows of the wrong shape or type are refused, naming the shape wanted."""
-    kernel = gpu.load_kernel(0, Variant())
+    kernel = build.load_kernel(0, Variant())
     edges_dev = cp.zeros((2, 5, 13), dtype=cp.uint8)
     with pytest.raises(ValueError, match=r"\(2, 5, 3\)"):
         gpu.launch_pack_rows(kernel, edges_dev, cp.zeros((2, 5, 2), dtype=cp.uint8), stream)

@@ -102,12 +102,12 @@ def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
 
 def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkeypatch):
     """A batch the GPU cannot hold ends the run with one line saying what to change."""
-    from edgecli import streaming
+    from edgecli.cuda import ring
 
     def no_memory(*args, **kwargs):
         raise cp.cuda.memory.OutOfMemoryError(10**12, 0)
 
-    monkeypatch.setattr(streaming.cp, "empty", no_memory)
+    monkeypatch.setattr(ring.cp, "empty", no_memory)
     result = invoke("run", mixed_folder, "-o", tmp_path / "out", "--backend", "cuda")
     assert result.exit_code == 1
     last = result.stderr.splitlines()[-1]

@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-GPU_MODULES = ["edgecli.streaming", "edgecli.gpu", "edgecli.decode.gpu", "edgecli.cluster"]
+GPU_MODULES = [
+    "edgecli.cuda.ring",
+    "edgecli.cuda.build",
+    "edgecli.cuda.backend",
+    "edgecli.decode.gpu.convert",
+    "edgecli.decode.gpu.slots",
+    "edgecli.decode.gpu.jpeg",
+    "edgecli.decode.gpu.video",
+    "edgecli.decode.gpu.decoders",
+    "edgecli.cluster",
+]
 
 
 @pytest.mark.parametrize("module", GPU_MODULES)

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from edgecli import kernel_check, kernels
+from edgecli.cuda import check as kernel_check
+from edgecli.cuda import kernel as kernels
+from edgecli.cuda.kernel import Variant, all_variants, kernel_defines, kernel_path, kernel_source
 from edgecli.errors import OptionError
-from edgecli.kernels import Variant, all_variants, kernel_defines, kernel_path, kernel_source
 
 NVRTC13 = kernel_check.find_nvrtc(13)
 needs_nvrtc = pytest.mark.skipif(
@@ -124,7 +125,7 @@ def test_the_source_compiled_without_its_defines_names_where_they_come_from():
     options = [o for o in kernels.compile_options(Variant(), 90) if not o.startswith("-D")]
     ok, log = compiler.compile(kernel_source(), "edges.cu", tuple(options))
     assert not ok
-    assert "edgecli.kernels.kernel_defines()" in log
+    assert "edgecli.cuda.kernel.kernel_defines()" in log
 
 
 @needs_nvrtc
@@ -185,8 +186,8 @@ def test_check_fails_loudly_without_nvrtc(monkeypatch):
 
 
 def test_importing_kernels_does_not_import_cupy():
-    """edgecli.kernels and make kernel-check work where CuPy is not installed."""
-    code = "import sys, edgecli.kernel_check; sys.exit('cupy' in sys.modules)"
+    """edgecli.cuda.kernel and make kernel-check work where CuPy is not installed."""
+    code = "import sys, edgecli.cuda.check; sys.exit('cupy' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent.parent, check=False
     )
@@ -229,7 +230,7 @@ def test_spills_are_found_in_either_report():
 def test_starting_the_driver_never_fails_where_there_is_none(monkeypatch):
     """Without an NVIDIA driver (as here), the early driver start returns quietly, and the
     thread it runs on is a daemon that never holds up the process's exit."""
-    from edgecli import driver
+    from edgecli.cuda import driver
 
     monkeypatch.setattr(driver, "DRIVER_LIBRARY", "libcuda-that-is-not-there.so.1")
     raised = []

@@ -1,11 +1,11 @@
 """Decoding: files and videos to the contract's frames, on the CPU and on the GPU.
 
 :mod:`.cpu` decodes on the CPU (OpenCV, imageio) and reads sizes from headers; :mod:`.plan`
-decides which decoder decodes what (``--decode auto|cpu|gpu``; no CuPy); :mod:`.gpu` runs the
-GPU's decoders (the JPEG engines through :mod:`.nvjpeg`, NVDEC through PyNvVideoCodec) into
-batches on the device. What makes their frames the CPU's, bit for bit: :mod:`.jpeg_header`
-reads a JPEG's header, :mod:`.jpeg_planes` turns its planes into BGR as libjpeg-turbo does,
-:mod:`.h264` judges a video stream's colour and layout (:mod:`.mp4`: its file's boxes), and
-:mod:`.yuv` is swscale's YUV to BGR. Which frames a run has is :mod:`edgecli.sources`'.
-Nothing here is imported by ``import edgecli``.
+decides which decoder decodes what (``--decode auto|cpu|gpu``; no CuPy); :mod:`.engines` opens
+the GPU's decoding libraries (nvJPEG through :mod:`.nvjpeg`, NVDEC through PyNvVideoCodec);
+:mod:`.gpu` runs the GPU's decoders into batches on the device. What makes their frames the
+CPU's, bit for bit: :mod:`.jpeg_header` reads a JPEG's header, :mod:`.jpeg_planes` turns its
+planes into BGR as libjpeg-turbo does, :mod:`.h264` judges a video stream's colour and layout
+(:mod:`.mp4`: its file's boxes), and :mod:`.yuv` is swscale's YUV to BGR. Which frames a run
+has is :mod:`edgecli.sources`'. Nothing here is imported by ``import edgecli``.
 """

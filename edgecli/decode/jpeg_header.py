@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from .jpeg_planes import CHROMA_FACTORS
+
+JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
 
 # SOFn markers (C0..CF but C4 DHT, C8 JPG, CC DAC): what keeps each one off the GPU, None for
 # the two the GPU path decodes. libjpeg-turbo reads C0..C3 and C9..CB; C5..C7 and CD..CF are
@@ -316,3 +319,19 @@ def _exif_orientation(mv: memoryview, blocks: list[tuple[int, int]]) -> tuple[in
                 return 1, "malformed EXIF"
             entry += 12
     return 1, None
+
+
+@dataclass(frozen=True)
+class EncodedJpeg:
+    """A JPEG file read and found fit for the GPU decoder: its bytes and parsed header."""
+
+    out_name: str
+    source: str
+    path: Path
+    data: bytes
+    header: JpegHeader
+
+    def key(self) -> tuple:
+        """What the files of one batch share: size, sampling, orientation."""
+        h = self.header
+        return (h.width, h.height, h.subsampling, h.orientation)

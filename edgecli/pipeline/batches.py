@@ -90,9 +90,9 @@ def run_on_gpu(
     ``on_copied(name)`` is called once a frame is in its slab.
 
     Items of ``frames`` that are not Frames are batches the GPU decodes (futures of
-    gpu_decode.DeviceBatch): up to DECODE_AHEAD of them decode while the one before goes to
-    the kernel, which reads the decoder's buffer. ``on_failed(error)`` is told of each file
-    such a batch could not decode; ``tally`` counts the frames each decoder gave.
+    edgecli.decode.gpu.slots.DeviceBatch): up to DECODE_AHEAD of them decode while the one
+    before goes to the kernel, which reads the decoder's buffer. ``on_failed(error)`` is told of
+    each file such a batch could not decode; ``tally`` counts the frames each decoder gave.
     """
     batches = GpuBatches(ring, options, copies, clock, writer, waits, on_copied, on_failed, tally)
     for frame in frames:

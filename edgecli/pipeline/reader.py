@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
-from ..decode.jpeg_header import parse_header
-from ..decode.plan import JPEG_SUFFIXES, EncodedJpeg
+from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
@@ -162,8 +161,8 @@ class FrameReader:
         self.read_pool = read_pool or pool
         self.window = window
         self.budget = budget or FrameBudget(None, 0)
-        # GPU decoders (gpu_decode.GpuDecoders, or a stand-in): JPEGs go to gpu.jpeg in
-        # batches, videos to gpu.fleet(...); None: every frame is decoded on the CPU.
+        # GPU decoders (edgecli.decode.gpu.decoders.GpuDecoders, or a stand-in): JPEGs go to
+        # gpu.jpeg in batches, videos to gpu.fleet(...); None: every frame is decoded on the CPU.
         self.gpu = gpu
         self.waits = WaitClock()
         self.skipped_existing = 0

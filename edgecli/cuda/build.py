@@ -1,16 +1,11 @@
-"""The CUDA backend: ``cuda/edges.cu`` compiled through NVRTC and launched on CuPy streams.
+"""Compiling and loading the kernels: NVRTC for the device at hand, a cache on disk.
 
-This module imports CuPy; :mod:`edgecli.backends` imports it only when the CUDA backend is
-asked for, so the CLI and the CPU path never need CuPy.
-
-Layers, top-down:
-
-- :class:`CudaBackend` ``.detect(frames)``: host frames in, host edge maps out (synchronous),
-  through pinned staging buffers and a non-default stream.
-- :func:`launch_edges`: the kernel on device arrays, on a given stream, no synchronisation --
-  what the streaming pipeline reuses.
-- :func:`load_kernel`: one variant for one device, memoized on (device, variant); compiled
-  once per machine and kept on disk (:func:`edgecli.kernels.kernel_cache_dir`).
+``edgecli/cuda/edges.cu`` (and ``decode.cu``) are compiled once per variant and machine, kept in
+edgecli's cache (:func:`edgecli.cuda.kernel.kernel_cache_dir`) and loaded once per process:
+:func:`load_kernel` for the edge kernel (memoized on device and variant, with the persistent
+grid that fits the device), :func:`load_kernels` for any file's kernels. Also what a device is
+(:func:`compute_capability`, :func:`device_description`) and whether the kernel runs on it
+(:func:`unusable_reason`). Imports CuPy.
 """
 
 from __future__ import annotations
@@ -22,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cupy
-import numpy as np
 
-from . import reference
-from .errors import KernelBuildError, KernelResourceError, OutputError
-from .kernels import (
+from ..errors import KernelBuildError, KernelResourceError, OutputError
+from ..sinks import write_atomic
+from .kernel import (
     ARCH_ENV,
     CUDA13_MIN_ARCH,
     KERNEL_FILE,
@@ -37,7 +31,6 @@ from .kernels import (
     THREADS,
     TILE_H,
     TILE_W,
-    WARPS,
     Variant,
     blocks_per_sm,
     cache_key,
@@ -47,14 +40,6 @@ from .kernels import (
     kernel_defines,
     kernel_source,
 )
-from .params import MAX_L1_MAGNITUDE, Options
-from .png import png_row_bytes_1bit
-from .sinks import write_atomic
-from .streaming import SlabRing
-
-# The kernel stages input rows in 16-byte chunks relative to the buffer's start.
-FRAMES_ALIGNMENT = 16
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -76,7 +61,7 @@ _kernels_lock = threading.Lock()
 
 def load_kernel(device: int, variant: Variant) -> LoadedKernel:
     """The kernel ``variant`` for ``device``: compiled once per machine (then read from disk),
-    loaded once per process. Honours :data:`edgecli.kernels.ARCH_ENV`."""
+    loaded once per process. Honours :data:`edgecli.cuda.kernel.ARCH_ENV`."""
     key = (device, variant, forced_arch())
     with _kernels_lock:
         loaded = _kernels.get(key)
@@ -132,7 +117,7 @@ def load_kernels(
     name: str, kernels: tuple[str, ...], defines: tuple[str, ...], arch: int, *,
     ptx: bool = False, label: str = "",
 ):  # fmt: skip
-    """The ``kernels`` of the CUDA file ``name`` (in cuda/) compiled with ``defines`` for
+    """The ``kernels`` of the CUDA file ``name`` (in this folder) compiled with ``defines`` for
     ``arch`` through the disk cache (:func:`compiled_file`), loaded on the current device; and
     the target they were compiled for. A cache entry that does not load (corrupt, or another
     machine's) is compiled anew, once."""
@@ -161,7 +146,7 @@ def compiled_file(
     name: str, defines: tuple[str, ...], arch: int, *, ptx: bool, fresh: bool = False,
     label: str = "",
 ) -> tuple[Path, str]:  # fmt: skip
-    """A file holding cuda/``name`` compiled with ``defines`` for ``arch`` (machine code, or
+    """A file holding ``name`` compiled with ``defines`` for ``arch`` (machine code, or
     PTX), and the target it holds. Read from the cache when an earlier run compiled it; else
     compiled by NVRTC now and kept there (or, where the cache cannot be written, in a
     temporary file). Cached files are named ``<key>.<target>.<cubin|ptx>``: the key of what
@@ -227,123 +212,6 @@ def _nvrtc_compile(
     return code, f"compute_{arch}" if ptx else f"sm_{arch}"
 
 
-def grid_for(kernel: LoadedKernel, n_frames: int, height: int, width: int) -> tuple[int, int, int]:
-    """(blocks, tiles_x, tiles_per_frame) for a launch over n_frames frames of height x width."""
-    tiles_x = -(-width // TILE_W)
-    tiles_per_frame = tiles_x * -(-height // TILE_H)
-    n_items = n_frames * tiles_per_frame
-    if n_items > _INT32_MAX:
-        raise ValueError(
-            f"{n_frames} frames of {height}x{width} make {n_items} tiles, more than one launch "
-            f"indexes ({_INT32_MAX}); launch fewer frames at a time"
-        )
-    blocks = -(-n_items // WARPS)  # one warp per work item at most
-    return min(blocks, kernel.resident_blocks), tiles_x, tiles_per_frame
-
-
-def _check_arrays(
-    kernel: LoadedKernel, source, source_name: str, out, out_name: str, shape
-) -> None:
-    """Refuse an output ``out`` that is not uint8 of ``shape``, and a ``source`` and ``out``
-    that are not both C-contiguous and on the kernel's device: a launch's own checks."""
-    if out.dtype != np.uint8 or out.shape != shape:
-        raise ValueError(f"{out_name} must be uint8 shaped {shape}, got {out.dtype} {out.shape}")
-    if not (source.flags.c_contiguous and out.flags.c_contiguous):
-        raise ValueError(f"{source_name} and {out_name} must be C-contiguous")
-    if source.device.id != kernel.device or out.device.id != kernel.device:
-        raise ValueError(
-            f"arrays are on devices {source.device.id}/{out.device.id}, "
-            f"the kernel on {kernel.device}"
-        )
-
-
-def launch_edges(
-    kernel: LoadedKernel,
-    frames_dev: cupy.ndarray,
-    edges_dev: cupy.ndarray,
-    threshold: int,
-    stream: cupy.cuda.Stream,
-) -> None:
-    """Enqueue edge detection of ``frames_dev`` (N, H, W, 3) uint8 BGR into ``edges_dev``
-    (N, H, W) uint8 on ``stream``. Asynchronous: nothing here waits for the device.
-
-    ``threshold`` is the effective one (``Options.effective_threshold``, at most 2040).
-    """
-    if frames_dev.dtype != np.uint8 or frames_dev.ndim != 4 or frames_dev.shape[3] != 3:
-        raise ValueError(
-            "frames_dev must be uint8 shaped (N, H, W, 3), "
-            f"got {frames_dev.dtype} {frames_dev.shape}"
-        )
-    n_frames, height, width = frames_dev.shape[:3]
-    _check_arrays(
-        kernel, frames_dev, "frames_dev", edges_dev, "edges_dev", (n_frames, height, width)
-    )
-    if frames_dev.data.ptr % FRAMES_ALIGNMENT:
-        raise ValueError(
-            f"frames_dev must start {FRAMES_ALIGNMENT}-byte aligned (a fresh allocation or a "
-            f"[:n] slice of one), got address {frames_dev.data.ptr:#x}"
-        )
-    if not 0 <= threshold <= MAX_L1_MAGNITUDE:
-        raise ValueError(f"threshold must be in 0..{MAX_L1_MAGNITUDE}, got {threshold}")
-    if min(n_frames, height, width) == 0:
-        return
-    blocks, tiles_x, tiles_per_frame = grid_for(kernel, n_frames, height, width)
-    args = (
-        frames_dev,
-        edges_dev,
-        np.int32(n_frames),
-        np.int32(height),
-        np.int32(width),
-        np.int32(tiles_x),
-        np.int32(tiles_per_frame),
-        np.int32(threshold),
-    )
-    try:
-        with cupy.cuda.Device(kernel.device):
-            kernel.function(
-                (blocks,),
-                (THREADS,),
-                args,
-                stream=stream,
-                shared_mem=SHARED_BYTES,
-            )
-    except cupy.cuda.driver.CUDADriverError as exc:
-        raise KernelResourceError(
-            f"{KERNEL_FILE} ({kernel.variant.name}) failed to launch {blocks} blocks of "
-            f"{THREADS} threads on CUDA device {kernel.device}: {exc}"
-        ) from exc
-
-
-# pack_rows_1bit: a thread an output byte, in blocks of PACK_THREADS, at most PACK_BLOCKS blocks
-# (grid-stride past that).
-PACK_THREADS = 256
-PACK_BLOCKS = 4096
-
-
-def launch_pack_rows(
-    kernel: LoadedKernel, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream
-) -> None:
-    """Enqueue the packing of ``edges_dev`` (N, H, W) uint8 into 1-bit PNG scanlines in
-    ``rows_dev`` (N, H, 1 + ceil(W / 8)) uint8 (``edgecli.png.png_rows_1bit`` on the host)
-    on ``stream``. Asynchronous."""
-    if edges_dev.dtype != np.uint8 or edges_dev.ndim != 3:
-        raise ValueError(
-            f"edges_dev must be uint8 shaped (N, H, W), got {edges_dev.dtype} {edges_dev.shape}"
-        )
-    n_frames, height, width = edges_dev.shape
-    row_bytes = png_row_bytes_1bit(width)
-    _check_arrays(
-        kernel, edges_dev, "edges_dev", rows_dev, "rows_dev", (n_frames, height, row_bytes)
-    )
-    total = rows_dev.size
-    if total == 0:
-        return
-    blocks = min(-(-total // PACK_THREADS), PACK_BLOCKS)
-    args = (edges_dev, rows_dev, np.int64(n_frames * height), np.int32(width), np.int32(row_bytes))
-    with cupy.cuda.Device(kernel.device):
-        kernel.pack((blocks,), (PACK_THREADS,), args, stream=stream)
-
-
 def compute_capability(device: int) -> tuple[int, int]:
     props = cupy.cuda.runtime.getDeviceProperties(device)
     return props["major"], props["minor"]
@@ -396,57 +264,3 @@ def device_description(device: int) -> str:
     name = props["name"]
     name = name.decode() if isinstance(name, bytes) else str(name)
     return f"{name} (device {device}, sm_{props['major']}{props['minor']})"
-
-
-class CudaBackend:
-    """The edge contract on a CUDA device; same interface as ``backends.CpuBackend``, plus
-    :meth:`slab_ring` for the streaming pipeline.
-
-    Not thread-safe: one ``detect`` at a time per instance (it reuses its buffers).
-    """
-
-    name = "cuda"
-    runs_on_host = False  # the pipeline batches frames and streams them through slab_ring()
-
-    def __init__(self, options: Options):
-        self.options = options
-        self.device = options.device
-        self.kernel = load_kernel(self.device, Variant(options.norm, options.border))
-        self.device_name = device_description(self.device)
-        self._detect_ring: SlabRing | None = None
-
-    def launch(
-        self, frames_dev: cupy.ndarray, edges_dev: cupy.ndarray, stream: cupy.cuda.Stream
-    ) -> None:
-        """:func:`launch_edges` with this backend's kernel and threshold."""
-        launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
-
-    def pack(self, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream) -> None:
-        """:func:`launch_pack_rows` with this backend's module."""
-        launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
-
-    def gpu_decoders(self, options: Options, sources: list):
-        """What decodes on the GPU in a run of ``sources`` (:func:`edgecli.decode.plan.plan`)."""
-        from .decode.plan import plan
-
-        return plan(options, sources)
-
-    def slab_ring(self, slabs: int) -> SlabRing:
-        """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
-        batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
-        nothing for the encoders to pack: np.packbits holds the GIL)."""
-        pack = self.pack if self.options.png_bits == 1 else None
-        return SlabRing(slabs, self.device, self.launch, pack)
-
-    def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
-        """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
-        frames = reference.check_frames(frames_bgr)
-        if self._detect_ring is None:
-            self._detect_ring = SlabRing(1, self.device, self.launch)
-        filling = self._detect_ring.fill(frames.shape[1:], len(frames))
-        try:
-            np.copyto(filling.inputs[: len(frames)], frames)
-            edges, _ = filling.submit(len(frames)).result()
-            return edges.copy()
-        finally:
-            filling.release()

@@ -14,7 +14,7 @@ Where the bytes go, per batch:
 
 So the host-side work that scales with pixels runs on worker threads, and the main thread
 makes a handful of CUDA calls per batch: each one gives up the GIL and has to win it back
-from busy workers. Imports CuPy: only :mod:`edgecli.gpu` imports this module.
+from busy workers. Imports CuPy: only :mod:`edgecli.cuda.backend` imports this module.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import cupy as cp
 import numpy as np
 
-from .errors import GpuMemoryError
-from .png import PackedEdges, png_row_bytes_1bit
+from ..errors import GpuMemoryError
+from ..png import PackedEdges, png_row_bytes_1bit
 
 
 def empty_pinned(nbytes: int) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""``make kernel-check``: compile every variant of ``cuda/edges.cu`` for every architecture in
-:data:`edgecli.kernels.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on any
-error or register spill (``python -m edgecli.kernel_check --check``).
+"""``make kernel-check``: compile every variant of ``edges.cu`` for every architecture in
+:data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on
+any error or register spill (``python -m edgecli.cuda.check --check``).
 
 NVRTC is loaded by path from NVIDIA's wheels (the ``kernel-check`` extra: CUDA 12's, the last to
 compile for Volta, and CUDA 13's), through ctypes: no CuPy, no GPU.
@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .kernels import (
+from ..params import usable_cpus
+from .kernel import (
     CHECK_ARCHS,
     CUDA13_MIN_ARCH,
     KERNEL_FILE,
@@ -27,7 +28,6 @@ from .kernels import (
     kernel_path,
     kernel_source,
 )
-from .params import usable_cpus
 
 # ---- NVRTC through ctypes, for --check (no CuPy, no GPU) --------------------------------------
 
@@ -183,7 +183,7 @@ def _registers(report: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m edgecli.kernel_check", description="Check the CUDA kernel's variants."
+        prog="python -m edgecli.cuda.check", description="Check the CUDA kernel's variants."
     )
     parser.add_argument(
         "--check",

@@ -1,11 +1,11 @@
 """The CUDA kernel source and its compile-time variants; no CuPy here.
 
-``cuda/edges.cu`` is compiled once per variant: the norm and the border mode are ``-D``
-definitions (validated and emitted by :func:`kernel_defines`), the threshold and the frame
-sizes are runtime arguments. One form of the kernel runs on every GPU from compute capability
-7.0 on; :mod:`edgecli.gpu` compiles it for the device at hand through NVRTC and caches the
-result on disk. :mod:`edgecli.kernel_check` (``make kernel-check``) compiles every variant for
-every architecture in :data:`CHECK_ARCHS` on a machine without a GPU.
+``edges.cu`` (beside this module) is compiled once per variant: the norm and the border mode
+are ``-D`` definitions (validated and emitted by :func:`kernel_defines`), the threshold and the
+frame sizes are runtime arguments. One form of the kernel runs on every GPU from compute
+capability 7.0 on; :mod:`edgecli.cuda.build` compiles it for the device at hand through NVRTC
+and caches the result on disk. :mod:`edgecli.cuda.check` (``make kernel-check``) compiles every
+variant for every architecture in :data:`CHECK_ARCHS` on a machine without a GPU.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .cache import cache_dir
-from .errors import OptionError
-from .params import BORDERS, NORMS
+from ..cache import cache_dir
+from ..errors import OptionError
+from ..params import BORDERS, NORMS
 
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
@@ -27,7 +27,7 @@ PACK_KERNEL_NAME = "pack_rows_1bit"  # in the same file: edge maps into 1-bit PN
 
 # The work item one warp computes: 128 columns (32 lanes x 4 pixels) by 30 rows, staged as 32 rows
 # of STAGE_STRIDE bytes in shared memory; WARPS warps a block, each on its own items. Fixed in
-# cuda/edges.cu, which static_asserts the same numbers.
+# edges.cu, which static_asserts the same numbers.
 TILE_W = 128
 TILE_H = 30
 WARPS = 4
@@ -77,7 +77,7 @@ class Variant:
 
 
 def kernel_defines(variant: Variant) -> tuple[str, ...]:
-    """The ``-D`` options that select ``variant`` in ``cuda/edges.cu``; raise naming a bad value."""
+    """The ``-D`` options that select ``variant`` in ``edges.cu``; raise naming a bad value."""
     if variant.norm not in _NORM_DEFINES:
         raise OptionError(f"kernel norm must be one of {', '.join(NORMS)}, got {variant.norm!r}")
     if variant.border not in _BORDER_DEFINES:
@@ -112,15 +112,12 @@ def all_variants() -> list[Variant]:
 
 
 def cuda_dir() -> Path:
-    """Where the ``.cu`` files are: ``edgecli/cuda`` when installed, ``cuda/`` in a checkout."""
-    installed = Path(__file__).parent / "cuda"
-    if installed.is_dir():
-        return installed
-    return Path(__file__).resolve().parent.parent / "cuda"
+    """Where the ``.cu`` files are: beside this module, in a checkout and in a wheel alike."""
+    return Path(__file__).resolve().parent
 
 
 def kernel_path(name: str = KERNEL_FILE) -> Path:
-    """Where ``cuda/<name>`` is: beside the package in a checkout, inside it in a wheel."""
+    """The path of the CUDA source ``name`` (``edges.cu``, ``decode.cu``)."""
     path = cuda_dir() / name
     if not path.is_file():
         raise FileNotFoundError(

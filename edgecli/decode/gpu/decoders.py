@@ -1,0 +1,33 @@
+"""The GPU decoders of one run, as :func:`edgecli.decode.plan.plan` chose them."""
+
+from __future__ import annotations
+
+from ..plan import DecodePlan
+from .jpeg import JpegDecoder
+from .video import VideoFleet
+
+
+class GpuDecoders:
+    """The GPU decoders of one run: ``jpeg`` (a JpegDecoder, or None) and ``video`` (whether
+    videos go to a VideoFleet); ``notice``: what --decode auto left on the CPU, and why."""
+
+    def __init__(self, chosen: DecodePlan):
+        self.device, self.max_pixels = chosen.device, chosen.max_pixels
+        backend = chosen.jpeg_backend
+        self.jpeg = JpegDecoder(self.device, backend, self.max_pixels) if backend else None
+        self.video = chosen.video
+        self.notice = chosen.notice
+        self.lanes = 1
+        self.fleets: list[VideoFleet] = []
+
+    def fleet(self, sources, wanted, skipped, clock) -> VideoFleet:
+        fleet = VideoFleet(self.device, sources, self.max_pixels, wanted, skipped, clock)
+        self.lanes = max(self.lanes, fleet.sessions)
+        self.fleets.append(fleet)
+        return fleet
+
+    def close(self) -> None:
+        for fleet in self.fleets:
+            fleet.close()
+        if self.jpeg is not None:
+            self.jpeg.close()

@@ -1,0 +1,134 @@
+"""JPEG on the GPU: nvJPEG's batched decoder to planes, then ``jpeg_planes_to_bgr`` into a
+slot, on a thread of its own."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import cupy
+
+from ...errors import FrameError
+from ..cpu import decode_image
+from ..engines import keep_jpeg_decoder, take_jpeg_decoder
+from ..jpeg_header import EncodedJpeg
+from ..jpeg_planes import CHROMA_FACTORS, chroma_shape
+from ..nvjpeg import NvjpegError
+from .convert import launch_jpeg_to_bgr, module
+from .slots import CPU, DeviceBatch, SlotRing, frames_a_batch, upload
+
+JPEG_ENGINE, JPEG_CUDA = "nvjpeg-hw", "nvjpeg-cuda"
+# Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
+# (1080p, one thread; benchmarks/RESULTS.md, "GPU decoding").
+JPEG_BATCH = 32
+
+# Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
+JPEG_AHEAD = 2
+JPEG_SLOTS = JPEG_AHEAD + 3
+
+
+class JpegDecoder:
+    """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not thread-safe;
+    two threads, each with a decoder of its own, fed the engines less than one:
+    benchmarks/RESULTS.md)."""
+
+    def __init__(self, device: int, backend: str, max_pixels: int):
+        self.device, self.backend, self.max_pixels = device, backend, max_pixels
+        self.name = JPEG_ENGINE if backend == "hardware" else JPEG_CUDA
+        self.stop = threading.Event()  # set by close: a decode waiting for a slot gives up
+        self.batch = JPEG_BATCH
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-nvjpeg")
+        self.opened = self.executor.submit(self._open)
+
+    def _open(self) -> None:
+        cupy.cuda.Device(self.device).use()
+        self.decoder = take_jpeg_decoder(self.backend, self.device)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.ring = SlotRing(JPEG_SLOTS, self.stop)
+        module(self.device)
+
+    def ready(self) -> bool:
+        """Whether the decoder is open, never waiting (until it is, JPEGs go to the CPU)."""
+        return self.opened.done() and self.opened.exception() is None
+
+    def failure(self) -> str | None:
+        """Why the decoder could not open, once that is known; else None."""
+        if not self.opened.done() or self.opened.exception() is None:
+            return None
+        return str(self.opened.exception())
+
+    def batch_for(self, header) -> int:
+        """Files a batch of ``header``'s size holds: JPEG_BATCH, fewer for large frames."""
+        return frames_a_batch(self.batch, header.width * header.height)
+
+    def submit(self, items: list[EncodedJpeg]):
+        """A Future of the DeviceBatch of ``items`` (which share a key)."""
+        return self.executor.submit(self._decode, items)
+
+    def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
+        self.opened.result()
+        header = items[0].header
+        height, width, sampling = header.height, header.width, header.subsampling
+        luma = height * width
+        if sampling == "gray":
+            factors, chroma = None, (0, 0)
+        else:
+            factors, chroma = CHROMA_FACTORS[sampling], chroma_shape(sampling, width, height)
+        frame_bytes = luma + 2 * chroma[0] * chroma[1]
+        n = len(items)
+        out_h, out_w = (width, height) if header.orientation >= 5 else (height, width)
+        slot = self.ring.take(self.stream)
+        planes = slot.buffer("planes", n * frame_bytes)
+        frames = slot.buffer("frames", n * out_h * out_w * 3).reshape(n, out_h, out_w, 3)
+        started, ready = cupy.cuda.Event(), cupy.cuda.Event()
+        started.record(self.stream)
+        base = planes.data.ptr
+        destinations = []
+        for i in range(n):
+            y = base + i * frame_bytes
+            if factors is None:  # nvJPEG writes Y only; the chroma pointers stay unused
+                destinations.append([(y, width)])
+            else:
+                cb = y + luma
+                cr = cb + chroma[0] * chroma[1]
+                destinations.append([(y, width), (cb, chroma[1]), (cr, chroma[1])])
+        try:
+            self.decoder.decode([item.data for item in items], destinations, self.stream.ptr)
+        except NvjpegError:
+            # A file the engines refuse fails the whole call: the CPU decodes the batch
+            # instead, each file as it would any other (its error, if any, is the CPU's).
+            return self._on_cpu(items, slot, frames, started, ready)
+        launch_jpeg_to_bgr(
+            self.device, planes, frame_bytes, frames, height, width, factors,
+            header.orientation, self.stream,
+        )  # fmt: skip
+        ready.record(self.stream)
+        names = [item.out_name for item in items]
+        sources = [item.source for item in items]
+        return DeviceBatch(names, sources, frames, ready, slot, {self.name: n}, (), started)
+
+    def _on_cpu(self, items, slot, frames, started, ready) -> DeviceBatch:
+        names, sources, errors, decoded = [], [], [], []
+        for item in items:
+            try:
+                pixels = decode_image(item.path, item.data, self.max_pixels)
+            except FrameError as exc:
+                errors.append(exc)
+                continue
+            if pixels.shape != frames.shape[1:]:
+                errors.append(FrameError(item.source, f"decoded as {pixels.shape}, its header "
+                                                      f"says {frames.shape[1:]}"))  # fmt: skip
+                continue
+            decoded.append(pixels)
+            names.append(item.out_name)
+            sources.append(item.source)
+        upload(frames, decoded, self.stream)
+        ready.record(self.stream)
+        frames = frames[: len(names)]
+        return DeviceBatch(names, sources, frames, ready, slot, {CPU: len(names)}, errors, started)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.opened.done() and self.opened.exception() is None:
+            keep_jpeg_decoder(self.decoder, self.backend, self.device)

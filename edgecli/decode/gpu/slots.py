@@ -1,0 +1,114 @@
+"""Decoded batches, and the ring of device buffers each decoder decodes into: GPU memory
+bounded by the options, never by the number of files.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import cupy
+import numpy as np
+
+from ...errors import GpuMemoryError
+
+# What a batch's frames were decoded by, in the summary's ``decoders``, besides the GPU's own.
+CPU = "cpu"
+# At most this many pixels a batch (32 1080p frames), so a ring of larger frames (8K, say)
+# holds as much GPU memory as one of 1080p frames, not 16 times as much.
+BATCH_PIXELS = 32 * 1920 * 1080
+
+
+def frames_a_batch(most: int, pixels: int) -> int:
+    """Frames of ``pixels`` each a decoded batch holds: ``most``, fewer past BATCH_PIXELS."""
+    return max(1, min(most, BATCH_PIXELS // max(pixels, 1)))
+
+
+def upload(frames: cupy.ndarray, pixels: list[np.ndarray], stream: cupy.cuda.Stream) -> None:
+    """CPU-decoded ``pixels`` into ``frames[:len(pixels)]`` on ``stream``, done when it
+    returns (the copies from pageable memory have read them)."""
+    for i, image in enumerate(pixels):
+        frames[i].set(image, stream=stream)
+    stream.synchronize()
+
+
+class Stopped(Exception):
+    """The run ended while a decoder waited for a buffer."""
+
+
+class Slot:
+    """Device buffers for one decoded batch, reused in turn. ``free`` is set once the batch
+    decoded into it last was handed to the edge kernel (or dropped); ``consumed`` is the CUDA
+    event after that kernel, which a decoder's stream waits on before writing here again, so
+    no thread ever waits for the GPU to reuse a slot."""
+
+    def __init__(self) -> None:
+        self.free = threading.Event()
+        self.free.set()
+        self.consumed = cupy.cuda.Event(disable_timing=True)
+        self.buffers: dict[str, cupy.ndarray] = {}
+
+    def buffer(self, name: str, nbytes: int) -> cupy.ndarray:
+        """The slot's buffer ``name``, grown to ``nbytes`` (a fresh allocation: aligned)."""
+        held = self.buffers.get(name)
+        if held is None or held.size < nbytes:
+            self.buffers.pop(name, None)  # freed before the larger one is allocated
+            try:
+                held = self.buffers[name] = cupy.empty(max(nbytes, 1), dtype=np.uint8)
+            except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError) as exc:
+                raise GpuMemoryError(
+                    f"cannot allocate {nbytes / 1e6:.0f} MB of GPU memory for decoded frames "
+                    f"({exc}); use --decode cpu, or free the GPU"
+                ) from None
+        return held[:nbytes]
+
+
+class SlotRing:
+    """``size`` slots used in turn by one decoder: GPU memory bounded by the options, never
+    by the number of files."""
+
+    def __init__(self, size: int, stop: threading.Event):
+        self.slots = [Slot() for _ in range(size)]
+        self.turn = 0
+        self.stop = stop
+
+    def take(self, stream: cupy.cuda.Stream) -> Slot:
+        slot = self.slots[self.turn]
+        self.turn = (self.turn + 1) % len(self.slots)
+        while not slot.free.wait(0.05):
+            if self.stop.is_set():
+                raise Stopped
+        slot.free.clear()
+        stream.wait_event(slot.consumed)  # the kernel that read it last has run
+        return slot
+
+
+class DeviceBatch:
+    """Frames decoded on the GPU into a slot: ``frames`` (n, H, W, 3) BGR, valid on the device
+    once ``ready`` has fired. ``errors``: files of the batch that could not be decoded
+    (FrameError, each as the CPU decoder words it); ``decoders``: frames per decoder."""
+
+    def __init__(self, names, sources, frames, ready, slot, decoders, errors=(), started=None,
+                 decode_ms=None):  # fmt: skip
+        self.names, self.sources, self.frames = names, sources, frames
+        self.ready, self.slot, self.decoders = ready, slot, decoders
+        self.errors = list(errors)
+        self.started = started  # a CUDA event before the decode, for its time
+        self._decode_ms = decode_ms
+
+    def decode_ms(self) -> float:
+        """Milliseconds the batch took to decode (once it is ready)."""
+        if self._decode_ms is None:
+            self._decode_ms = cupy.cuda.get_elapsed_time(self.started, self.ready)
+        return self._decode_ms
+
+    def consumed(self, stream: cupy.cuda.Stream) -> None:
+        """Called once the edge kernel that reads the frames is enqueued on ``stream``."""
+        self.slot.consumed.record(stream)
+        self.slot.free.set()
+
+    def discard(self) -> None:
+        """Give the slot back unread."""
+        self.slot.free.set()
+
+    def result(self) -> DeviceBatch:
+        return self

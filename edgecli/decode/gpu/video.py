@@ -1,0 +1,311 @@
+"""Video on the GPU: NVDEC sessions side by side, one a video or a segment of one, each
+converting NV12 to the contract's frames (``nv12_to_bgr``) into a ring of slots."""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import cupy
+
+from ...errors import FrameError
+from ...workers import Raised
+from ..cpu import check_size
+from ..engines import import_nvc
+from ..h264 import stream_reason
+from .convert import launch_nv12_to_bgr
+from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
+
+NVDEC = "nvdec"
+# Decoder sessions at once: on the H200, 1 gave 583 fps, 4 1,518, 8 1,870 and 12 1,884 (1080p
+# H.264, decode and conversion; benchmarks/RESULTS.md).
+VIDEO_SESSIONS = 8
+VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
+VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
+# A video is split into segments, decoded side by side, only where each gets this many frames:
+# a segment starting between keyframes first decodes from the keyframe before it.
+MIN_SEGMENT = 60
+# Containers whose frame index PyNvVideoCodec's SimpleDecoder gets right: on a Matroska clip
+# with B-frames its frames came out of order (benchmarks/RESULTS.md), so others stay on the CPU.
+NVDEC_CONTAINERS = (".mp4", ".m4v", ".mov")
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """Frames ``start`` to ``stop`` (None: the end) of one video; ``split``: whether it may
+    still be split into segments for idle sessions."""
+
+    source: object  # SequenceSource
+    start: int = 0
+    stop: int | None = None
+    split: bool = True
+
+
+class _Done:
+    """A session has no more jobs."""
+
+
+class VideoFleet:
+    """Decodes every video of a run, ``sessions`` at a time, each on a thread of its own,
+    into DeviceBatches in the order they are ready (frames keep their own output names).
+
+    A video NVDEC decodes exactly (``nvdec_reason`` is None) is decoded there, split into
+    segments where sessions would otherwise idle; any other is decoded by the CPU decoder
+    (cv2.VideoCapture, as without GPU decoding) on the session's thread and uploaded.
+    ``wanted(name, pixels)`` is --skip-existing's test, ``skipped()`` counts what it keeps.
+    """
+
+    def __init__(self, device, sources, max_pixels, wanted, skipped, clock, sessions=None):
+        self.device, self.max_pixels = device, max_pixels
+        self.wanted, self.skipped, self.clock = wanted, skipped, clock
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        for source in sources:
+            self.jobs.put(VideoJob(source))
+        self.pending = len(sources)  # jobs not yet finished; guarded by self.lock
+        self.lock = threading.Lock()
+        self.out: queue.SimpleQueue = queue.SimpleQueue()
+        self.stop = threading.Event()
+        # As many sessions as VIDEO_SESSIONS even for one video: it is split for them.
+        count = sessions or VIDEO_SESSIONS
+        self.sessions = count
+        self.threads = [
+            threading.Thread(target=self._session, name=f"edgecli-nvdec-{i}", daemon=True)
+            for i in range(count)
+        ]
+        for thread in self.threads:
+            thread.start()
+        self.running = count
+
+    def _session(self) -> None:
+        try:
+            cupy.cuda.Device(self.device).use()
+            stream = cupy.cuda.Stream(non_blocking=True)
+            ring = SlotRing(VIDEO_SLOTS, self.stop)
+            while not self.stop.is_set():
+                try:
+                    job = self.jobs.get(timeout=0.05)
+                except queue.Empty:
+                    with self.lock:
+                        if self.pending == 0:
+                            return
+                    continue
+                try:
+                    self._run(job, stream, ring)
+                except Stopped:
+                    return
+                except FrameError as exc:
+                    self.out.put(exc)
+                finally:
+                    with self.lock:
+                        self.pending -= 1
+        except BaseException as exc:  # re-raised on the consumer's thread
+            self.out.put(Raised(exc))
+        finally:
+            self.out.put(_Done)
+
+    def _run(self, job: VideoJob, stream, ring: SlotRing) -> None:
+        if nvdec_reason(job.source.path) is None:
+            self._nvdec(job, stream, ring)
+        else:
+            self._cpu(job, stream, ring)
+
+    def _nvdec(self, job: VideoJob, stream, ring: SlotRing) -> None:
+        """``job``'s frames from NVDEC. Where NVDEC cannot open the video, or stops short of
+        the frames its container declares (a truncated or damaged file), the CPU decodes the
+        rest, as it would without GPU decoding: its frames, and its error if it has one."""
+        nvc = import_nvc()
+
+        source, path = job.source, job.source.path
+        try:
+            decoder = nvc.SimpleDecoder(
+                str(path), gpu_id=self.device, use_device_memory=True,
+                output_color_type=nvc.OutputColorType.NATIVE,
+            )  # fmt: skip
+            metadata = decoder.get_stream_metadata()
+            width, height, total = metadata.width, metadata.height, len(decoder)
+        except Exception:  # the CPU decoder opens it, or says why it cannot
+            return self._cpu(job, stream, ring)
+        check_size(str(path), width * height, self.max_pixels)
+        per_batch = frames_a_batch(VIDEO_BATCH, width * height)
+        stop = total if job.stop is None else job.stop
+        if job.split and job.stop is None:
+            stop = self._split(job, total)
+        index = job.start
+        while index < stop:
+            if self.stop.is_set():
+                raise Stopped
+            began = time.perf_counter()
+            try:
+                if index == job.start and index:
+                    decoder.seek_to_index(index)
+                # Never past the end, where the library prints a line per frame asked for.
+                decoded = decoder.get_batch_frames(min(per_batch, stop - index))
+            except Exception:
+                decoded = None
+            if not decoded:
+                rest = VideoJob(source, index, None if stop == total else stop, split=False)
+                return self._cpu(rest, stream, ring)
+            self._convert(source, index, decoded, (height, width), stream, ring, began)
+            index += len(decoded)
+
+    def _convert(self, source, index: int, decoded: list, shape, stream, ring, began) -> None:
+        """NVDEC's NV12 frames ``decoded`` (frames ``index`` on of ``source``, each of
+        ``shape``) converted into a slot as a DeviceBatch; those --skip-existing keeps, left
+        out. Returns once the conversions have read the frames: the decoder reuses them."""
+        height, width = shape
+        slot = ring.take(stream)
+        frames = slot.buffer("frames", len(decoded) * height * width * 3)
+        frames = frames.reshape(len(decoded), height, width, 3)
+        names, sources = [], []
+        with stream:
+            for offset, frame in enumerate(decoded):
+                name = source.frame_name(index + offset)
+                if not self.wanted(name, lambda: width * height):
+                    self.skipped()
+                    continue
+                nv12 = cupy.from_dlpack(frame)  # waits, on this stream, for the decode
+                pitch = nv12.strides[0]
+                launch_nv12_to_bgr(
+                    self.device, nv12.data.ptr, pitch, nv12.data.ptr + pitch * height, pitch,
+                    frames[len(names)], stream,
+                )  # fmt: skip
+                names.append(name)
+                sources.append(f"{source.path} [frame {index + offset}]")
+        ready = cupy.cuda.Event(disable_timing=True)
+        ready.record(stream)
+        stream.synchronize()
+        elapsed_ms = (time.perf_counter() - began) * 1e3
+        self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
+
+    def _split(self, job: VideoJob, total: int) -> int:
+        """Hand segments of ``job``'s video to idle sessions; return where its own part ends."""
+        with self.lock:
+            others = self.sessions - 1 - (self.pending - 1)  # sessions with no job to take
+            parts = min(others + 1, total // MIN_SEGMENT)
+            if parts < 2:
+                return total
+            self.pending += parts - 1
+        bounds = [total * k // parts for k in range(parts + 1)]
+        for k in range(1, parts):
+            self.jobs.put(VideoJob(job.source, bounds[k], bounds[k + 1], split=False))
+        return bounds[1]
+
+    def _cpu(self, job: VideoJob, stream, ring: SlotRing) -> None:
+        """The CPU decoder's frames ``job.start`` to ``job.stop`` of a video (one NVDEC cannot
+        decode exactly, or the rest of one it failed on), uploaded; its errors are the CPU's."""
+        batch: list = []
+        frames = job.source.frames(self.max_pixels)  # raises what the CPU path raises
+        try:
+            for index in itertools.count():
+                started = time.perf_counter()
+                frame = next(frames, None)
+                if frame is None or (job.stop is not None and index >= job.stop):
+                    return
+                if self.stop.is_set():
+                    raise Stopped
+                if index < job.start:
+                    continue
+                if isinstance(frame, FrameError):
+                    self.out.put(frame)
+                    continue
+                pixels = frame.pixels.shape[0] * frame.pixels.shape[1]
+                if not self.wanted(frame.out_name, lambda p=pixels: p):
+                    self.skipped()
+                    continue
+                self.clock.record("read", (time.perf_counter() - started) * 1e3, frame.out_name)
+                if batch and frame.pixels.shape != batch[0].pixels.shape:
+                    self._upload(batch, stream, ring)
+                batch.append(frame)
+                if len(batch) >= frames_a_batch(VIDEO_BATCH, pixels):
+                    self._upload(batch, stream, ring)
+        finally:
+            frames.close()  # a segment ends before the video does: its reader is let go now
+            # The frames before an error the decoder raises at the end are the CPU's too.
+            if batch and not self.stop.is_set():
+                self._upload(batch, stream, ring)
+
+    def _upload(self, batch: list, stream, ring: SlotRing) -> None:
+        """The CPU-decoded frames of ``batch`` into a slot, as a DeviceBatch, and ``batch``
+        emptied (its time: the upload's; their decode is timed as "read", as on the CPU)."""
+        began = time.perf_counter()
+        slot = ring.take(stream)
+        shape = batch[0].pixels.shape
+        frames = slot.buffer("frames", len(batch) * shape[0] * shape[1] * 3)
+        frames = frames.reshape(len(batch), *shape)
+        upload(frames, [f.pixels for f in batch], stream)
+        ready = cupy.cuda.Event(disable_timing=True)
+        ready.record(stream)
+        elapsed_ms = (time.perf_counter() - began) * 1e3
+        names = [f.out_name for f in batch]
+        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms)
+        batch.clear()
+
+    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms) -> None:
+        if not names:
+            slot.free.set()
+            return
+        batch = DeviceBatch(
+            names, sources, frames[: len(names)], ready, slot, {decoder: len(names)},
+            decode_ms=elapsed_ms,
+        )  # fmt: skip
+        self.out.put(batch)
+
+    def ready(self):
+        """The batches and errors ready now, without waiting."""
+        while self.running:
+            try:
+                item = self.out.get_nowait()
+            except queue.Empty:
+                return
+            yield from self._item(item)
+
+    def rest(self):
+        """Every batch and error still to come, waiting for them."""
+        while self.running:
+            yield from self._item(self.out.get())
+
+    def _item(self, item):
+        if item is _Done:
+            self.running -= 1
+        elif isinstance(item, Raised):
+            raise item.error
+        else:
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+
+def _value(getter) -> str:
+    """A demuxer property as lower-case text: PyNvVideoCodec gives enums or ints."""
+    value = getter()
+    return str(getattr(value, "name", value)).lower().rsplit(".", 1)[-1]
+
+
+def nvdec_reason(path) -> str | None:
+    """None when NVDEC and ``nv12_to_bgr`` give exactly cv2.VideoCapture's frames of the video
+    at ``path``: 8-bit 4:2:0 progressive H.264 in MP4 or QuickTime, BT.601 (or untagged)
+    limited range; else why not. The demuxer reports codec, depth and sampling, but not the
+    stream's colour tags (it said "unspecified" of a BT.709 clip): :mod:`edgecli.decode.h264` reads
+    those from the SPS and the container, as FFmpeg resolves them for cv2."""
+    nvc = import_nvc()
+
+    if path.suffix.lower() not in NVDEC_CONTAINERS:
+        return f"{path.suffix} container"
+    try:
+        demuxer = nvc.CreateDemuxer(str(path))
+        codec = _value(demuxer.GetNvCodecId)
+        depth = int(demuxer.BitDepth())
+        chroma = _value(demuxer.ChromaFormat)
+    except Exception as exc:  # not a stream the demuxer reads: the CPU decoder says why
+        return f"the demuxer cannot read it ({type(exc).__name__})"
+    if codec != "h264":
+        return f"codec {codec}"
+    if depth != 8 or "420" not in chroma:
+        return f"{depth}-bit {chroma}"
+    return stream_reason(path)
