@@ -279,9 +279,7 @@ def _run_tasks(
     client, inputs, out_dir, options, scheduler, kind, sources, *, progress, warn, stop,
     backend, started,
 ) -> ClusterSummary:  # fmt: skip
-    from distributed import Event, as_completed
-    from tqdm import tqdm
-
+    """The run's shards as tasks on ``client``'s workers, their summaries merged into one."""
     # Once, before any task: refuses a stale --skip-existing folder, records the options.
     remove_stale_temporaries(out_dir)
     resume.begin(out_dir, options)
@@ -306,6 +304,30 @@ def _run_tasks(
         )
         for i in range(n)
     ]
+    results = _gather(client, futures, stop_name, progress=progress, warn=warn, stop=stop)
+    interrupted = stop.is_set()
+    if not interrupted:
+        # Every task has ended: what temporaries remain are a dead worker's.
+        remove_stale_temporaries(out_dir)
+    return merge(
+        results,
+        scheduler=scheduler,
+        tasks=n,
+        wall_s=time.perf_counter() - started,
+        output=str(out_dir),
+        options=options,
+        interrupted=interrupted,
+    )
+
+
+def _gather(client, futures: list, stop_name: str, *, progress, warn, stop) -> list[dict]:
+    """The results of the tasks ``futures`` that ran, in shard order, as they finish (with a
+    progress bar of tasks and frames); on ``stop``, the tasks running are told to finish
+    their frames in flight; on an error, the rest are cancelled."""
+    from distributed import Event, as_completed
+    from tqdm import tqdm
+
+    n = len(futures)
     order = {f.key: i for i, f in enumerate(futures)}
     results: dict[int, dict] = {}
     frames = 0
@@ -338,19 +360,7 @@ def _run_tasks(
         if unfinished:  # an error: the tasks running stop as on SIGINT, the rest never start
             Event(stop_name, client=client).set()
             client.cancel(unfinished)
-    interrupted = stop.is_set()
-    if not interrupted:
-        # Every task has ended: what temporaries remain are a dead worker's.
-        remove_stale_temporaries(out_dir)
-    return merge(
-        [results[i] for i in sorted(results)],
-        scheduler=scheduler,
-        tasks=n,
-        wall_s=time.perf_counter() - started,
-        output=str(out_dir),
-        options=options,
-        interrupted=interrupted,
-    )
+    return [results[i] for i in sorted(results)]
 
 
 def _result(future, i: int, n: int) -> dict:

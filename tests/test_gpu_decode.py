@@ -67,12 +67,15 @@ def engines_from_the_first_file(request, monkeypatch):
 
 @pytest.fixture(scope="module")
 def nvdec(gpu_decode):
+    """edgecli.decode.gpu.video, or a skip saying why NVDEC cannot run here."""
     from edgecli.decode import engines
 
     reason = engines.video_unusable_reason()
     if reason is not None:
         pytest.skip(f"NVDEC unusable: {reason}")
-    return gpu_decode
+    from edgecli.decode.gpu import video
+
+    return video
 
 
 @pytest.fixture(autouse=True)

@@ -101,6 +101,10 @@ def parse_header(data: bytes | bytearray | memoryview) -> JpegHeader | None:
     first scan's tables). ``data`` must at least end with EOI (FF D9): libjpeg-turbo stops at
     the first EOI and ignores what follows, but a file that ends otherwise is most often a cut
     one (imdecode gives no frame for those).
+
+    One function for the whole walk, as libjpeg-turbo's ``jdmarker.c`` reads the markers:
+    what one segment means depends on those before it (which SOF, the last Adobe marker,
+    JFIF, EXIF), and split up, that state would pass through every piece.
     """
     mv = memoryview(data).cast("B")
     n = len(mv)

@@ -147,18 +147,7 @@ def run(
             run_size = len(sources)
             sources = shard_of(sources, *options.shard)
     if options.shard is not None and not sources:
-        # What would fail its sibling shards fails it too: an output path that is a file,
-        # a CUDA backend asked for that cannot run here.
-        if Path(output).exists() and not Path(output).is_dir():
-            raise OutputError(f"{output}: output path exists and is not a folder")
-        if backend is None and options.backend == "cuda":
-            select_backend(options)
-        of = f"the run has {run_size}, split by size" if run_size is not None else "split by size"
-        notify(
-            f"shard {format_shard(options.shard)} has no sources ({of}); nothing to do, "
-            "nothing written"
-        )
-        return _empty_shard(output, options, reports, started)
+        return _empty_shard(output, options, reports, started, backend, run_size, notify)
     if backend is None:
         open_early(options, sources=sources)  # or else now, while CuPy starts
         choice = select_backend(options)
@@ -209,9 +198,20 @@ def gpu_decoders(options: Options, backend, sources: list):
     return plan(options, sources)
 
 
-def _empty_shard(output, options: Options, reports: dict, started: float) -> Summary:
-    """The summary of a shard with no sources: 0 frames. The output folder is not touched;
-    the reports asked for are written (a scheduler collecting one per shard finds it)."""
+def _empty_shard(output, options, reports: dict, started, backend, run_size, notify) -> Summary:
+    """The summary of a shard with no sources (of ``run_size`` in the run, if known): 0
+    frames. The output folder is not touched; the reports asked for are written (a scheduler
+    collecting one per shard finds it)."""
+    # What would fail its sibling shards fails it too: an output path that is a file, a CUDA
+    # backend asked for that cannot run here.
+    if Path(output).exists() and not Path(output).is_dir():
+        raise OutputError(f"{output}: output path exists and is not a folder")
+    if backend is None and options.backend == "cuda":
+        select_backend(options)
+    of = f"the run has {run_size}, split by size" if run_size is not None else "split by size"
+    notify(
+        f"shard {format_shard(options.shard)} has no sources ({of}); nothing to do, nothing written"
+    )
     clock = StageClock(per_frame="timings CSV" in reports)
     summary = Summary(
         frames=0,
