@@ -14,6 +14,7 @@ from .allocator import keep_freed_memory
 from .errors import (
     CudaUnavailableError,
     EdgecliError,
+    ExpectationError,
     FrameError,
     InputError,
     OptionError,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CudaUnavailableError",
     "EdgecliError",
+    "ExpectationError",
     "FrameError",
     "InputError",
     "OptionError",

@@ -14,12 +14,31 @@ import sys
 import threading
 import warnings
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
 from . import __version__
-from .errors import EXIT_SIGINT, EXIT_SIGTERM, EXIT_SKIPPED, EdgecliError, OptionError
-from .params import BACKENDS, BORDERS, DECODES, NORMS, ON_ERROR, Options, parse_devices
+from .errors import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_SKIPPED,
+    EdgecliError,
+    ExpectationError,
+    OptionError,
+)
+from .params import (
+    BACKENDS,
+    BORDERS,
+    DECODES,
+    NORMS,
+    ON_ERROR,
+    Options,
+    check_path,
+    is_whole_number,
+    parse_devices,
+    parse_rule,
+)
 from .shards import parse_shard
 
 # sys.setswitchinterval for a run (see run_command).
@@ -52,6 +71,26 @@ class ByteSize(click.ParamType):
         if size < 1:
             self.fail(f"{value!r} is not a size in bytes (e.g. 2000000000, 512M, 4G)", param, ctx)
         return size
+
+
+class Threshold(click.ParamType):
+    """``-t``: a whole number >= 0, ``auto`` or a share of edge pixels such as ``5%``."""
+
+    name = "T|auto|P%"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if is_whole_number(text.removeprefix("-")):
+            if int(text) < 0:
+                self.fail(f"{text} is not in the range x>=0.", param, ctx)
+            return int(text)
+        try:
+            parse_rule(text)
+        except OptionError as exc:
+            self.fail(str(exc), param, ctx)
+        return text.lower()
 
 
 @contextmanager
@@ -114,6 +153,27 @@ def main() -> None:
     """
 
 
+def selection_options(command):
+    """``--start``, ``--end`` and ``--every``, as ``run`` and ``preview`` take them."""
+    for option in reversed([
+        click.option(
+            "--start", metavar="N|TIME", default=None,
+            help="Each video and multi-frame file from this frame: an index (90) or a time "
+            "(1:30, 1:02:03.5, 90.5s).",
+        ),
+        click.option(
+            "--end", metavar="N|TIME", default=None,
+            help="... up to, not including, this frame or time.",
+        ),
+        click.option(
+            "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
+            help="... every Nth frame from --start (names keep the frame's index).",
+        ),
+    ]):  # fmt: skip
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
 @click.option(
@@ -127,10 +187,12 @@ def main() -> None:
 @click.option(
     "-t",
     "--threshold",
-    type=click.IntRange(min=0),
+    type=Threshold(),
     default=Options.threshold,
     show_default=True,
-    help="Edge when the gradient magnitude is strictly greater than this.",
+    help="Edge when the gradient magnitude is strictly greater than this. auto: chosen once "
+    "for the run by Otsu's rule from 8 frames spread over it; P% (e.g. 5%): the smallest "
+    "threshold that marks at most P percent of those frames' pixels.",
 )
 @click.option(
     "--norm",
@@ -254,6 +316,28 @@ def main() -> None:
     help="Run as shards on a Dask cluster: a LocalCluster of N worker processes, or a running "
     "scheduler (needs the cluster extra).",
 )
+@selection_options
+@click.option(
+    "--frames",
+    "max_frames",
+    type=click.IntRange(min=1),
+    default=None,
+    help="... at most N frames of each.",
+)
+@click.option(
+    "--write-expected",
+    metavar="PATH",
+    default=None,
+    help="After the run, write a manifest of its outputs (options and a hash of each PNG's "
+    "pixels) to PATH, for --expect.",
+)
+@click.option(
+    "--expect",
+    metavar="PATH",
+    default=None,
+    help="After the run, compare the output folder with the manifest at PATH: exit 5, "
+    "listing each frame that differs, is missing or is extra, or the options that differ.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
 @click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
 def run(
@@ -264,6 +348,8 @@ def run(
     json_summary,
     timings_csv,
     scheduler,
+    write_expected,
+    expect,
     quiet,
     verbose,
     device_text,
@@ -282,25 +368,7 @@ def run(
     except OptionError as exc:
         raise click.BadParameter(str(exc), param_hint="'--device'") from None
     fields["device"] = devices[0] if devices else 0
-    if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
-        from .cuda.driver import start_driver
-
-        start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
-    if not verbose:
-        # FFmpeg and OpenCV log straight to stderr (e.g. "moov atom not found" before our
-        # own one-line error); keep them quiet unless asked. Read when the backend loads.
-        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
-        os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
-        # Decoders warn about the corrupt files we already report in one line each.
-        warnings.simplefilter("ignore")
-    from .allocator import keep_freed_memory
-    from .pipeline import run as run_pipeline
-
-    keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
-    # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
-    # most this long: at the GPU decoders' rates 16 encoders queue behind it, and 0.5 ms where
-    # Python's default is 5 ms ran 2400 GPU-decoded frames 1.25-1.65x faster (RESULTS.md).
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    prepare_process(fields, devices, verbose)
 
     def warn(message: str) -> None:
         click.echo(f"edgecli: {message}", err=True)
@@ -314,21 +382,8 @@ def run(
         options = Options(png_bits=int(png_bits), shard=shard, **fields)
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
-        extra = {"timings_csv": timings_csv}
-        # One device needs no look at the others (cuInit on this thread: start-up time).
-        gpus = gpu_ids(devices) if devices is None or len(devices) > 1 else []
-        if len(gpus) > 1 and scheduler is not None:
-            raise OptionError(
-                "--device with several GPUs cannot be combined with --scheduler (a Dask "
-                "worker's GPU is its CUDA_VISIBLE_DEVICES)"
-            )
-        if scheduler is not None or len(gpus) > 1:
-            from .cluster import run_on_cluster as run_pipeline  # imports Dask
-
-            what = "--scheduler" if scheduler is not None else "--device with several GPUs"
-            if timings_csv is not None:
-                raise OptionError(f"--timings-csv cannot be combined with {what}")
-            extra = {"scheduler": scheduler} if scheduler is not None else {"devices": gpus}
+        check_golden_options(write_expected, expect, shard)
+        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv)
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -341,12 +396,99 @@ def run(
                 json_summary=None if json_summary == "-" else json_summary,
                 **extra,
             )
+        if not quiet:
+            click.echo(summary.format_text(), err=True)
+        if json_summary == "-":
+            click.echo(summary.dumps())
+        if not summary.interrupted:
+            compare_golden(summary, write_expected, expect, warn)
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
-    if not quiet:
-        click.echo(summary.format_text(), err=True)
-    if json_summary == "-":
-        click.echo(summary.dumps())
+    exit_for(summary, received)
+
+
+def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> None:
+    """This process set up for a run: the CUDA driver started early (one GPU), FFmpeg's and
+    OpenCV's own logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
+    if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
+        from .cuda.driver import start_driver
+
+        start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
+    if not verbose:
+        # FFmpeg and OpenCV log straight to stderr (e.g. "moov atom not found" before our
+        # own one-line error); keep them quiet unless asked. Read when the backend loads.
+        os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
+        os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+        # Decoders warn about the corrupt files we already report in one line each.
+        warnings.simplefilter("ignore")
+    from .allocator import keep_freed_memory
+
+    keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
+    # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
+    # most this long: at the GPU decoders' rates 16 encoders queue behind it, and 0.5 ms where
+    # Python's default is 5 ms ran 2400 GPU-decoded frames 1.25-1.65x faster (RESULTS.md).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
+def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv):
+    """The function that runs the job (one pipeline, or a cluster of them) and the keyword
+    arguments it takes beyond the common ones."""
+    from .pipeline import run as run_pipeline
+
+    extra = {"timings_csv": timings_csv}
+    # One device needs no look at the others (cuInit on this thread: start-up time).
+    gpus = gpu_ids(devices) if devices is None or len(devices) > 1 else []
+    if len(gpus) > 1 and scheduler is not None:
+        raise OptionError(
+            "--device with several GPUs cannot be combined with --scheduler (a Dask "
+            "worker's GPU is its CUDA_VISIBLE_DEVICES)"
+        )
+    if scheduler is not None or len(gpus) > 1:
+        from .cluster import run_on_cluster as run_pipeline  # imports Dask
+
+        what = "--scheduler" if scheduler is not None else "--device with several GPUs"
+        if timings_csv is not None:
+            raise OptionError(f"--timings-csv cannot be combined with {what}")
+        extra = {"scheduler": scheduler} if scheduler is not None else {"devices": gpus}
+    return run_pipeline, extra
+
+
+def check_golden_options(write_expected, expect, shard) -> None:
+    """Refuse --write-expected and --expect where they cannot mean what they say; read the
+    manifest of --expect now, so that one that is not a manifest fails before the run."""
+    if write_expected is not None and expect is not None:
+        raise OptionError("--write-expected and --expect cannot be combined: make, then check")
+    if (write_expected or expect) is not None and shard is not None:
+        flag = "--write-expected" if write_expected is not None else "--expect"
+        raise OptionError(f"{flag} takes a whole run's folder; run it without --shard")
+    if expect is not None:
+        from .golden import read_manifest
+
+        read_manifest(Path(check_path("--expect path", expect)))
+    elif write_expected is not None:
+        check_path("--write-expected path", write_expected)
+
+
+def compare_golden(summary, write_expected, expect, warn) -> None:
+    """--write-expected: the run's manifest written; --expect: the output folder checked
+    against one, each difference on a line of its own before the error (exit 5)."""
+    from . import golden
+
+    out_dir = Path(summary.output)
+    if write_expected is not None:
+        manifest = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
+        golden.write_manifest(Path(write_expected), manifest)
+    elif expect is not None:
+        try:
+            golden.check(Path(expect), out_dir, summary.params)
+        except ExpectationError as exc:
+            for problem in exc.problems:
+                warn(problem)
+            raise
+
+
+def exit_for(summary, received: list[int]) -> None:
+    """The run's exit code, where it is not 0: interrupted (130, 143) or frames skipped (3)."""
     if summary.interrupted:
         name = "SIGTERM" if received and received[0] == signal.SIGTERM else "SIGINT"
         click.echo(f"Error: interrupted by {name}; {summary.frames} frame(s) written", err=True)
@@ -354,6 +496,78 @@ def run(
     if summary.failed:
         click.echo(f"Error: {len(summary.failed)} frame(s) skipped after errors", err=True)
         sys.exit(EXIT_SKIPPED)
+
+
+class Thresholds(click.ParamType):
+    """``preview -t``: comma-separated whole numbers >= 0, such as ``60,80,100,140``."""
+
+    name = "T,T,..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        parts = [part.strip() for part in str(value).split(",")]
+        if not parts or not all(is_whole_number(part) for part in parts):
+            self.fail(f"{value!r} is not a list of thresholds such as 60,80,100,140", param, ctx)
+        return sorted({int(part) for part in parts})
+
+
+@main.command()
+@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, metavar="SHEET.png", help="The sheet to write.")
+@click.option(
+    "-t",
+    "--thresholds",
+    type=Thresholds(),
+    default=None,
+    help="Thresholds to show, e.g. 60,80,100,140.  [default: the one -t auto chooses, and "
+    "0.5, 0.75 and 1.5 times it]",
+)
+@click.option(
+    "--frames",
+    "count",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Frames to show, spread over the input.",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(min=200),
+    default=1600,
+    show_default=True,
+    help="Sheet width in pixels.",
+)
+@click.option("--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True)
+@click.option("--border", type=click.Choice(BORDERS), default=Options.border, show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True)
+@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
+@selection_options
+@click.option("-q", "--quiet", is_flag=True, help="Say nothing unless something fails.")
+def preview(inputs, output, thresholds, count, width, quiet, **fields) -> None:
+    """Make a contact sheet for choosing a threshold: a few frames spread over the INPUTs,
+    each beside its edge maps at several thresholds, with the share of edge pixels.
+
+    Each edge map is what run writes for that frame and threshold, scaled down with
+    nearest-neighbour; frames are decoded on the CPU.
+    """
+    keep_standard_streams_open()
+    from .preview import preview as make_preview
+
+    def notify(message: str) -> None:
+        if not quiet:
+            click.echo(f"edgecli: {message}", err=True)
+
+    try:
+        options = Options(**fields)
+        shown = make_preview(
+            inputs, output, options, thresholds=thresholds, frames=count, width=width,
+            notify=notify,
+        )  # fmt: skip
+    except EdgecliError as exc:
+        raise EdgecliClickError(exc) from None
+    what = ", ".join(map(str, shown["thresholds"]))
+    notify(f"{output}: {len(shown['frames'])} frame(s) at thresholds {what} ({shown['backend']})")
 
 
 @main.command()

@@ -40,6 +40,7 @@ from .sinks import (
     write_reports,
 )
 from .sources import input_list
+from .threshold import resolve as resolve_threshold
 
 # A scheduler that does not answer within this many seconds fails the run (Dask's own
 # distributed.comm.timeouts.connect, 30 s by default, bounds it where shorter).
@@ -251,6 +252,7 @@ def run_on_cluster(
     if json_summary is not None:
         reports["JSON summary"] = Path(check_path("JSON summary path", json_summary))
     sources = checked_sources(inputs, output, options, reports)
+    options = resolve_threshold(options, sources, notify)  # once, for every task
     # Connected before anything is written: a scheduler that does not answer leaves no trace.
     client, cluster = connect(kind, target, connect_timeout)
     try:

@@ -12,6 +12,7 @@ EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 EXIT_SKIPPED = 3
 EXIT_CUDA_UNUSABLE = 4
+EXIT_MISMATCH = 5
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
@@ -70,3 +71,9 @@ class KernelResourceError(EdgecliError):
 
 class ClusterError(EdgecliError):
     """The cluster cannot be reached or used, or a task failed there; the message says why."""
+
+
+class ExpectationError(EdgecliError):
+    """The outputs differ from a manifest given with --expect (exit 5)."""
+
+    exit_code = EXIT_MISMATCH

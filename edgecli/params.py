@@ -7,9 +7,12 @@ downstream re-checks.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 
 from .errors import OptionError
+from .selection import Selection
 from .shards import check_shard
 
 NORMS = ("l1", "l2")
@@ -29,6 +32,12 @@ DEFAULT_MAX_PIXELS = 16384 * 16384
 MAX_WORKERS_PER_CPU = 4
 
 
+def is_whole_number(text: str) -> bool:
+    """Whether ``text`` is ASCII digits only: what ``int()`` reads as a whole number >= 0 (it
+    refuses the superscripts ``str.isdigit`` also takes, and the text comes from users)."""
+    return text.isascii() and text.isdigit()
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on: its affinity mask (taskset, cgroup cpusets), which
     can be fewer than the machine's cores; the machine's count where there is no mask."""
@@ -46,6 +55,29 @@ def max_workers() -> int:
 # Any threshold at or above 2040 therefore marks no pixel under either norm, which lets the
 # backends clamp T to 2040 (exactly equivalent) and keep T^2 inside int32.
 MAX_L1_MAGNITUDE = 2040
+
+
+_PERCENT = re.compile(r"(\d+(?:\.\d*)?|\.\d+)%")
+
+
+def parse_rule(value) -> tuple[str, Fraction | None] | None:
+    """``("otsu", None)`` for the threshold ``"auto"``, ``("density", P)`` for ``"P%"``, None
+    for anything not text (a number, checked as one); OptionError for other text."""
+    if not isinstance(value, str):
+        return None
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "otsu", None
+    match = _PERCENT.fullmatch(text)
+    if match is None:
+        raise OptionError(
+            f"threshold must be a whole number, auto, or a share of edge pixels such as 5%; "
+            f"got {value!r}"
+        )
+    percent = Fraction(match.group(1))
+    if percent > 100:
+        raise OptionError(f"threshold {value!r}: a share of pixels is at most 100%")
+    return "density", percent
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -73,10 +105,10 @@ def parse_scheduler(text: str) -> tuple[str, int | str]:
     """``--scheduler``: ``("local", N)`` for ``local:N`` (a LocalCluster of N worker
     processes) or ``("tcp", "tcp://HOST:PORT")`` for a running Dask scheduler."""
     kind, _, rest = text.partition(":")
-    if kind == "local" and rest.isdigit() and int(rest) >= 1:
+    if kind == "local" and is_whole_number(rest) and int(rest) >= 1:
         return "local", int(rest)
     host, _, port = rest.removeprefix("//").rpartition(":")
-    if kind == "tcp" and rest.startswith("//") and host and port.isdigit():
+    if kind == "tcp" and rest.startswith("//") and host and is_whole_number(port):
         return "tcp", text
     raise OptionError(f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}")
 
@@ -87,7 +119,7 @@ def parse_devices(text: str) -> list[int] | None:
     if text.strip().lower() == "all":
         return None
     parts = [part.strip() for part in text.split(",")]
-    if not parts or not all(part.isdigit() for part in parts):
+    if not parts or not all(is_whole_number(part) for part in parts):
         raise OptionError(f"device must be an index, a list such as 0,2, or all; got {text!r}")
     devices = [int(part) for part in parts]
     if len(set(devices)) != len(devices):
@@ -99,7 +131,10 @@ def parse_devices(text: str) -> list[int] | None:
 class Options:
     """Every option of a run. The first three define the edge contract (README.md)."""
 
-    threshold: int = 100
+    # A number, or a rule that picks one for the whole run (edgecli.threshold): "auto"
+    # (Otsu) or "P%" (at most P percent of pixels are edges); the run replaces it with the
+    # number and keeps the rule in threshold_rule.
+    threshold: int | str = 100
     norm: str = "l1"
     border: str = "replicate"
     backend: str = "auto"
@@ -120,9 +155,18 @@ class Options:
     max_memory: int | None = None
     # (i, n): run only shard i of n (edgecli.shards); None: the whole run.
     shard: tuple[int, int] | None = None
+    # Frames of each video and multi-frame file (edgecli.selection): --start and --end are
+    # frame indices or times (text, as given), --every N keeps every Nth, --frames N at most N.
+    start: str | None = None
+    end: str | None = None
+    every: int = 1
+    max_frames: int | None = None
+    # The rule a run's threshold was chosen by ("auto", "5%"), once it is chosen; None: given.
+    threshold_rule: str | None = None
 
     def __post_init__(self) -> None:
-        _check_int("threshold", self.threshold, 0)
+        if parse_rule(self.threshold) is None:
+            _check_int("threshold", self.threshold, 0)
         _check_choice("norm", self.norm, NORMS)
         _check_choice("border", self.border, BORDERS)
         _check_choice("backend", self.backend, BACKENDS)
@@ -146,11 +190,25 @@ class Options:
             if isinstance(self.shard, list):  # as JSON gives it
                 object.__setattr__(self, "shard", tuple(self.shard))
             check_shard(self.shard)
+        _check_int("every", self.every, 1)
+        if self.max_frames is not None:
+            _check_int("max_frames", self.max_frames, 1)
+        self.selection  # noqa: B018 -- checks --start and --end
 
     @property
     def effective_threshold(self) -> int:
         """The threshold clamped to where it stops mattering (see MAX_L1_MAGNITUDE)."""
+        if not isinstance(self.threshold, int):
+            raise OptionError(
+                f"threshold {self.threshold!r} is chosen from a run's frames "
+                "(edgecli.threshold.resolve); give a number here"
+            )
         return min(self.threshold, MAX_L1_MAGNITUDE)
+
+    @property
+    def selection(self) -> Selection | None:
+        """The frames kept of each multi-frame file (None: all of them)."""
+        return Selection.from_options(self.start, self.end, self.every, self.max_frames)
 
     @property
     def worker_count(self) -> int:

@@ -202,7 +202,7 @@ def remove_stale_temporaries(out_dir: Path) -> int:
                     continue
             except OSError:
                 continue
-        elif pid.isdigit() and _process_alive(int(pid)):
+        elif pid.isascii() and pid.isdigit() and _process_alive(int(pid)):
             continue
         try:
             temp.unlink()

@@ -32,6 +32,7 @@ from .decode.cpu import (
     video_frames,
 )
 from .errors import FrameError, InputError, OptionError
+from .selection import FrameRange
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (
@@ -76,17 +77,37 @@ class SequenceSource:
     path: Path
     out_stem: str  # frame i is written as f"{out_stem}_{i:06d}.png"
     kind: str  # "video", "tiff" or "animation"
+    selection: FrameRange | None = None  # the frames a run keeps (edgecli.selection); None: all
 
     multi_frame = True
 
     def frame_name(self, index: int) -> str:
         return f"{self.out_stem}_{index:0{FRAME_INDEX_DIGITS}d}.png"
 
-    def frames(self, max_pixels: int) -> Iterator[Frame | FrameError]:
-        """Its frames in order. A FrameError among them is a frame that cannot be read while
-        the ones after it can (a corrupt TIFF page); a FrameError raised ends the source."""
-        readers = {"video": video_frames, "tiff": tiff_frames, "animation": animation_frames}
-        for index, pixels in enumerate(readers[self.kind](self.path, max_pixels)):
+    def kept(self, index: int) -> bool:
+        """Whether the run keeps frame ``index`` (``--start``, ``--end``, ``--every``...)."""
+        return self.selection is None or index in self.selection
+
+    def frames(
+        self, max_pixels: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[Frame | FrameError]:
+        """Its frames ``start`` to ``stop`` (None: the end) that the run keeps, in order. A
+        FrameError among them is a frame that cannot be read while the ones after it can (a
+        corrupt TIFF page); a FrameError raised ends the source."""
+        if self.selection is not None:
+            start = max(start, self.selection.start)
+            if self.selection.stop is not None:
+                stop = self.selection.stop if stop is None else min(stop, self.selection.stop)
+        if self.kind == "video":  # frames before start, or not kept, are decoded, not converted
+            indexed = video_frames(self.path, max_pixels, start, stop, self.kept)
+        else:
+            readers = {"tiff": tiff_frames, "animation": animation_frames}
+            indexed = enumerate(readers[self.kind](self.path, max_pixels))
+        for index, pixels in indexed:
+            if stop is not None and index >= stop:
+                return
+            if index < start or not self.kept(index):
+                continue
             if isinstance(pixels, FrameError):
                 yield pixels
             else:
@@ -111,7 +132,7 @@ def _webp_is_animated(head: bytes) -> bool:
     return head[12:16] == b"VP8X" and len(head) > 20 and bool(head[20] & 0x02)
 
 
-def _page_count(path: Path) -> int | None:
+def page_count(path: Path) -> int | None:
     """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
     count them (frames past the first are corrupt or cut off)."""
     from PIL import Image
@@ -131,7 +152,7 @@ def _is_multi_frame(path: Path, suffix: str) -> bool:
     if suffix in (".tif", ".tiff"):
         pages, broken = tiff_directories(path)
         return pages > 1 or (pages == 1 and broken)  # broken: the pages after it are lost
-    count = _page_count(path)
+    count = page_count(path)
     return count is None or count > 1  # None: read it frame by frame, to say which fails
 
 
@@ -391,16 +412,17 @@ def count_frames(sources: list) -> int | None:
     for source in sources:
         if not source.multi_frame:
             total += 1
-        elif source.kind == "video":
+            continue
+        if source.kind == "video":
             capture = cv2.VideoCapture(str(source.path))
             frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
             capture.release()
             if frames <= 0:
                 return None
-            total += frames
         elif source.kind == "tiff":
             pages, broken = tiff_directories(source.path)
-            total += pages + broken  # a broken chain: one failure after the pages it has
+            frames = pages + broken  # a broken chain: one failure after the pages it has
         else:
-            total += max(_page_count(source.path) or 1, 1)
+            frames = max(page_count(source.path) or 1, 1)
+        total += frames if source.selection is None else source.selection.count(frames)
     return total

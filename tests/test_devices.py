@@ -56,6 +56,7 @@ def test_several_devices_run_a_worker_each_and_equal_a_plain_run(folder, tmp_pat
         (["--device", "x"], "device must be an index, a list such as 0,2, or all"),
         (["--device", "0,0"], "device lists a GPU more than once"),
         (["--device", "-1"], "device must be an index"),
+        (["--device", "\u00b2"], "device must be an index"),  # a digit to isdigit, not to int
         (["--device", "0,1", "--scheduler", "local:2"], "cannot be combined with --scheduler"),
         (["--device", "0,1", "--timings-csv", "t.csv"], "--timings-csv cannot be combined"),
         (["--device", "0,1", "--shard", "0/2"], "cannot be combined with --shard"),

@@ -286,3 +286,21 @@ def test_a_signal_mid_run_stops_gpu_decoding_cleanly(gpu_decode, tmp_path, sig, 
     for name in written:
         source = f"p{int(name[1:4]) % 12:02d}.png"
         assert (out / name).read_bytes() == (reference / source).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [{"every": 7}, {"start": "31", "end": "70"}, {"start": "1s", "max_frames": 11, "every": 3}],
+)
+def test_selected_frames_on_nvdec_are_a_full_runs(nvdec, tmp_path, monkeypatch, selection):
+    """--start, --end, --every and --frames through NVDEC (segments too): the frames, names
+    and pixels a full CPU-decoded run writes, filtered by index."""
+    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 7)
+    clip = DATA / "nvdec_250x142.mp4"
+    full = tmp_path / "full"
+    edgecli.process(clip, full, backend="cuda", decode="cpu")
+    cpu, auto = run_both(clip, tmp_path, **selection)
+    assert auto.decoders == {"nvdec": auto.frames} and 0 < auto.frames < 90
+    names = sorted(p.name for p in (tmp_path / "auto").glob("*.png"))
+    for name in names:
+        assert (tmp_path / "auto" / name).read_bytes() == (full / name).read_bytes(), name

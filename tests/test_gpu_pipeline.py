@@ -115,3 +115,31 @@ def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkey
         "use a smaller --batch or fewer --streams"
     )
     assert not list((tmp_path / "out").glob("*.png"))
+
+
+@pytest.mark.parametrize("rule", ["auto", "7%"])
+def test_an_automatic_threshold_is_the_same_on_both_backends(gpu, mixed_folder, tmp_path, rule):
+    """-t auto and -t P% choose one number from the CPU-decoded sample, whatever the backend:
+    the CUDA run picks the CPU run's threshold and writes its bytes."""
+    cpu = edgecli.process(mixed_folder, tmp_path / "cpu", backend="cpu", threshold=rule)
+    cuda = edgecli.process(mixed_folder, tmp_path / "cuda", backend="cuda", threshold=rule)
+    assert cuda.params["threshold"] == cpu.params["threshold"]
+    assert cuda.params["threshold_rule"] == rule
+    same_bytes(tmp_path / "cpu", tmp_path / "cuda")
+    clip_cpu = edgecli.process(H264_CLIP, tmp_path / "vc", backend="cpu", threshold=rule)
+    clip_cuda = edgecli.process(H264_CLIP, tmp_path / "vg", backend="cuda", threshold=rule)
+    assert clip_cuda.params["threshold"] == clip_cpu.params["threshold"]
+    same_bytes(tmp_path / "vc", tmp_path / "vg")
+
+
+def test_a_preview_is_the_same_on_both_backends(gpu, mixed_folder, tmp_path):
+    """edgecli preview computes its edge maps on the backend run uses: the same sheet."""
+    sheets = {}
+    for backend in ("cpu", "cuda"):
+        sheet = tmp_path / f"{backend}.png"
+        result = invoke("preview", mixed_folder, H264_CLIP, "-o", sheet, "--backend", backend,
+                        "--frames", "6")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert f"({backend})" in result.stderr
+        sheets[backend] = sheet.read_bytes()
+    assert sheets["cpu"] == sheets["cuda"]

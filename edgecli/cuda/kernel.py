@@ -140,7 +140,7 @@ def forced_arch() -> int | None:
     if not value:
         return None
     digits = value.removeprefix("sm_").removeprefix("compute_")
-    if not digits.isdigit() or int(digits) not in CHECK_ARCHS:
+    if not (digits.isascii() and digits.isdigit()) or int(digits) not in CHECK_ARCHS:
         listed = ", ".join(str(a) for a in CHECK_ARCHS)
         raise OptionError(f"{ARCH_ENV} must be one of {listed}, got {value!r}")
     return int(digits)

@@ -186,32 +186,66 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     return frame
 
 
-def video_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
+def _check_video(capture, path: Path, max_pixels: int) -> None:
+    """FrameError unless ``capture`` opened ``path`` and its frames are within max_pixels."""
+    if not capture.isOpened():
+        raise FrameError(str(path), "cannot open as a video (unknown format or corrupt)")
+    width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+    height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    check_size(str(path), width * height, max_pixels)
+
+
+def video_frames(
+    path: Path, max_pixels: int, start: int = 0, stop: int | None = None, kept=None
+) -> Iterator[tuple[int, np.ndarray]]:
+    """``(index, frame)`` for the frames ``start`` to ``stop`` (None: the end) of the video at
+    ``path`` that ``kept(index)`` keeps (None: all). The others are decoded but not converted
+    (``grab``): decoding in order is what makes each frame the one a full run reads."""
     capture = cv2.VideoCapture(str(path))
     try:
-        if not capture.isOpened():
-            raise FrameError(str(path), "cannot open as a video (unknown format or corrupt)")
-        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
-        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
-        check_size(str(path), width * height, max_pixels)
+        _check_video(capture, path, max_pixels)
         expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        count = 0
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            count += 1
-            yield frame
-        if count == 0:
+        index = 0
+        while stop is None or index < stop:
+            if index < start or (kept is not None and not kept(index)):
+                if not capture.grab():
+                    break
+            else:
+                ok, frame = capture.read()
+                if not ok:
+                    break
+                yield index, frame
+            index += 1
+        if index == 0:
             raise FrameError(str(path), "video has no decodable frames")
         # Only these containers index every frame, so only their count can be trusted.
-        if path.suffix.lower() in EXACT_COUNT_CONTAINERS and 0 < count < expected:
+        ended = stop is None or index < stop
+        if ended and path.suffix.lower() in EXACT_COUNT_CONTAINERS and 0 < index < expected:
             raise FrameError(
-                f"{path} [frame {count}]",
-                f"video ended early: {count} of {expected} frames decoded (truncated?)",
+                f"{path} [frame {index}]",
+                f"video ended early: {index} of {expected} frames decoded (truncated?)",
             )
     finally:
         capture.release()
+
+
+def video_frame_at(path: Path, index: int, max_pixels: int) -> np.ndarray:
+    """Frame ``index`` of the video at ``path``, reached by seeking (``CAP_PROP_POS_FRAMES``:
+    FFmpeg seeks to the keyframe before it and decodes on to it), for the samples of ``-t
+    auto`` and ``edgecli preview``; decoded in order from the start where the seek does not
+    land on it."""
+    capture = cv2.VideoCapture(str(path))
+    try:
+        _check_video(capture, path, max_pixels)
+        if index == 0 or capture.set(cv2.CAP_PROP_POS_FRAMES, index):
+            ok, frame = capture.read()
+            if ok and int(capture.get(cv2.CAP_PROP_POS_FRAMES)) == index + 1:
+                return frame
+    finally:
+        capture.release()
+    for _, frame in video_frames(path, max_pixels, index, index + 1):
+        return frame
+    raise FrameError(f"{path} [frame {index}]", "the video has no such frame")
 
 
 TIFF_CHUNK = 8  # pages decoded by one cv2.imreadmulti call: bounds the pages held at once

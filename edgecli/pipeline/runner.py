@@ -17,6 +17,7 @@ from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from ..params import Options, check_path
+from ..selection import select_frames
 from ..shards import format_shard, shard_of
 from ..sinks import (
     check_output_name,
@@ -33,6 +34,7 @@ from ..sources import (
     input_list,
     refuse_overwriting_inputs,
 )
+from ..threshold import resolve as resolve_threshold
 from ..timing import StageClock, Summary
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
@@ -93,7 +95,7 @@ def checked_sources(inputs: list[str], output, options: Options, reports: dict) 
         reports=reports,
         own_output=resume.read_manifest(Path(output)) is not None,
     )
-    return sources
+    return select_frames(sources, options.selection)
 
 
 def run(
@@ -142,6 +144,8 @@ def run(
         if backend is None:  # the JPEG engines' decoder opens while the sources are listed
             open_early(options, inputs=inputs)
         sources = checked_sources(inputs, output, options, reports)
+        # From the whole run's frames, before it is cut into shards: each shard picks the same.
+        options = resolve_threshold(options, sources, notify)
         if options.shard is not None:
             # Names and inputs were checked across the whole run; this process does its part.
             run_size = len(sources)
@@ -235,10 +239,18 @@ def _empty_shard(output, options, reports: dict, started, backend, run_size, not
 
 def summary_params(options: Options) -> dict:
     """The summary's ``params``: the options that decide the bytes, and the shard run."""
-    return options.edge_params() | {
+    params = options.edge_params() | {
         "png_bits": options.png_bits,
         "shard": format_shard(options.shard),
     }
+    if options.threshold_rule is not None:
+        params["threshold_rule"] = options.threshold_rule
+    if options.selection is not None:
+        params["frames"] = {
+            "start": options.start, "end": options.end, "every": options.every,
+            "max": options.max_frames,
+        }  # fmt: skip
+    return params
 
 
 def _run_into(

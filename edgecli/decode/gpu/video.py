@@ -3,7 +3,6 @@ converting NV12 to the contract's frames (``nv12_to_bgr``) into a ring of slots.
 
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
 import time
@@ -62,8 +61,11 @@ class VideoFleet:
         self.device, self.max_pixels = device, max_pixels
         self.wanted, self.skipped, self.clock = wanted, skipped, clock
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        for source in sources:
-            self.jobs.put(VideoJob(source))
+        for source in sources:  # the frames --start, --end and --frames keep of each
+            kept = source.selection
+            self.jobs.put(
+                VideoJob(source) if kept is None else VideoJob(source, kept.start, kept.stop)
+            )
         self.pending = len(sources)  # jobs not yet finished; guarded by self.lock
         self.lock = threading.Lock()
         self.out: queue.SimpleQueue = queue.SimpleQueue()
@@ -130,9 +132,9 @@ class VideoFleet:
             return self._cpu(job, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
         per_batch = frames_a_batch(VIDEO_BATCH, width * height)
-        stop = total if job.stop is None else job.stop
-        if job.split and job.stop is None:
-            stop = self._split(job, total)
+        stop = total if job.stop is None else min(job.stop, total)
+        if job.split:
+            stop = self._split(job, stop)
         index = job.start
         while index < stop:
             if self.stop.is_set():
@@ -162,6 +164,8 @@ class VideoFleet:
         names, sources = [], []
         with stream:
             for offset, frame in enumerate(decoded):
+                if not source.kept(index + offset):  # --every: decoded, not converted
+                    continue
                 name = source.frame_name(index + offset)
                 if not self.wanted(name, lambda: width * height):
                     self.skipped()
@@ -180,15 +184,17 @@ class VideoFleet:
         elapsed_ms = (time.perf_counter() - began) * 1e3
         self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
 
-    def _split(self, job: VideoJob, total: int) -> int:
-        """Hand segments of ``job``'s video to idle sessions; return where its own part ends."""
+    def _split(self, job: VideoJob, stop: int) -> int:
+        """Hand segments of ``job``'s frames up to ``stop`` to idle sessions; return where its
+        own part ends."""
+        frames = stop - job.start
         with self.lock:
             others = self.sessions - 1 - (self.pending - 1)  # sessions with no job to take
-            parts = min(others + 1, total // MIN_SEGMENT)
+            parts = min(others + 1, frames // MIN_SEGMENT)
             if parts < 2:
-                return total
+                return stop
             self.pending += parts - 1
-        bounds = [total * k // parts for k in range(parts + 1)]
+        bounds = [job.start + frames * k // parts for k in range(parts + 1)]
         for k in range(1, parts):
             self.jobs.put(VideoJob(job.source, bounds[k], bounds[k + 1], split=False))
         return bounds[1]
@@ -197,17 +203,16 @@ class VideoFleet:
         """The CPU decoder's frames ``job.start`` to ``job.stop`` of a video (one NVDEC cannot
         decode exactly, or the rest of one it failed on), uploaded; its errors are the CPU's."""
         batch: list = []
-        frames = job.source.frames(self.max_pixels)  # raises what the CPU path raises
+        # Raises what the CPU path raises; the frames before job.start are decoded, not converted.
+        frames = job.source.frames(self.max_pixels, job.start, job.stop)
         try:
-            for index in itertools.count():
+            while True:
                 started = time.perf_counter()
                 frame = next(frames, None)
-                if frame is None or (job.stop is not None and index >= job.stop):
+                if frame is None:
                     return
                 if self.stop.is_set():
                     raise Stopped
-                if index < job.start:
-                    continue
                 if isinstance(frame, FrameError):
                     self.out.put(frame)
                     continue

@@ -1,0 +1,381 @@
+"""``edgecli preview`` (edgecli.preview): every edge-map tile of the sheet is a ``run`` output for
+that frame and threshold, scaled by nearest-neighbour; the default thresholds spread around the
+``-t auto`` one; the frames shown are spread over the (selected) input; and the command's exit
+codes, messages and file handling."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import edgecli
+from edgecli import Options
+from edgecli.preview import SPREAD, preview
+from edgecli.sheet import DEFAULT_WIDTH, Box, Row, Tile, layout
+from edgecli.threshold import sample_positions
+
+from .helpers import H264_CLIP, invoke, make_frames
+from .media import SAMPLE_FRAMES, photo
+
+THRESHOLDS = [60, 100, 140]
+CLIP_FRAMES = 24  # tests/data/pan_h264.mp4
+PNG_END = b"IEND\xaeB`\x82"
+
+
+def crop(image: np.ndarray, box: Box) -> np.ndarray:
+    return image[box.y : box.y + box.h, box.x : box.x + box.w]
+
+
+def nearest3(edges: np.ndarray, box: Box) -> np.ndarray:
+    small = cv2.resize(edges, (box.w, box.h), interpolation=cv2.INTER_NEAREST)
+    return np.repeat(small[:, :, np.newaxis], 3, axis=2)
+
+
+def run_outputs(inputs, folder: Path, thresholds, **options) -> dict[int, Path]:
+    """The folder ``edgecli.process`` writes for ``inputs`` at each threshold (CPU backend)."""
+    folders = {}
+    for t in thresholds:
+        folders[t] = folder / f"run_t{t}"
+        edgecli.process(inputs, folders[t], threshold=t, backend="cpu", **options)
+    return folders
+
+
+def read_output(folder: Path, name: str) -> np.ndarray:
+    path = folder / name
+    assert path.is_file(), f"the run wrote no {name} (the preview says it shows it)"
+    edges = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    assert edges is not None and edges.dtype == np.uint8 and edges.ndim == 2, path
+    return edges
+
+
+def check_sheet(sheet: Path, shown: dict, folders: dict[int, Path], width=DEFAULT_WIDTH):
+    """The sheet has the geometry sheet.layout gives for the tiles shown, and each edge tile is
+    the run's output for that frame and threshold, nearest-resized into its box."""
+    image = cv2.imread(str(sheet), cv2.IMREAD_COLOR)
+    assert image is not None, f"{sheet} is not a readable image"
+    thresholds = shown["thresholds"]
+    assert sorted(folders) == sorted(thresholds)
+    assert len(shown["outputs"]) == len(shown["frames"]) > 0
+    edges = [{t: read_output(folders[t], name) for t in thresholds} for name in shown["outputs"]]
+    rows = []
+    for maps in edges:
+        (h, w), *others = {e.shape for e in maps.values()}
+        assert not others, "one frame's run outputs differ in size between thresholds"
+        # Captions and labels do not move the boxes (sheet._plan): placeholders will do.
+        tiles = [Tile(np.zeros((h, w, 3), np.uint8), "")]
+        tiles += [Tile(np.zeros((h, w), np.uint8), "") for _ in thresholds]
+        rows.append(Row("", tiles))
+    height, boxes = layout(rows, width)
+    assert image.shape == (height, width, 3)
+    for k, (maps, row_boxes) in enumerate(zip(edges, boxes, strict=True)):
+        for t, box in zip(thresholds, row_boxes[1:], strict=True):
+            expected = nearest3(maps[t], box)
+            got = crop(image, box)
+            if not np.array_equal(got, expected):
+                wrong = np.count_nonzero(np.any(got != expected, axis=2))
+                pytest.fail(
+                    f"row {k} ({shown['frames'][k]}), T={t}: {wrong} of {box.w * box.h} pixels"
+                    f" of the tile differ from {shown['outputs'][k]} nearest-resized"
+                )
+    return image, boxes
+
+
+def auto_threshold(inputs, folder: Path, **options) -> int:
+    summary = edgecli.process(inputs, folder, threshold="auto", backend="cpu", **options)
+    return summary.params["threshold"]
+
+
+def spread(auto: int) -> list[int]:
+    return sorted({max(0, round(auto * factor)) for factor in SPREAD})
+
+
+@pytest.fixture
+def mixed_folder(tmp_path):
+    """Frames of several sizes, odd ones among them."""
+    shapes = [(37, 53), (120, 160), (64, 48), (21, 34), (53, 37)]
+    return make_frames(tmp_path / "frames", shapes)
+
+
+# 1. Exactness ---------------------------------------------------------------------------------
+
+
+def test_folder_tiles_are_the_run_outputs(mixed_folder, tmp_path):
+    sheet = tmp_path / "sheet.png"
+    shown = preview([mixed_folder], sheet, Options(backend="cpu"), thresholds=THRESHOLDS, frames=3)
+    assert shown["thresholds"] == THRESHOLDS and shown["backend"] == "cpu"
+    # Five frames, three shown: positions 0, 2 and 4 of the run's order.
+    assert shown["outputs"] == ["f000.png", "f002.png", "f004.png"]
+    assert [Path(f).name for f in shown["frames"]] == ["f000.png", "f002.png", "f004.png"]
+    image, boxes = check_sheet(sheet, shown, run_outputs(mixed_folder, tmp_path, THRESHOLDS))
+    # The source tile: the PNG's own pixels, area-averaged when shrunk, nearest when enlarged.
+    for name, row_boxes in zip(shown["outputs"], boxes, strict=True):
+        source = cv2.imread(str(mixed_folder / name), cv2.IMREAD_COLOR)
+        box = row_boxes[0]
+        shrink = box.w < source.shape[1] or box.h < source.shape[0]
+        how = cv2.INTER_AREA if shrink else cv2.INTER_NEAREST
+        expected = cv2.resize(source, (box.w, box.h), interpolation=how)
+        np.testing.assert_array_equal(crop(image, box), expected, err_msg=name)
+
+
+def test_video_tiles_are_the_run_outputs(tmp_path):
+    sheet = tmp_path / "sheet.png"
+    shown = preview([H264_CLIP], sheet, Options(backend="cpu"), thresholds=THRESHOLDS, frames=3)
+    assert shown["thresholds"] == THRESHOLDS
+    positions = [(2 * k + 1) * CLIP_FRAMES // 6 for k in range(3)]  # 4, 12, 20
+    assert shown["outputs"] == [f"pan_h264_{i:06d}.png" for i in positions]
+    check_sheet(sheet, shown, run_outputs(H264_CLIP, tmp_path, THRESHOLDS))
+
+
+@pytest.mark.parametrize("norm,border", [("l2", "replicate"), ("l1", "constant")])
+def test_tiles_follow_norm_and_border(mixed_folder, tmp_path, norm, border):
+    """Other edge options reach the tiles as they reach the run."""
+    sheet = tmp_path / "sheet.png"
+    options = Options(backend="cpu", norm=norm, border=border)
+    shown = preview([mixed_folder], sheet, options, thresholds=THRESHOLDS, frames=2)
+    folders = run_outputs(mixed_folder, tmp_path, THRESHOLDS, norm=norm, border=border)
+    check_sheet(sheet, shown, folders)
+
+
+# 2. Default thresholds ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["folder", "video", "sample_frames"])
+def test_default_thresholds_spread_around_auto(which, mixed_folder, tmp_path):
+    inputs = {"folder": mixed_folder, "video": H264_CLIP, "sample_frames": SAMPLE_FRAMES}[which]
+    auto = auto_threshold(inputs, tmp_path / "auto")
+    sheet = tmp_path / "sheet.png"
+    shown = preview([inputs], sheet, Options(backend="cpu"), frames=2)
+    assert auto in shown["thresholds"]
+    assert shown["thresholds"] == spread(auto), (auto, shown["thresholds"])
+    assert len(shown["thresholds"]) == len(set(shown["thresholds"]))
+    check_sheet(sheet, shown, run_outputs(inputs, tmp_path, shown["thresholds"]))
+
+
+def test_default_thresholds_follow_the_selection(tmp_path):
+    """With --start/--end the auto threshold is the one a run with the same selection picks."""
+    selection = {"start": "5", "end": "15"}
+    auto = auto_threshold(H264_CLIP, tmp_path / "auto", **selection)
+    shown = preview([H264_CLIP], tmp_path / "s.png", Options(backend="cpu", **selection))
+    assert shown["thresholds"] == spread(auto)
+
+
+# 3. Frames spread over the input ---------------------------------------------------------------
+
+
+def test_video_frames_are_spread_over_the_clip(tmp_path):
+    positions = [(2 * k + 1) * CLIP_FRAMES // 8 for k in range(4)]
+    assert positions == [3, 9, 15, 21] == sample_positions(CLIP_FRAMES, 4)
+    sheet = tmp_path / "sheet.png"
+    shown = preview([H264_CLIP], sheet, Options(backend="cpu"), thresholds=THRESHOLDS, frames=4)
+    assert shown["outputs"] == [f"pan_h264_{i:06d}.png" for i in positions]
+    assert len(shown["frames"]) == 4
+    for source, i in zip(shown["frames"], positions, strict=True):
+        assert "pan_h264.mp4" in source and re.search(rf"\bframe {i}\b", source), source
+    # ... and they are those frames indeed (a seek that lands elsewhere shows another frame).
+    check_sheet(sheet, shown, run_outputs(H264_CLIP, tmp_path, THRESHOLDS))
+
+
+def test_more_frames_asked_than_there_are(mixed_folder, tmp_path):
+    shown = preview(
+        [mixed_folder], tmp_path / "s.png", Options(backend="cpu"), thresholds=[100], frames=50
+    )
+    assert shown["outputs"] == [f"f{i:03d}.png" for i in range(5)]
+
+
+# 4. The command -------------------------------------------------------------------------------
+
+
+def sheet_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def test_cli_writes_a_sheet_1600_wide(tmp_path):
+    sheet = tmp_path / "X.png"
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--backend", "cpu")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    image = cv2.imread(str(sheet), cv2.IMREAD_UNCHANGED)
+    assert image is not None and image.ndim == 3 and image.shape[1] == 1600
+    assert sheet.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["X.png"]  # no temporary left beside it
+    auto = auto_threshold(SAMPLE_FRAMES, tmp_path / "auto")
+    expected = spread(auto)
+    match = re.search(r"at thresholds ([\d, ]+)", result.stderr)
+    assert match, result.stderr
+    assert [int(t) for t in match.group(1).split(",")] == expected, result.stderr
+    assert str(sheet) in result.stderr
+
+
+def test_cli_width(tmp_path):
+    sheet = tmp_path / "X.png"
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--backend", "cpu", "--width", 800)
+    assert result.exit_code == 0, result.output
+    assert cv2.imread(str(sheet)).shape[1] == 800
+    assert [p.name for p in tmp_path.iterdir()] == ["X.png"]
+
+
+def test_cli_explicit_thresholds_are_the_run_outputs(tmp_path):
+    sheet = tmp_path / "out" / "X.png"
+    sheet.parent.mkdir()
+    args = ["-t", "140,60,100", "--frames", 3, "--width", 900, "--backend", "cpu"]
+    result = invoke("preview", H264_CLIP, "-o", sheet, *args)
+    assert result.exit_code == 0, result.output
+    assert "at thresholds 60, 100, 140" in result.stderr
+    shown = {
+        "frames": ["4", "12", "20"],
+        "outputs": [f"pan_h264_{i:06d}.png" for i in (4, 12, 20)],
+        "thresholds": THRESHOLDS,
+    }
+    check_sheet(sheet, shown, run_outputs(H264_CLIP, tmp_path, THRESHOLDS), width=900)
+    assert [p.name for p in sheet.parent.iterdir()] == ["X.png"]
+
+
+def test_cli_quiet(tmp_path):
+    result = invoke("preview", SAMPLE_FRAMES, "-o", tmp_path / "X.png", "--backend", "cpu", "-q")
+    assert result.exit_code == 0 and result.output == ""
+    assert (tmp_path / "X.png").is_file()
+
+
+@pytest.mark.parametrize("name", ["X.jpg", "X", "X.png.jpg"])
+def test_cli_refuses_a_sheet_that_is_not_png(tmp_path, name):
+    sheet = tmp_path / name
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--backend", "cpu")
+    assert result.exit_code == 2, result.output
+    lines = sheet_lines(result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("Error:"), result.stderr
+    assert str(sheet) in lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["60,abc", "abc", "", "60,,100", "-5", "60;100", "1.5"])
+def test_cli_refuses_bad_thresholds(tmp_path, value):
+    result = invoke("preview", SAMPLE_FRAMES, "-o", tmp_path / "X.png", "-t", value)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_missing_input(tmp_path):
+    missing = tmp_path / "no such folder"
+    out = tmp_path / "out"
+    out.mkdir()
+    result = invoke("preview", missing, "-o", out / "X.png", "--backend", "cpu")
+    assert result.exit_code == 1, result.output
+    lines = sheet_lines(result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert str(missing) in lines[0]
+    assert list(out.iterdir()) == []
+
+
+def test_cli_replaces_an_existing_sheet_whole(tmp_path):
+    sheet = tmp_path / "X.png"
+    old = b"\x89PNG\r\n\x1a\n" + b"old sheet " * 500_000  # longer than the new one
+    sheet.write_bytes(old)
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--backend", "cpu", "-t", "100")
+    assert result.exit_code == 0, result.output
+    data = sheet.read_bytes()
+    assert len(data) < len(old) and b"old sheet" not in data
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(PNG_END)
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert image is not None and image.shape[1] == 1600
+    assert [p.name for p in tmp_path.iterdir()] == ["X.png"]
+
+
+def test_cli_refuses_to_overwrite_an_input(tmp_path):
+    folder = make_frames(tmp_path / "frames", [(30, 40), (40, 30)])
+    target = folder / "f000.png"
+    before = target.read_bytes()
+    result = invoke("preview", folder, "-o", target, "--backend", "cpu", "-t", "100")
+    assert result.exit_code == 2, result.output
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == ["f000.png", "f001.png"]
+
+
+def test_cli_too_many_thresholds_for_the_width(tmp_path):
+    thresholds = ",".join(str(t) for t in range(21))  # 22 tiles a row: no room in 200 px
+    result = invoke(
+        "preview", SAMPLE_FRAMES, "-o", tmp_path / "X.png", "-t", thresholds, "--width", 200,
+        "--backend", "cpu",
+    )  # fmt: skip
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    lines = sheet_lines(result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("Error:"), result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# 5. Selection ---------------------------------------------------------------------------------
+
+
+def test_start_end_previews_only_the_selected_frames(tmp_path):
+    selection = {"start": "5", "end": "15"}
+    sheet = tmp_path / "sheet.png"
+    options = Options(backend="cpu", **selection)
+    shown = preview([H264_CLIP], sheet, options, thresholds=THRESHOLDS, frames=4)
+    indices = [int(re.search(r"_(\d{6})\.png$", name).group(1)) for name in shown["outputs"]]
+    assert all(5 <= i < 15 for i in indices), indices
+    assert indices == [5 + p for p in sample_positions(10, 4)]  # 6, 8, 11, 13
+    check_sheet(sheet, shown, run_outputs(H264_CLIP, tmp_path, THRESHOLDS, **selection))
+
+
+def test_cli_start_end(tmp_path):
+    sheet = tmp_path / "X.png"
+    args = ["--start", 5, "--end", 15, "-t", "60,100,140", "--backend", "cpu"]
+    result = invoke("preview", H264_CLIP, "-o", sheet, *args)
+    assert result.exit_code == 0, result.output
+    assert "4 frame(s)" in result.stderr
+    shown = {
+        "frames": ["6", "8", "11", "13"],
+        "outputs": [f"pan_h264_{i:06d}.png" for i in (6, 8, 11, 13)],
+        "thresholds": THRESHOLDS,
+    }
+    folders = run_outputs(H264_CLIP, tmp_path, THRESHOLDS, start="5", end="15")
+    check_sheet(sheet, shown, folders)
+
+
+def test_every_previews_only_kept_frames(tmp_path):
+    selection = {"start": "2", "every": 5}
+    shown = preview(
+        [H264_CLIP], tmp_path / "s.png", Options(backend="cpu", **selection), thresholds=[100]
+    )
+    indices = [int(re.search(r"_(\d{6})\.png$", name).group(1)) for name in shown["outputs"]]
+    kept = list(range(2, CLIP_FRAMES, 5))  # 2, 7, 12, 17, 22
+    assert indices == [kept[p] for p in sample_positions(len(kept), 4)]
+    check_sheet(tmp_path / "s.png", shown, run_outputs(H264_CLIP, tmp_path, [100], **selection))
+
+
+def test_multi_page_tiff_with_a_selection(tmp_path):
+    """A multi-frame image's frames are found by index through the selection too."""
+    tiff = tmp_path / "m.tif"
+    assert cv2.imwritemulti(str(tiff), [photo(30 + i, 41, seed=i) for i in range(7)])
+    selection = {"start": "1", "every": 2}
+    sheet = tmp_path / "s.png"
+    shown = preview([tiff], sheet, Options(backend="cpu", **selection), thresholds=THRESHOLDS)
+    assert shown["outputs"] == ["m_000001.png", "m_000003.png", "m_000005.png"]
+    check_sheet(sheet, shown, run_outputs(tiff, tmp_path, THRESHOLDS, **selection))
+
+
+# 6. Odd shapes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("thresholds", [THRESHOLDS, [0, 1], None])
+def test_tiny_and_thin_frames(tmp_path, thresholds):
+    folder = make_frames(tmp_path / "frames", [(1, 1), (1, 40), (40, 1)])
+    sheet = tmp_path / "sheet.png"
+    shown = preview([folder], sheet, Options(backend="cpu"), thresholds=thresholds, frames=3)
+    assert shown["outputs"] == ["f000.png", "f001.png", "f002.png"]
+    if thresholds is not None:
+        assert shown["thresholds"] == thresholds
+    else:
+        assert shown["thresholds"] == spread(auto_threshold(folder, tmp_path / "auto"))
+    check_sheet(sheet, shown, run_outputs(folder, tmp_path, shown["thresholds"]))
+
+
+def test_thin_frames_in_a_narrow_sheet(tmp_path):
+    folder = make_frames(tmp_path / "frames", [(1, 1), (1, 40), (40, 1), (3, 500)])
+    sheet = tmp_path / "sheet.png"
+    shown = preview([folder], sheet, Options(backend="cpu"), thresholds=THRESHOLDS, width=200)
+    check_sheet(sheet, shown, run_outputs(folder, tmp_path, THRESHOLDS), width=200)
