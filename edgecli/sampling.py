@@ -2,7 +2,7 @@
 
 The run's frames are taken in run order (every still image, and each multi-frame file's
 frames that ``--start``/``--end``/``--every``/``--frames`` keep), and ``count`` positions are
-spread evenly over them (:func:`edgecli.threshold.sample_positions`). Frames are decoded by
+spread evenly over them (:func:`sample_positions`). Frames are decoded by
 the CPU decoders; a video's by seeking to them (:func:`edgecli.decode.cpu.video_frame_at`),
 so sampling a two-hour video costs a few seeks, not a decode of the whole file.
 """
@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from .errors import FrameError
 from .sources import Frame, count_frames
+
+
+def sample_positions(total: int, count: int) -> list[int]:
+    """``count`` positions spread evenly over ``total`` frames, each once, in order."""
+    return sorted({(2 * k + 1) * total // (2 * count) for k in range(count)}) if total else []
 
 
 def frames_of(source) -> int:
@@ -24,8 +29,6 @@ def frames_of(source) -> int:
 def sample_frames(sources: list, count: int, max_pixels: int) -> list[Frame]:
     """``count`` frames (fewer in a shorter run) spread over ``sources``, in run order; a
     frame that cannot be decoded is left out (the run reports it)."""
-    from .threshold import sample_positions
-
     sizes = [frames_of(source) for source in sources]
     positions = sample_positions(sum(sizes), count)
     frames: list[Frame] = []

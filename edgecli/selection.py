@@ -160,8 +160,7 @@ def select_frames(sources: list, selection: Selection | None) -> list:
 def _rate_and_count(source) -> tuple[Fraction | None, int | None]:
     """A multi-frame file's frame rate (videos only) and its frame count where the file
     states it exactly (None where it is only an estimate or unknown)."""
-    from .decode.cpu import EXACT_COUNT_CONTAINERS, tiff_directories
-    from .sources import page_count
+    from .decode.cpu import EXACT_COUNT_CONTAINERS, page_count, tiff_directories
 
     if source.kind == "tiff":
         pages, broken = tiff_directories(source.path)

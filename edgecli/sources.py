@@ -26,6 +26,7 @@ import numpy as np
 from .decode.cpu import (
     ANIMATION_EXTENSIONS,
     animation_frames,
+    page_count,
     read_image,
     tiff_directories,
     tiff_frames,
@@ -132,22 +133,6 @@ def _webp_is_animated(head: bytes) -> bool:
     return head[12:16] == b"VP8X" and len(head) > 20 and bool(head[20] & 0x02)
 
 
-def page_count(path: Path) -> int | None:
-    """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
-    count them (frames past the first are corrupt or cut off)."""
-    from PIL import Image
-
-    try:
-        image = Image.open(path)
-    except Exception:  # undecodable: let the still-image path report it per frame
-        return 1
-    with image:
-        try:
-            return getattr(image, "n_frames", 1)
-        except Exception:
-            return None
-
-
 def _is_multi_frame(path: Path, suffix: str) -> bool:
     if suffix in (".tif", ".tiff"):
         pages, broken = tiff_directories(path)
@@ -189,7 +174,7 @@ def classify(path: Path, out_stem: str):
     )
 
 
-def _folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
+def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
     pattern = "**/*" if recursive else "*"
     files = [
         p
@@ -212,8 +197,8 @@ def discover(
     text = os.fspath(input_arg)
     path = Path(text)
     if path.is_dir():
-        files = _folder_files(path, recursive, exclude if recursive else None)
-        if not files and recursive and exclude is not None and _folder_files(path, True, None):
+        files = folder_files(path, recursive, exclude if recursive else None)
+        if not files and recursive and exclude is not None and folder_files(path, True, None):
             raise OptionError(
                 f"{path}: every image in this folder lies in the output folder {exclude}, which "
                 "a recursive scan leaves out (it holds outputs, not frames); choose an output "
@@ -283,97 +268,6 @@ def discover_inputs(
         sources += found
     check_names(sources)
     return sources
-
-
-def refuse_overwriting_inputs(
-    inputs: list[str],
-    sources: list,
-    out_dir: Path,
-    *,
-    recursive: bool,
-    reports: dict,
-    own_output: bool = False,
-) -> None:
-    """Refuse, before any work, a run that would write over a file it was given.
-
-    The files given are the sources, and, where a recursive folder INPUT holds the output
-    folder, the images in the output folder: the scan leaves them out, and they may be earlier
-    outputs, but they may as well be the user's own - unless ``own_output`` says the folder is
-    edgecli's (it holds a run's record: :mod:`edgecli.resume`). The run writes each
-    image's PNG, every frame name a video or multi-frame file may have, and ``reports``
-    ({what: path}: the JSON summary, the timings CSV).
-    """
-    given = _GivenFiles()
-    for source in sources:
-        given.add(source.path)
-    if recursive and out_dir.is_dir() and not own_output:
-        out_real = out_dir.resolve()
-        if any(Path(t).is_dir() and out_real.is_relative_to(Path(t).resolve()) for t in inputs):
-            for path in _folder_files(out_dir, True, None):
-                given.add(path, note=" (in the output folder, which a recursive scan leaves out)")
-
-    def refuse(found: tuple[Path, str], writer: str, instead="another output folder") -> None:
-        path, note = found
-        raise OptionError(f"{path}: {writer} would overwrite this input{note}; choose {instead}")
-
-    for source in sources:
-        if source.multi_frame:
-            stem = Path(source.out_stem)
-            digits = rf"_\d{{{FRAME_INDEX_DIGITS}}}\.png"
-            frame_name = re.compile(re.escape(stem.name.lower()) + digits)
-            for name, found in given.in_folder(out_dir / stem.parent).items():
-                if frame_name.fullmatch(name):  # conservative: a video's length is not known
-                    refuse(found, f"a frame of {source.path}")
-        else:
-            found = given.get(out_dir / source.out_name)
-            if found is not None:
-                refuse(found, f"the output of {source.path}")
-    for what, report in reports.items():
-        found = given.get(Path(report))
-        if found is not None:
-            refuse(found, f"the {what}", f"another name for the {what}")
-
-
-MAX_LINK_HOPS = 40  # as the kernel follows at most (ELOOP past that)
-
-
-class _GivenFiles:
-    """Files by the folder they lie in (resolved) and their name (lowercase: where the file
-    system ignores case, a.PNG is a.png), so that a path written is matched without resolving
-    each one."""
-
-    def __init__(self) -> None:
-        self.folders: dict[Path, dict[str, tuple[Path, str]]] = {}
-        self._resolved: dict[Path, Path] = {}
-
-    def _folder(self, folder: Path) -> Path:
-        if folder not in self._resolved:
-            self._resolved[folder] = folder.resolve()
-        return self._resolved[folder]
-
-    def add(self, path: Path, note: str = "") -> None:
-        entries = [path, self._target(path)] if path.is_symlink() else [path]
-        for entry in entries:  # replacing a link's name, or writing where it points
-            names = self.folders.setdefault(self._folder(entry.parent), {})
-            names.setdefault(entry.name.lower(), (path, note))
-
-    def _target(self, link: Path) -> Path:
-        """Where ``link`` points in the end, as ``link.resolve()`` says, but with each folder
-        resolved once: a folder of thousands of links into one folder costs a readlink each,
-        not a walk of every link's path."""
-        path = link
-        for _ in range(MAX_LINK_HOPS):
-            if not path.is_symlink():
-                return self._folder(path.parent) / path.name
-            target = Path(os.readlink(path))
-            path = target if target.is_absolute() else path.parent / target
-        return link.resolve()  # a loop, or a longer chain: as resolve() has it
-
-    def in_folder(self, folder: Path) -> dict[str, tuple[Path, str]]:
-        return self.folders.get(self._folder(folder), {})
-
-    def get(self, path: Path) -> tuple[Path, str] | None:
-        return self.in_folder(path.parent).get(path.name.lower())
 
 
 def check_names(sources: list) -> None:

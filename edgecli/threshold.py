@@ -93,11 +93,6 @@ def choose(counts: np.ndarray, rule: tuple[str, Fraction | None]) -> int:
     return otsu(counts) if method == "otsu" else density(counts, percent)
 
 
-def sample_positions(total: int, count: int = AUTO_SAMPLE) -> list[int]:
-    """``count`` positions spread evenly over ``total`` frames, each once, in order."""
-    return sorted({(2 * k + 1) * total // (2 * count) for k in range(count)}) if total else []
-
-
 def resolve(options, sources: list, notify=None):
     """``options`` with a ``-t auto`` or ``-t P%`` threshold replaced by the number it picks
     from the run's ``sources`` (unchanged for a number); ``notify`` is told which, and why."""

@@ -9,7 +9,7 @@ import json
 import cv2
 import pytest
 
-from edgecli.cli import gpu_ids
+from edgecli.cli.run import gpu_ids
 from edgecli.errors import EXIT_USAGE
 from edgecli.params import parse_devices
 

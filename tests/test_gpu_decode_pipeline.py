@@ -236,7 +236,7 @@ def test_a_stop_mid_run_finishes_what_is_in_flight(folder, tmp_path):
 
 
 def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
-    from edgecli.cli import decoder_lines
+    from edgecli.cli.info import decoder_lines
 
     monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda backend: "no JPEG engines")
     monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no libnvcuvid.so.1")

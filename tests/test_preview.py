@@ -15,8 +15,8 @@ import pytest
 import edgecli
 from edgecli import Options
 from edgecli.preview import SPREAD, preview
+from edgecli.sampling import sample_positions
 from edgecli.sheet import DEFAULT_WIDTH, Box, Row, Tile, layout
-from edgecli.threshold import sample_positions
 
 from .helpers import H264_CLIP, invoke, make_frames
 from .media import SAMPLE_FRAMES, photo

@@ -491,7 +491,7 @@ def test_corrupt_bytes_never_crash(tmp_path, ext, cut, flips, junk):
 
 def test_second_signal_exits_at_once(monkeypatch):
     """The first SIGINT asks the run to wind down; a second one exits at once with 130."""
-    from edgecli import cli
+    from edgecli.cli import run as cli
 
     exits = []
     monkeypatch.setattr(cli.os, "_exit", exits.append)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import reference, threshold
+from edgecli import reference, sampling, threshold
 from edgecli.decode.cpu import video_frame_at
 from edgecli.errors import OptionError
 from edgecli.params import BORDERS, NORMS, Options
@@ -271,9 +271,9 @@ def test_reference_threshold_is_magnitude_above_t(norm):
 def test_sample_positions(count):
     """count distinct sorted positions in range, at (2k + 1) * total // (2 count); every frame
     where there are fewer than count; none of none."""
-    assert threshold.sample_positions(0, count) == []
+    assert sampling.sample_positions(0, count) == []
     for total in [*range(1, 40), 97, 1000, 123457]:
-        got = threshold.sample_positions(total, count)
+        got = sampling.sample_positions(total, count)
         assert got == my_positions(total, count), total
         assert got == sorted(set(got)) and all(0 <= p < total for p in got)
         assert len(got) == min(total, count)
@@ -287,7 +287,7 @@ def test_sample_positions(count):
 
 def test_sample_positions_default_is_eight():
     assert threshold.AUTO_SAMPLE == SAMPLE
-    assert threshold.sample_positions(24) == [1, 4, 7, 10, 13, 16, 19, 22]
+    assert sampling.sample_positions(24, threshold.AUTO_SAMPLE) == [1, 4, 7, 10, 13, 16, 19, 22]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -378,3 +378,19 @@ def animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
     except Exception as exc:  # imageio's plugins raise many types on corrupt data
         reason = f"cannot decode animation ({type(exc).__name__}: {exc})"
         raise FrameError(f"{path} [frame {index}]", reason) from None
+
+
+def page_count(path: Path) -> int | None:
+    """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
+    count them (frames past the first are corrupt or cut off)."""
+    from PIL import Image
+
+    try:
+        image = Image.open(path)
+    except Exception:  # undecodable: let the still-image path report it per frame
+        return 1
+    with image:
+        try:
+            return getattr(image, "n_frames", 1)
+        except Exception:
+            return None

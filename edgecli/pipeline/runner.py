@@ -16,6 +16,7 @@ from ..backends import select_backend
 from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
+from ..overwrites import refuse_overwriting_inputs
 from ..params import Options, check_path
 from ..selection import select_frames
 from ..shards import format_shard, shard_of
@@ -32,7 +33,6 @@ from ..sources import (
     count_frames,
     discover_inputs,
     input_list,
-    refuse_overwriting_inputs,
 )
 from ..threshold import resolve as resolve_threshold
 from ..timing import StageClock, Summary

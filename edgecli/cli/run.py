@@ -1,14 +1,10 @@
-"""The ``edgecli`` command: a thin click layer over :mod:`edgecli.pipeline`.
-
-Library errors become one ``Error: …`` line on stderr and the documented exit code;
-click itself reports usage errors (exit 2). Nothing here imports CuPy.
-"""
+"""``edgecli run``: the options, the process set up for a run, the run (one pipeline or a
+cluster of them), the golden-output check and the exit code."""
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import signal
 import sys
 import threading
@@ -18,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import (
+from .. import __version__
+from ..errors import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_SKIPPED,
@@ -27,7 +23,7 @@ from .errors import (
     ExpectationError,
     OptionError,
 )
-from .params import (
+from ..params import (
     BACKENDS,
     BORDERS,
     DECODES,
@@ -35,62 +31,14 @@ from .params import (
     ON_ERROR,
     Options,
     check_path,
-    is_whole_number,
     parse_devices,
-    parse_rule,
 )
-from .shards import parse_shard
+from ..shards import parse_shard
+from .common import EdgecliClickError, keep_standard_streams_open, selection_options
+from .types import ByteSize, Threshold
 
-# sys.setswitchinterval for a run (see run_command).
+# sys.setswitchinterval for a run (see prepare_process).
 SWITCH_INTERVAL_S = 0.0005
-
-
-class EdgecliClickError(click.ClickException):
-    """A library error, printed as ``Error: <message>`` with the error's exit code."""
-
-    def __init__(self, error: EdgecliError):
-        super().__init__(str(error))
-        self.exit_code = error.exit_code
-
-
-class ByteSize(click.ParamType):
-    """A number of bytes, with an optional K, M, G or T suffix (powers of 1024): 512M, 1.5G."""
-
-    name = "SIZE"
-    UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        text = str(value).strip().upper().removesuffix("B")
-        unit = text[-1:] if text[-1:] in self.UNITS else ""
-        try:
-            size = int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
-        except (ValueError, OverflowError):  # "x", "inf"
-            size = 0
-        if size < 1:
-            self.fail(f"{value!r} is not a size in bytes (e.g. 2000000000, 512M, 4G)", param, ctx)
-        return size
-
-
-class Threshold(click.ParamType):
-    """``-t``: a whole number >= 0, ``auto`` or a share of edge pixels such as ``5%``."""
-
-    name = "T|auto|P%"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        text = str(value).strip()
-        if is_whole_number(text.removeprefix("-")):
-            if int(text) < 0:
-                self.fail(f"{text} is not in the range x>=0.", param, ctx)
-            return int(text)
-        try:
-            parse_rule(text)
-        except OptionError as exc:
-            self.fail(str(exc), param, ctx)
-        return text.lower()
 
 
 @contextmanager
@@ -117,64 +65,7 @@ def stop_on_signals():
             signal.signal(sig, old)
 
 
-def keep_standard_streams_open() -> None:
-    """Put /dev/null on whichever of file descriptors 0, 1 and 2 is closed (``2>&-``).
-
-    Otherwise the next file opened takes its number: an output PNG as fd 2 would receive
-    whatever a decoder or the C library writes to stderr. Python has set ``sys.stderr`` to
-    None for a closed fd 2, and click writes nothing to a None stream.
-    """
-    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
-        try:
-            os.fstat(fd)
-        except OSError:
-            os.open(os.devnull, mode)  # the lowest free number: this one, those below are open
-
-
-class EdgecliGroup(click.Group):
-    """Ctrl-C before a run installs its own handler (while Python imports NumPy and OpenCV,
-    say) exits 130 with one ``Error:`` line, as one during the run does; click would print
-    ``Aborted!`` and exit 1."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("Error: interrupted by SIGINT while starting; nothing written", err=True)
-            ctx.exit(EXIT_SIGINT)
-
-
-@click.group(cls=EdgecliGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="edgecli")
-def main() -> None:
-    """Turn video frames into binary edge maps (RGB -> gray -> Sobel -> threshold).
-
-    Runs on an NVIDIA GPU when one is usable, else on the CPU; both give identical bytes.
-    """
-
-
-def selection_options(command):
-    """``--start``, ``--end`` and ``--every``, as ``run`` and ``preview`` take them."""
-    for option in reversed([
-        click.option(
-            "--start", metavar="N|TIME", default=None,
-            help="Each video and multi-frame file from this frame: an index (90) or a time "
-            "(1:30, 1:02:03.5, 90.5s).",
-        ),
-        click.option(
-            "--end", metavar="N|TIME", default=None,
-            help="... up to, not including, this frame or time.",
-        ),
-        click.option(
-            "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
-            help="... every Nth frame from --start (names keep the frame's index).",
-        ),
-    ]):  # fmt: skip
-        command = option(command)
-    return command
-
-
-@main.command()
+@click.command()
 @click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
 @click.option(
     "-o",
@@ -411,7 +302,7 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
     """This process set up for a run: the CUDA driver started early (one GPU), FFmpeg's and
     OpenCV's own logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
     if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
-        from .cuda.driver import start_driver
+        from ..cuda.driver import start_driver
 
         start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
     if not verbose:
@@ -421,7 +312,7 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
         # Decoders warn about the corrupt files we already report in one line each.
         warnings.simplefilter("ignore")
-    from .allocator import keep_freed_memory
+    from ..allocator import keep_freed_memory
 
     keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
     # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
@@ -433,7 +324,7 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
 def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv):
     """The function that runs the job (one pipeline, or a cluster of them) and the keyword
     arguments it takes beyond the common ones."""
-    from .pipeline import run as run_pipeline
+    from ..pipeline import run as run_pipeline
 
     extra = {"timings_csv": timings_csv}
     # One device needs no look at the others (cuInit on this thread: start-up time).
@@ -444,7 +335,7 @@ def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv)
             "worker's GPU is its CUDA_VISIBLE_DEVICES)"
         )
     if scheduler is not None or len(gpus) > 1:
-        from .cluster import run_on_cluster as run_pipeline  # imports Dask
+        from ..cluster import run_on_cluster as run_pipeline  # imports Dask
 
         what = "--scheduler" if scheduler is not None else "--device with several GPUs"
         if timings_csv is not None:
@@ -462,7 +353,7 @@ def check_golden_options(write_expected, expect, shard) -> None:
         flag = "--write-expected" if write_expected is not None else "--expect"
         raise OptionError(f"{flag} takes a whole run's folder; run it without --shard")
     if expect is not None:
-        from .golden import read_manifest
+        from ..golden import read_manifest
 
         read_manifest(Path(check_path("--expect path", expect)))
     elif write_expected is not None:
@@ -472,7 +363,7 @@ def check_golden_options(write_expected, expect, shard) -> None:
 def compare_golden(summary, write_expected, expect, warn) -> None:
     """--write-expected: the run's manifest written; --expect: the output folder checked
     against one, each difference on a line of its own before the error (exit 5)."""
-    from . import golden
+    from .. import golden
 
     out_dir = Path(summary.output)
     if write_expected is not None:
@@ -498,151 +389,13 @@ def exit_for(summary, received: list[int]) -> None:
         sys.exit(EXIT_SKIPPED)
 
 
-class Thresholds(click.ParamType):
-    """``preview -t``: comma-separated whole numbers >= 0, such as ``60,80,100,140``."""
-
-    name = "T,T,..."
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, list):
-            return value
-        parts = [part.strip() for part in str(value).split(",")]
-        if not parts or not all(is_whole_number(part) for part in parts):
-            self.fail(f"{value!r} is not a list of thresholds such as 60,80,100,140", param, ctx)
-        return sorted({int(part) for part in parts})
-
-
-@main.command()
-@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, metavar="SHEET.png", help="The sheet to write.")
-@click.option(
-    "-t",
-    "--thresholds",
-    type=Thresholds(),
-    default=None,
-    help="Thresholds to show, e.g. 60,80,100,140.  [default: the one -t auto chooses, and "
-    "0.5, 0.75 and 1.5 times it]",
-)
-@click.option(
-    "--frames",
-    "count",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Frames to show, spread over the input.",
-)
-@click.option(
-    "--width",
-    type=click.IntRange(min=200),
-    default=1600,
-    show_default=True,
-    help="Sheet width in pixels.",
-)
-@click.option("--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True)
-@click.option("--border", type=click.Choice(BORDERS), default=Options.border, show_default=True)
-@click.option("--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True)
-@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
-@selection_options
-@click.option("-q", "--quiet", is_flag=True, help="Say nothing unless something fails.")
-def preview(inputs, output, thresholds, count, width, quiet, **fields) -> None:
-    """Make a contact sheet for choosing a threshold: a few frames spread over the INPUTs,
-    each beside its edge maps at several thresholds, with the share of edge pixels.
-
-    Each edge map is what run writes for that frame and threshold, scaled down with
-    nearest-neighbour; frames are decoded on the CPU.
-    """
-    keep_standard_streams_open()
-    from .preview import preview as make_preview
-
-    def notify(message: str) -> None:
-        if not quiet:
-            click.echo(f"edgecli: {message}", err=True)
-
-    try:
-        options = Options(**fields)
-        shown = make_preview(
-            inputs, output, options, thresholds=thresholds, frames=count, width=width,
-            notify=notify,
-        )  # fmt: skip
-    except EdgecliError as exc:
-        raise EdgecliClickError(exc) from None
-    what = ", ".join(map(str, shown["thresholds"]))
-    notify(f"{output}: {len(shown['frames'])} frame(s) at thresholds {what} ({shown['backend']})")
-
-
-@main.command()
-@click.option(
-    "--device",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="CUDA device index to check.",
-)
-def info(device: int) -> None:
-    """Print versions, and whether the CUDA backend is usable here (and if not, why)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from .backends import cuda_unusable_reason
-
-    click.echo(f"edgecli {__version__}")
-    click.echo(f"python {platform.python_version()} ({sys.executable})")
-    for package in DEPENDENCIES + CUPY_WHEELS:
-        try:
-            click.echo(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            if package not in CUPY_WHEELS:
-                click.echo(f"{package} not installed")
-    reason = cuda_unusable_reason(device)
-    if reason is None:
-        from .cuda import build
-        from .cuda.kernel import Variant
-
-        major, minor = build.compute_capability(device)
-        name = build.device_description(device)
-        click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
-        kernel = build.load_kernel(device, Variant())
-        click.echo(f"kernel: {build.kernel_description(kernel)}")
-        for line in decoder_lines():
-            click.echo(line)
-    else:
-        click.echo(f"cuda: unusable: {reason}")
-
-
 def gpu_ids(devices: list[int] | None) -> list[str]:
     """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
     process's own ids where it sees the device, else the index as given (a worker then says
     what is wrong with it, as a plain run would)."""
-    from .cuda.driver import visible_devices
+    from ..cuda.driver import visible_devices
 
     visible = visible_devices()
     if devices is None:
         return visible
     return [visible[i] if i < len(visible) else str(i) for i in devices]
-
-
-def decoder_lines() -> list[str]:
-    """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from .decode.engines import jpeg_unusable_reason, video_unusable_reason
-
-    why = jpeg_unusable_reason("hardware")
-    if why is None:
-        from .decode.nvjpeg import version as nvjpeg_version
-
-        jpeg = f"GPU, the JPEG engines (nvJPEG {nvjpeg_version()})"
-    else:
-        jpeg = f"CPU ({why})"
-    why = video_unusable_reason()
-    if why is None:
-        try:
-            video = f"GPU, NVDEC (PyNvVideoCodec {version('pynvvideocodec')})"
-        except PackageNotFoundError:
-            video = "GPU, NVDEC (PyNvVideoCodec)"
-    else:
-        video = f"CPU ({why})"
-    return [f"jpeg decoding (--decode auto): {jpeg}", f"video decoding (--decode auto): {video}"]
-
-
-DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")
-CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")

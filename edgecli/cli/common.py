@@ -1,0 +1,54 @@
+"""What the commands share: library errors as click errors, standard streams kept open, and
+the frame-selection options of ``run`` and ``preview``."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import EdgecliError
+from ..params import Options
+
+
+class EdgecliClickError(click.ClickException):
+    """A library error, printed as ``Error: <message>`` with the error's exit code."""
+
+    def __init__(self, error: EdgecliError):
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+def keep_standard_streams_open() -> None:
+    """Put /dev/null on whichever of file descriptors 0, 1 and 2 is closed (``2>&-``).
+
+    Otherwise the next file opened takes its number: an output PNG as fd 2 would receive
+    whatever a decoder or the C library writes to stderr. Python has set ``sys.stderr`` to
+    None for a closed fd 2, and click writes nothing to a None stream.
+    """
+    for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, mode)  # the lowest free number: this one, those below are open
+
+
+def selection_options(command):
+    """``--start``, ``--end`` and ``--every``, as ``run`` and ``preview`` take them."""
+    for option in reversed([
+        click.option(
+            "--start", metavar="N|TIME", default=None,
+            help="Each video and multi-frame file from this frame: an index (90) or a time "
+            "(1:30, 1:02:03.5, 90.5s).",
+        ),
+        click.option(
+            "--end", metavar="N|TIME", default=None,
+            help="... up to, not including, this frame or time.",
+        ),
+        click.option(
+            "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
+            help="... every Nth frame from --start (names keep the frame's index).",
+        ),
+    ]):  # fmt: skip
+        command = option(command)
+    return command

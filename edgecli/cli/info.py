@@ -1,0 +1,75 @@
+"""``edgecli info``: versions, and whether CUDA and the GPU decoders are usable here."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+import click
+
+from .. import __version__
+
+DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")
+CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")
+
+
+@click.command()
+@click.option(
+    "--device",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="CUDA device index to check.",
+)
+def info(device: int) -> None:
+    """Print versions, and whether the CUDA backend is usable here (and if not, why)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..backends import cuda_unusable_reason
+
+    click.echo(f"edgecli {__version__}")
+    click.echo(f"python {platform.python_version()} ({sys.executable})")
+    for package in DEPENDENCIES + CUPY_WHEELS:
+        try:
+            click.echo(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            if package not in CUPY_WHEELS:
+                click.echo(f"{package} not installed")
+    reason = cuda_unusable_reason(device)
+    if reason is None:
+        from ..cuda import build
+        from ..cuda.kernel import Variant
+
+        major, minor = build.compute_capability(device)
+        name = build.device_description(device)
+        click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
+        kernel = build.load_kernel(device, Variant())
+        click.echo(f"kernel: {build.kernel_description(kernel)}")
+        for line in decoder_lines():
+            click.echo(line)
+    else:
+        click.echo(f"cuda: unusable: {reason}")
+
+
+def decoder_lines() -> list[str]:
+    """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..decode.engines import jpeg_unusable_reason, video_unusable_reason
+
+    why = jpeg_unusable_reason("hardware")
+    if why is None:
+        from ..decode.nvjpeg import version as nvjpeg_version
+
+        jpeg = f"GPU, the JPEG engines (nvJPEG {nvjpeg_version()})"
+    else:
+        jpeg = f"CPU ({why})"
+    why = video_unusable_reason()
+    if why is None:
+        try:
+            video = f"GPU, NVDEC (PyNvVideoCodec {version('pynvvideocodec')})"
+        except PackageNotFoundError:
+            video = "GPU, NVDEC (PyNvVideoCodec)"
+    else:
+        video = f"CPU ({why})"
+    return [f"jpeg decoding (--decode auto): {jpeg}", f"video decoding (--decode auto): {video}"]

@@ -1,0 +1,73 @@
+"""``edgecli preview``: a contact sheet for choosing a threshold (:mod:`edgecli.preview`)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import EdgecliError
+from ..params import (
+    BACKENDS,
+    BORDERS,
+    NORMS,
+    Options,
+)
+from .common import EdgecliClickError, keep_standard_streams_open, selection_options
+from .types import Thresholds
+
+
+@click.command()
+@click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, metavar="SHEET.png", help="The sheet to write.")
+@click.option(
+    "-t",
+    "--thresholds",
+    type=Thresholds(),
+    default=None,
+    help="Thresholds to show, e.g. 60,80,100,140.  [default: the one -t auto chooses, and "
+    "0.5, 0.75 and 1.5 times it]",
+)
+@click.option(
+    "--frames",
+    "count",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Frames to show, spread over the input.",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(min=200),
+    default=1600,
+    show_default=True,
+    help="Sheet width in pixels.",
+)
+@click.option("--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True)
+@click.option("--border", type=click.Choice(BORDERS), default=Options.border, show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True)
+@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
+@selection_options
+@click.option("-q", "--quiet", is_flag=True, help="Say nothing unless something fails.")
+def preview(inputs, output, thresholds, count, width, quiet, **fields) -> None:
+    """Make a contact sheet for choosing a threshold: a few frames spread over the INPUTs,
+    each beside its edge maps at several thresholds, with the share of edge pixels.
+
+    Each edge map is what run writes for that frame and threshold, scaled down with
+    nearest-neighbour; frames are decoded on the CPU.
+    """
+    keep_standard_streams_open()
+    from ..preview import preview as make_preview
+
+    def notify(message: str) -> None:
+        if not quiet:
+            click.echo(f"edgecli: {message}", err=True)
+
+    try:
+        options = Options(**fields)
+        shown = make_preview(
+            inputs, output, options, thresholds=thresholds, frames=count, width=width,
+            notify=notify,
+        )  # fmt: skip
+    except EdgecliError as exc:
+        raise EdgecliClickError(exc) from None
+    what = ", ".join(map(str, shown["thresholds"]))
+    notify(f"{output}: {len(shown['frames'])} frame(s) at thresholds {what} ({shown['backend']})")
