@@ -15,6 +15,7 @@ Dask (the ``cluster`` extra) is imported here only, and this module only for
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -24,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from . import cluster_warmup as warmup
 from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .cluster_summary import ClusterSummary, merge
+from .cluster_warmup import WARM_UP_ENV
 from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
 from .pipeline import checked_sources
@@ -127,8 +130,9 @@ def task_options(options: Options, kind: str, n_workers: int, i: int, n: int) ->
     return replace(options, **changes)
 
 
-def connect(kind: str, target: int | str, connect_timeout: float):
-    """A Dask client, and the LocalCluster it started (None for a running scheduler)."""
+def connect(kind: str, target: int | str, connect_timeout: float, warm_up: dict | None = None):
+    """A Dask client, and the LocalCluster it started (None for a running scheduler); the
+    workers of a cluster started here begin with ``warm_up`` (:mod:`edgecli.cluster_warmup`)."""
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -143,6 +147,10 @@ def connect(kind: str, target: int | str, connect_timeout: float):
         ignoring = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
         try:
+            preload = {
+                "preload": [warmup.__name__],
+                "env": {WARM_UP_ENV: json.dumps(warm_up or {})},
+            }
             with dask.config.set(WORKER_ENVIRONMENT):
                 if kind == "local":
                     cluster = LocalCluster(
@@ -151,9 +159,10 @@ def connect(kind: str, target: int | str, connect_timeout: float):
                         processes=True,
                         dashboard_address=None,
                         silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+                        **preload,
                     )
                 else:
-                    cluster = gpu_cluster(target)
+                    cluster = gpu_cluster(target, preload)
         except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
             what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
             raise ClusterError(f"scheduler {what}: cannot start ({exc})") from None
@@ -186,9 +195,9 @@ def connect(kind: str, target: int | str, connect_timeout: float):
     return client, None
 
 
-def gpu_cluster(devices: list[str]):
+def gpu_cluster(devices: list[str], preload: dict):
     """A cluster of one worker process a GPU of ``devices`` (CUDA_VISIBLE_DEVICES ids), each
-    seeing only its own GPU, as its device 0."""
+    seeing only its own GPU, as its device 0, and starting with ``preload``."""
     from distributed import Nanny, Scheduler, SpecCluster
 
     workers = {
@@ -196,7 +205,8 @@ def gpu_cluster(devices: list[str]):
             "cls": Nanny,
             "options": {
                 "nthreads": 1,
-                "env": {"CUDA_VISIBLE_DEVICES": device},
+                "env": preload["env"] | {"CUDA_VISIBLE_DEVICES": device},
+                "preload": preload["preload"],
                 "silence_logs": 50,
             },
         }
@@ -251,10 +261,9 @@ def run_on_cluster(
     reports = {}
     if json_summary is not None:
         reports["JSON summary"] = Path(check_path("JSON summary path", json_summary))
-    sources = checked_sources(inputs, output, options, reports)
-    options = resolve_threshold(options, sources, notify)  # once, for every task
-    # Connected before anything is written: a scheduler that does not answer leaves no trace.
-    client, cluster = connect(kind, target, connect_timeout)
+    sources, options, client, cluster = _list_and_connect(
+        inputs, output, options, reports, notify, kind, target, connect_timeout
+    )
     try:
         out_dir = prepare_output_dir(Path(output))
         report_files = open_reports(reports)
@@ -275,6 +284,38 @@ def run_on_cluster(
         {"JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8")},
     )
     return summary
+
+
+def _list_and_connect(inputs, output, options, reports, notify, kind, target, connect_timeout):
+    """The run's sources (listed and checked) and options (the threshold chosen, once, for
+    every task), and a client of the cluster; connected before anything is written, so a
+    scheduler that does not answer leaves no trace. A cluster started here starts (and its
+    workers warm up) while the sources are listed; an input error is still the one reported."""
+
+    def listing():
+        sources = checked_sources(inputs, output, options, reports)
+        return sources, resolve_threshold(options, sources, notify)
+
+    if kind == "tcp":
+        sources, chosen = listing()
+        return sources, chosen, *connect(kind, target, connect_timeout)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="edgecli-listing") as pool:
+        listed = pool.submit(listing)
+        try:
+            client, cluster = connect(
+                kind, target, connect_timeout, warmup.settings(options, kind, inputs)
+            )
+        except BaseException:
+            listed.result()  # an input error comes first
+            raise
+        try:
+            return *listed.result(), client, cluster
+        except BaseException:
+            client.close()
+            cluster.close()
+            raise
 
 
 def _run_tasks(

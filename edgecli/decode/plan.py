@@ -34,9 +34,18 @@ def open_early(options, inputs: list[str] | None = None, sources: list | None = 
     if sources is not None:
         wanted = _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
     else:
-        wanted = options.decode == "gpu" or _jpeg_names_at_least(inputs or [], JPEG_MIN_FILES)
+        wanted = engines_wanted(options, inputs or [])
     if wanted:
         engines.open_jpeg_decoder("hardware", options.device)
+
+
+def engines_wanted(options, inputs: list[str]) -> bool:
+    """Whether a run of ``inputs`` will decode JPEGs on the engines, as far as their names
+    tell before the sources are listed: under ``--decode gpu``, or where a folder INPUT holds
+    JPEG_MIN_FILES JPEG names (not under ``--decode cpu``)."""
+    if options.decode == "cpu":
+        return False
+    return options.decode == "gpu" or _jpeg_names_at_least(inputs, JPEG_MIN_FILES)
 
 
 def _jpeg_names_at_least(inputs: list[str], count: int) -> bool:
