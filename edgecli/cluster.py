@@ -48,9 +48,12 @@ from .threshold import resolve as resolve_threshold
 # A scheduler that does not answer within this many seconds fails the run (Dask's own
 # distributed.comm.timeouts.connect, 30 s by default, bounds it where shorter).
 CONNECT_TIMEOUT_S = 10.0
-# Tasks per Dask worker: enough that a fast worker takes more shards than a slow one, few
-# enough that each task's start (listing the inputs, starting its threads) stays small.
-TASKS_PER_WORKER = 4
+# Tasks per Dask worker of a running scheduler: enough that a fast worker takes more shards
+# than a slow one, few enough that each task's start (its threads, rings and decoders) stays
+# small. The workers of a cluster edgecli starts on one host are alike, so each takes one
+# shard: on the H200, 2400 JPEGs on local:2 ended 1 s sooner with 1 task a worker than with 4
+# (each task's start cost its worker 0.3-0.4 s), and 2 were between.
+TASKS_PER_WORKER = {"tcp": 4, "local": 1, "devices": 1}
 # Retries of a task that raised something other than an edgecli error (which is returned,
 # not raised, so a corrupt frame is not decoded three times). A task whose worker died is
 # retried by the scheduler (distributed.scheduler.allowed-failures, 3 by default).
@@ -327,7 +330,7 @@ def _run_tasks(
     remove_stale_temporaries(out_dir)
     resume.begin(out_dir, options)
     n_workers = max(1, len(client.scheduler_info()["workers"]))
-    n = max(1, min(len(sources), TASKS_PER_WORKER * n_workers))
+    n = max(1, min(len(sources), TASKS_PER_WORKER[kind] * n_workers))
     # Listed and checked once, here: each task gets its own shard's sources, and lists nothing
     # (2400 linked files took 0.45 s to list and check on the H200 host: 8 tasks paid it 8 times).
     shards = partition(sources, n)
