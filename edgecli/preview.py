@@ -34,22 +34,24 @@ def default_thresholds(sources: list, options: Options, notify) -> tuple[list[in
 
 def preview(
     inputs, sheet: str | Path, options: Options, *, thresholds: list[int] | None = None,
-    frames: int = PREVIEW_FRAMES, width: int = DEFAULT_WIDTH, notify=None,
+    frames: int = PREVIEW_FRAMES, width: int = DEFAULT_WIDTH, html: str | Path | None = None,
+    notify=None,
 ) -> dict:  # fmt: skip
-    """Write the contact sheet of ``inputs`` to ``sheet`` (a .png path, written atomically);
-    return what it shows: ``{"frames": [source, ...], "thresholds": [...], "backend": ...}``."""
+    """Write the contact sheet of ``inputs`` to ``sheet`` (a .png path) and, with ``html``, a
+    page showing it with the shares of edge pixels as a table (both written atomically);
+    return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
+    [...], "auto": T or None, "shares": [{T: percent, ...} per frame], "backend": ...}``."""
     from .sampling import sample_frames
     from .selection import select_frames
     from .sinks import write_atomic
     from .sources import discover_inputs
 
     notify = notify or (lambda message: None)
-    sheet = Path(check_path("sheet path", sheet))
-    if sheet.suffix.lower() != ".png":
-        raise OptionError(f"{sheet}: the sheet is a PNG; name it something.png")
+    sheet = _checked_paths(sheet, html)
     sources = select_frames(discover_inputs(inputs, recursive=options.recursive), options.selection)
-    if any(source.path.resolve() == sheet.resolve() for source in sources):
-        raise OptionError(f"{sheet} is an input; write the sheet elsewhere")
+    if any(source.path.resolve() in (sheet.resolve(), _resolved(html)) for source in sources):
+        raise OptionError(f"{sheet if html is None else f'{sheet} or {html}'} is an input; write "
+                          "the preview elsewhere")  # fmt: skip
     if frames < 1:
         raise OptionError(f"frames must be >= 1, got {frames}")
     auto = None
@@ -65,28 +67,83 @@ def preview(
     if not sample:
         raise InputError("no frame of the input could be decoded for the preview")
     edges_at, backend = _edges(sample, options, thresholds, notify)
-    rows = []
-    for k, frame in enumerate(sample):
-        tiles = [Tile(frame.pixels, "source")]
-        for t in thresholds:
-            edges = edges_at[t][k]
-            share = 100 * np.count_nonzero(edges) / edges.size
-            name = f"T={t} (auto)" if t == auto else f"T={t}"
-            tiles.append(Tile(edges, f"{name}: {share:.2f}%"))  # the share of edge pixels
-        height, width_px = frame.pixels.shape[:2]
-        rows.append(Row(f"{frame.source}  ({width_px}x{height})", tiles))
-    import cv2
-
-    ok, encoded = cv2.imencode(".png", render(rows, width))
-    if not ok:
-        raise InputError(f"{sheet}: the sheet could not be encoded")
-    write_atomic(sheet, encoded.tobytes())
-    return {
+    shown = {
         "frames": [frame.source for frame in sample],
         "outputs": [frame.out_name for frame in sample],
         "thresholds": thresholds,
+        "auto": auto,
+        "shares": [
+            {t: 100 * np.count_nonzero(edges_at[t][k]) / edges_at[t][k].size for t in thresholds}
+            for k in range(len(sample))
+        ],
         "backend": backend,
     }
+    png = _sheet_png(sheet, sample, edges_at, shown, width)
+    write_atomic(sheet, png)
+    if html is not None:
+        write_atomic(Path(html), page(png, shown, options).encode("utf-8"))
+    return shown
+
+
+def _checked_paths(sheet, html) -> Path:
+    sheet = Path(check_path("sheet path", sheet))
+    if sheet.suffix.lower() != ".png":
+        raise OptionError(f"{sheet}: the sheet is a PNG; name it something.png")
+    if html is not None and _resolved(html) == sheet.resolve():
+        raise OptionError(f"{html}: the page and the sheet need names of their own")
+    return sheet
+
+
+def _resolved(path) -> Path | None:
+    return None if path is None else Path(check_path("page path", path)).resolve()
+
+
+def _label(t: int, shown: dict) -> str:
+    return f"T={t} (auto)" if t == shown["auto"] else f"T={t}"
+
+
+def _sheet_png(sheet: Path, sample: list, edges_at: dict, shown: dict, width: int) -> bytes:
+    """The sheet: a row a frame, its source and then its edge map at each threshold."""
+    import cv2
+
+    rows = []
+    for k, frame in enumerate(sample):
+        tiles = [Tile(frame.pixels, "source")]
+        for t in shown["thresholds"]:  # under each, the share of edge pixels
+            tiles.append(Tile(edges_at[t][k], f"{_label(t, shown)}: {shown['shares'][k][t]:.2f}%"))
+        height, width_px = frame.pixels.shape[:2]
+        rows.append(Row(f"{frame.source}  ({width_px}x{height})", tiles))
+    ok, encoded = cv2.imencode(".png", render(rows, width))
+    if not ok:
+        raise InputError(f"{sheet}: the sheet could not be encoded")
+    return encoded.tobytes()
+
+
+def page(png: bytes, shown: dict, options: Options) -> str:
+    """The HTML page: the sheet (embedded, so the page is one file) over a table of the share
+    of edge pixels, frame by threshold."""
+    import base64
+    from html import escape
+
+    heads = "".join(f"<th>{escape(_label(t, shown))}</th>" for t in shown["thresholds"])
+    lines = []
+    for source, shares in zip(shown["frames"], shown["shares"], strict=True):
+        cells = "".join(f"<td>{shares[t]:.2f}%</td>" for t in shown["thresholds"])
+        lines.append(f"<tr><th scope='row'>{escape(source)}</th>{cells}</tr>")
+    about = (
+        f"--norm {options.norm}, --border {options.border}, backend {shown['backend']}; each "
+        "edge map is what edgecli run writes at that threshold, scaled with nearest-neighbour"
+    )
+    image = base64.b64encode(png).decode("ascii")
+    return (
+        "<!doctype html>\n<html lang='en'><meta charset='utf-8'><title>edgecli preview</title>\n"
+        "<style>body{font-family:sans-serif;margin:1em}td,th{padding:2px 10px;text-align:right}"
+        "th[scope=row]{text-align:left;font-weight:normal}img{max-width:100%}</style>\n"
+        f"<h1>edgecli preview</h1>\n<p>{escape(about)}.</p>\n"
+        f"<img src='data:image/png;base64,{image}' alt='the contact sheet'>\n"
+        "<table><caption>Edge pixels, % of each frame</caption>\n"
+        f"<tr><th>frame</th>{heads}</tr>\n" + "\n".join(lines) + "\n</table>\n</html>\n"
+    )
 
 
 def _edges(sample: list, options: Options, thresholds: list[int], notify):

@@ -379,3 +379,64 @@ def test_thin_frames_in_a_narrow_sheet(tmp_path):
     sheet = tmp_path / "sheet.png"
     shown = preview([folder], sheet, Options(backend="cpu"), thresholds=THRESHOLDS, width=200)
     check_sheet(sheet, shown, run_outputs(folder, tmp_path, THRESHOLDS), width=200)
+
+
+# 7. The HTML page ----------------------------------------------------------------------------
+
+
+def test_the_html_page_holds_the_sheet_and_the_shares(tmp_path):
+    """--html writes one self-contained page: the very sheet written beside it, embedded, and
+    a row a frame of its shares of edge pixels, each as the run's PNG at that threshold has."""
+    import base64
+    from html.parser import HTMLParser
+
+    sheet, page = tmp_path / "sheet.png", tmp_path / "sheet.html"
+    result = invoke("preview", H264_CLIP, "-o", sheet, "--html", page, "--backend", "cpu",
+                    "-t", "60,140", "--frames", "3")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    embedded = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", text).group(1)
+    assert base64.b64decode(embedded) == sheet.read_bytes()
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th"):
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+    cells = Cells()
+    cells.feed(text)
+    assert cells.rows[0] == ["frame", "T=60", "T=140"] and len(cells.rows) == 4
+    for row, index in zip(cells.rows[1:], [4, 12, 20], strict=True):  # (2k+1)*24//6
+        assert row[0] == f"{H264_CLIP} [frame {index}]"
+        for t, cell in zip((60, 140), row[1:], strict=True):
+            out = tmp_path / f"run{t}"
+            if not out.exists():
+                edgecli.process(H264_CLIP, out, backend="cpu", threshold=t)
+            edges = cv2.imread(str(out / f"pan_h264_{index:06d}.png"), cv2.IMREAD_UNCHANGED)
+            assert cell == f"{100 * np.count_nonzero(edges) / edges.size:.2f}%"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["sheet.html", "sheet.png"]
+
+
+def test_the_page_needs_a_name_of_its_own(tmp_path):
+    sheet = tmp_path / "sheet.png"
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--html", sheet, "--backend", "cpu")
+    assert result.exit_code == 2
+    assert (
+        result.stderr.strip() == f"Error: {sheet}: the page and the sheet need names of their own"
+    )
+    assert not sheet.exists()

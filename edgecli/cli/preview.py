@@ -19,6 +19,12 @@ from .types import Thresholds
 @click.argument("inputs", metavar="INPUT...", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, metavar="SHEET.png", help="The sheet to write.")
 @click.option(
+    "--html",
+    metavar="PATH",
+    default=None,
+    help="Also write an HTML page: the sheet, and the share of edge pixels as a table.",
+)
+@click.option(
     "-t",
     "--thresholds",
     type=Thresholds(),
@@ -47,7 +53,7 @@ from .types import Thresholds
 @click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
 @selection_options
 @click.option("-q", "--quiet", is_flag=True, help="Say nothing unless something fails.")
-def preview(inputs, output, thresholds, count, width, quiet, **fields) -> None:
+def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> None:
     """Make a contact sheet for choosing a threshold: a few frames spread over the INPUTs,
     each beside its edge maps at several thresholds, with the share of edge pixels.
 
@@ -65,7 +71,7 @@ def preview(inputs, output, thresholds, count, width, quiet, **fields) -> None:
         options = Options(**fields)
         shown = make_preview(
             inputs, output, options, thresholds=thresholds, frames=count, width=width,
-            notify=notify,
+            html=html, notify=notify,
         )  # fmt: skip
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
