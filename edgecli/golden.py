@@ -8,7 +8,7 @@ options differ. The manifest is JSON::
     {
      "edgecli_manifest": 1,             # MANIFEST_FORMAT
      "edgecli_version": "0.1.0",
-     "params": {"threshold": 100, "norm": "l1", ...},   # the run summary's params
+     "params": {"threshold": 100, "norm": "l1", ...},   # the summary's, less png_bits
      "decoders": {"cpu": 24},            # frames per decoder, as the summary has them
      "frames": {"f000.png": "<32 hex digits>", "sub/f001.png": "...", ...}
     }

@@ -129,7 +129,7 @@ class Selection:
                 f"--end {self.end.text} is not after --start {self.start.text} in {name} "
                 f"(frames {stop} and {start})"
             )
-        if total is not None and start >= total:
+        if self.start is not None and total is not None and start >= total:
             raise OptionError(
                 f"--start {self.start.text} is past the end of {name} ({total} frames)"
             )

@@ -72,6 +72,28 @@ def test_local_cluster_equals_plain_run(media, tmp_path):
     assert folder_bytes(out) == expected
 
 
+def test_a_cluster_run_chooses_selects_and_checks_as_a_plain_run(media, tmp_path):
+    """-t auto, --every and --expect on local:2: the threshold chosen once by the client (the
+    plain run's), the frames a plain run selects, and a plain run's manifest holds."""
+    inputs = sorted(media.iterdir())
+    golden = tmp_path / "golden.json"
+    args = ["--backend", "cpu", "-q", "-t", "auto", "--every", "2"]
+    plain = invoke("run", *inputs, "-o", tmp_path / "plain", *args, "--write-expected", golden,
+                   "--json-summary", tmp_path / "plain.json")  # fmt: skip
+    assert plain.exit_code == 0, plain.output
+    out = tmp_path / "cluster"
+    result = invoke("run", *inputs, "-o", out, *args, "--scheduler", "local:2",
+                    "--expect", golden, "--json-summary", tmp_path / "cluster.json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    chosen = json.loads((tmp_path / "plain.json").read_text())["params"]
+    assert json.loads((tmp_path / "cluster.json").read_text())["params"] == chosen
+    assert isinstance(chosen["threshold"], int) and chosen["threshold_rule"] == "auto"
+    assert folder_bytes(out) == folder_bytes(tmp_path / "plain")
+    assert sorted(p.name for p in out.glob("clip0_*.png")) == [
+        "clip0_000000.png", "clip0_000002.png", "clip0_000004.png",
+    ]  # fmt: skip
+
+
 def test_merged_summary_lists_a_failure_once(media, tmp_path, scheduler):
     """A corrupt file under --on-error skip: exit 3, the frame named once on stderr and once in
     the merged summary, whose counts and per-worker detail add up to the whole run."""
