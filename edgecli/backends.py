@@ -58,7 +58,24 @@ def select_backend(options: Options) -> BackendChoice:
     if reason is None:
         from .cuda.backend import CudaBackend
 
-        return BackendChoice(CudaBackend(options), None)
+        return BackendChoice(CudaBackend(options, gpu_decoders), None)
     if options.backend == "cuda":
         raise CudaUnavailableError(f"CUDA backend unusable: {reason}")
     return BackendChoice(CpuBackend(options), f"using the CPU backend; CUDA unusable: {reason}")
+
+
+def gpu_decoders(options: Options, sources: list):
+    """The CUDA backend's GPU decoders for a run of ``sources``: a function that opens them as
+    :func:`edgecli.decode.plan.plan` chooses them, or None where nothing decodes on the GPU."""
+    from .decode.plan import plan
+
+    chosen = plan(options, sources)
+    if chosen is None:
+        return None
+
+    def open_decoders():
+        from .decode.gpu.decoders import GpuDecoders  # imports CuPy
+
+        return GpuDecoders(chosen)
+
+    return open_decoders

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import cv2
 import numpy as np
 
 from . import reference
-from .cache import cache_dir
+from .cache import cache_dir, opencv_build_key
 from .errors import OutputError
 from .params import Options
 
@@ -34,16 +33,6 @@ CACHE_FILE = "luma-check.json"
 # caches and are reused, where all 2^24 at once faulted in 300 MB of fresh pages (0.5-0.9 s
 # for the check, against 0.15-0.3 s in steps, on the 2-core development machine).
 CHECK_STEP = 1 << 20
-
-
-def opencv_build_key() -> str:
-    """What decides cvtColor's arithmetic here: OpenCV's version, its build (compiler, SIMD
-    baseline and dispatch), and the CPU features it may use now (its dispatcher picks a code
-    path per CPU, and OPENCV_CPU_DISABLE turns some off)."""
-    build = hashlib.sha256(cv2.getBuildInformation().encode()).hexdigest()[:16]
-    features = "".join("1" if cv2.checkHardwareSupport(i) else "0" for i in range(512))
-    cpu = hashlib.sha256(features.encode()).hexdigest()[:16]
-    return f"opencv {cv2.__version__} build {build} cpu {cpu}"
 
 
 def colours(first: int, count: int) -> np.ndarray:

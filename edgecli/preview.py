@@ -42,9 +42,8 @@ def preview(
     return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
     [...], "auto": T or None, "shares": [{T: percent, ...} per frame], "backend": ...}``."""
     from .sampling import sample_frames
-    from .selection import select_frames
     from .sinks import write_atomic
-    from .sources import discover_inputs
+    from .sources import discover_inputs, select_frames
 
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)

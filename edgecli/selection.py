@@ -8,14 +8,14 @@ the files, byte for byte, that a full run writes under those names. ``--start`` 
 are frame indices (``90``) or, for videos, times (``1:30``, ``1:02:03.5``, ``90.5s``); a time
 is the first frame at or after it, at the video's average frame rate (frame ``i`` is at
 ``i / fps``), so ``--end 2s`` on a 25 fps video stops before frame 50. Still images are not
-affected.
+affected. Applied to a run's sources by :func:`edgecli.sources.select_frames`.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from .errors import OptionError
@@ -137,46 +137,3 @@ class Selection:
             last = start + self.every * self.limit
             stop = last if stop is None else min(stop, last)
         return FrameRange(start, stop, self.every)
-
-
-def select_frames(sources: list, selection: Selection | None) -> list:
-    """``sources`` with each multi-frame file's frames limited to ``selection``; OptionError
-    where the run has no multi-frame file to select from, or a file cannot meet it."""
-    if selection is None:
-        return sources
-    if not any(source.multi_frame for source in sources):
-        raise OptionError(
-            f"{SELECTION_FLAGS} select frames of videos and multi-frame files; the INPUTs "
-            "have none (still images are each one frame)"
-        )
-    return [
-        replace(source, selection=selection.resolve(str(source.path), *_rate_and_count(source)))
-        if source.multi_frame
-        else source
-        for source in sources
-    ]
-
-
-def _rate_and_count(source) -> tuple[Fraction | None, int | None]:
-    """A multi-frame file's frame rate (videos only) and its frame count where the file
-    states it exactly (None where it is only an estimate or unknown)."""
-    from .decode.cpu import EXACT_COUNT_CONTAINERS, page_count, tiff_directories
-
-    if source.kind == "tiff":
-        pages, broken = tiff_directories(source.path)
-        return None, pages + broken
-    if source.kind == "animation":
-        return None, page_count(source.path)
-    import cv2
-
-    capture = cv2.VideoCapture(str(source.path))
-    try:
-        if not capture.isOpened():
-            return None, None  # the run says why it cannot be read
-        fps = capture.get(cv2.CAP_PROP_FPS)
-        frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-    finally:
-        capture.release()
-    rate = Fraction(fps).limit_denominator(1_000_000) if fps > 0 else None
-    exact = source.path.suffix.lower() in EXACT_COUNT_CONTAINERS and frames > 0
-    return rate, frames if exact else None

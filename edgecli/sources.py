@@ -17,7 +17,8 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 
 import cv2
@@ -25,6 +26,7 @@ import numpy as np
 
 from .decode.cpu import (
     ANIMATION_EXTENSIONS,
+    EXACT_COUNT_CONTAINERS,
     animation_frames,
     page_count,
     read_image,
@@ -33,7 +35,7 @@ from .decode.cpu import (
     video_frames,
 )
 from .errors import FrameError, InputError, OptionError
-from .selection import FrameRange
+from .selection import SELECTION_FLAGS, FrameRange, Selection
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (
@@ -320,3 +322,42 @@ def count_frames(sources: list) -> int | None:
             frames = max(page_count(source.path) or 1, 1)
         total += frames if source.selection is None else source.selection.count(frames)
     return total
+
+
+def select_frames(sources: list, selection: Selection | None) -> list:
+    """``sources`` with each multi-frame file's frames limited to ``selection``; OptionError
+    where the run has no multi-frame file to select from, or a file cannot meet it."""
+    if selection is None:
+        return sources
+    if not any(source.multi_frame for source in sources):
+        raise OptionError(
+            f"{SELECTION_FLAGS} select frames of videos and multi-frame files; the INPUTs "
+            "have none (still images are each one frame)"
+        )
+    return [
+        replace(source, selection=selection.resolve(str(source.path), *_rate_and_count(source)))
+        if source.multi_frame
+        else source
+        for source in sources
+    ]
+
+
+def _rate_and_count(source) -> tuple[Fraction | None, int | None]:
+    """A multi-frame file's frame rate (videos only) and its frame count where the file
+    states it exactly (None where it is only an estimate or unknown)."""
+    if source.kind == "tiff":
+        pages, broken = tiff_directories(source.path)
+        return None, pages + broken
+    if source.kind == "animation":
+        return None, page_count(source.path)
+    capture = cv2.VideoCapture(str(source.path))
+    try:
+        if not capture.isOpened():
+            return None, None  # the run says why it cannot be read
+        fps = capture.get(cv2.CAP_PROP_FPS)
+        frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    finally:
+        capture.release()
+    rate = Fraction(fps).limit_denominator(1_000_000) if fps > 0 else None
+    exact = source.path.suffix.lower() in EXACT_COUNT_CONTAINERS and frames > 0
+    return rate, frames if exact else None

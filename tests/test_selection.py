@@ -135,8 +135,7 @@ def test_times_select_by_the_videos_frame_rate(full_run, tmp_path):
 
 
 def test_the_progress_total_counts_only_the_kept_frames(tmp_path):
-    from edgecli.selection import select_frames
-    from edgecli.sources import count_frames, discover
+    from edgecli.sources import count_frames, discover, select_frames
 
     sources = select_frames(discover(str(H264_CLIP)), Selection.from_options("4", "20", 6, None))
     assert count_frames(sources) == 3

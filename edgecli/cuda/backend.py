@@ -158,8 +158,11 @@ class CudaBackend:
     name = "cuda"
     runs_on_host = False  # the pipeline batches frames and streams them through slab_ring()
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, decoders=None):
         self.options = options
+        # gpu_decoders(options, sources) of edgecli.backends, which select_backend gives it:
+        # this module knows nothing of decoding. None: every frame is decoded on the CPU.
+        self._decoders = decoders
         self.device = options.device
         self.kernel = load_kernel(self.device, Variant(options.norm, options.border))
         self.device_name = device_description(self.device)
@@ -176,16 +179,9 @@ class CudaBackend:
         launch_pack_rows(self.kernel, edges_dev, rows_dev, stream)
 
     def gpu_decoders(self, options: Options, sources: list):
-        """A function opening the GPU decoders of a run of ``sources``, as
-        :func:`edgecli.decode.plan.plan` chooses them; None where nothing decodes on the GPU."""
-        from ..decode.plan import plan
-
-        chosen = plan(options, sources)
-        if chosen is None:
-            return None
-        from ..decode.gpu.decoders import GpuDecoders
-
-        return lambda: GpuDecoders(chosen)
+        """A function opening the GPU decoders of a run of ``sources``, or None where nothing
+        decodes on the GPU (:func:`edgecli.backends.gpu_decoders`)."""
+        return None if self._decoders is None else self._decoders(options, sources)
 
     def slab_ring(self, slabs: int) -> SlabRing:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its

@@ -51,8 +51,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..cache import cache_dir
-from ..cpu import opencv_build_key
+from ..cache import cache_dir, opencv_build_key
 from ..errors import OutputError
 from ..sinks import write_atomic
 

@@ -18,7 +18,6 @@ from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from ..overwrites import refuse_overwriting_inputs
 from ..params import Options, check_path
-from ..selection import select_frames
 from ..shards import format_shard, shard_of
 from ..sinks import (
     check_output_name,
@@ -33,6 +32,7 @@ from ..sources import (
     count_frames,
     discover_inputs,
     input_list,
+    select_frames,
 )
 from ..threshold import resolve as resolve_threshold
 from ..timing import StageClock, Summary
