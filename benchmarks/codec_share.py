@@ -65,6 +65,8 @@ def lscpu() -> dict:
 
 
 def main() -> None:
+    """The measurements, in the order the module docstring gives them: each configuration
+    runs beside the one before it, so the table compares them within one run."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--input", required=True, help="folder of *.jpg / *.png frames")
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="W (all cores)")

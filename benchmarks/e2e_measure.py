@@ -215,7 +215,11 @@ def format_profile(title: str, run: dict, top: int = 4) -> str:
 
 
 def measure_kind(bench: Bench, kind: str, gpu_skip: str | None) -> dict | None:
-    """Every figure of one input kind (see the module docstring)."""
+    """Every figure of one input kind (see the module docstring).
+
+    One function, in the order the figures are taken: each step reuses what the steps before
+    it measured or made (the codec's frame count, the lengthened inputs, the CPU run's folder
+    the others are compared with), and the budget cuts the steps that come last."""
     args = bench.args
     inputs = prepare_inputs(bench, kind)
     if inputs is None:

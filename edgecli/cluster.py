@@ -138,40 +138,13 @@ def connect(kind: str, target: int | str, connect_timeout: float, warm_up: dict 
     workers of a cluster started here begin with ``warm_up`` (:mod:`edgecli.cluster_warmup`)."""
     try:
         import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise ClusterError(
             "--scheduler needs Dask: pip install 'edgecli[cluster]' (dask and distributed)"
         ) from None
     if kind in ("local", "devices"):
-        # The workers are started with SIGINT ignored, and keep it so (an ignored signal stays
-        # ignored in a child): a Ctrl-C at the terminal reaches the whole process group, and
-        # only the client may act on it, stopping the tasks through their stop event.
-        ignoring = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
-        try:
-            preload = {
-                "preload": [warmup.__name__],
-                "env": {WARM_UP_ENV: json.dumps(warm_up or {})},
-            }
-            with dask.config.set(WORKER_ENVIRONMENT):
-                if kind == "local":
-                    cluster = LocalCluster(
-                        n_workers=target,
-                        threads_per_worker=1,
-                        processes=True,
-                        dashboard_address=None,
-                        silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
-                        **preload,
-                    )
-                else:
-                    cluster = gpu_cluster(target, preload)
-        except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
-            what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
-            raise ClusterError(f"scheduler {what}: cannot start ({exc})") from None
-        finally:
-            if ignoring:
-                signal.signal(signal.SIGINT, previous)
+        cluster = _start_cluster(kind, target, warm_up)
         try:
             return Client(cluster), cluster
         except BaseException:
@@ -196,6 +169,43 @@ def connect(kind: str, target: int | str, connect_timeout: float, warm_up: dict 
             "(start them with: dask worker " + target + ")"
         ) from None
     return client, None
+
+
+def _start_cluster(kind: str, target, warm_up: dict | None):
+    """A LocalCluster of ``target`` workers (``local``) or one worker a GPU of ``target``
+    (``devices``), each preloading :mod:`edgecli.cluster_warmup` with ``warm_up``."""
+    import dask
+    from distributed import LocalCluster
+
+    # The workers are started with SIGINT ignored, and keep it so (an ignored signal stays
+    # ignored in a child): a Ctrl-C at the terminal reaches the whole process group, and
+    # only the client may act on it, stopping the tasks through their stop event.
+    ignoring = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
+    try:
+        preload = {
+            "preload": [warmup.__name__],
+            "env": {WARM_UP_ENV: json.dumps(warm_up or {})},
+        }
+        with dask.config.set(WORKER_ENVIRONMENT):
+            if kind == "local":
+                cluster = LocalCluster(
+                    n_workers=target,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=50,  # CRITICAL: a worker that dies is edgecli's to report
+                    **preload,
+                )
+            else:
+                cluster = gpu_cluster(target, preload)
+    except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
+        what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
+        raise ClusterError(f"scheduler {what}: cannot start ({exc})") from None
+    finally:
+        if ignoring:
+            signal.signal(signal.SIGINT, previous)
+    return cluster
 
 
 def gpu_cluster(devices: list[str], preload: dict):
