@@ -24,11 +24,11 @@ PREVIEW_FRAMES = 4
 SPREAD = (0.5, 0.75, 1.0, 1.5)
 
 
-def default_thresholds(sources: list, options: Options, notify) -> tuple[list[int], int]:
-    """A spread around the threshold ``-t auto`` chooses for ``sources``, and that one."""
+def default_thresholds(sample: list, options: Options, notify) -> tuple[list[int], int]:
+    """A spread around the threshold ``-t auto`` chooses from its ``sample``, and that one."""
     from .threshold import resolve
 
-    chosen = resolve(replace(options, threshold="auto"), sources, notify).threshold
+    chosen = resolve(replace(options, threshold="auto"), [], notify, sample).threshold
     return sorted({max(0, round(chosen * factor)) for factor in SPREAD}), chosen
 
 
@@ -41,9 +41,10 @@ def preview(
     page showing it with the shares of edge pixels as a table (both written atomically);
     return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
     [...], "auto": T or None, "shares": [{T: percent, ...} per frame], "backend": ...}``."""
-    from .sampling import sample_frames
+    from .sampling import sample_frame_sets
     from .sinks import write_atomic
     from .sources import discover_inputs, select_frames
+    from .threshold import AUTO_SAMPLE
 
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)
@@ -53,16 +54,18 @@ def preview(
                           "the preview elsewhere")  # fmt: skip
     if frames < 1:
         raise OptionError(f"frames must be >= 1, got {frames}")
-    auto = None
-    if thresholds is None:
-        thresholds, auto = default_thresholds(sources, options, notify)
-    if not thresholds:
+    if thresholds is not None and not thresholds:
         raise OptionError("no thresholds to show: give at least one")
     try:
-        tile_width(1 + len(thresholds), width)  # before any edge map is computed
+        tile_width(1 + len(thresholds or SPREAD), width)  # before any frame is decoded
     except ValueError as exc:
         raise OptionError(f"{exc}: give a larger --width or fewer thresholds") from None
-    sample = sample_frames(sources, frames, options.max_pixels)
+    auto = None
+    if thresholds is None:  # -t auto's sample and the frames shown, decoded in one pass
+        auto_sample, sample = sample_frame_sets(sources, [AUTO_SAMPLE, frames], options.max_pixels)
+        thresholds, auto = default_thresholds(auto_sample, options, notify)
+    else:
+        sample = sample_frame_sets(sources, [frames], options.max_pixels)[0]
     if not sample:
         raise InputError("no frame of the input could be decoded for the preview")
     edges_at, backend = _edges(sample, options, thresholds, notify)

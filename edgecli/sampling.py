@@ -29,36 +29,54 @@ def frames_of(source) -> int:
 def sample_frames(sources: list, count: int, max_pixels: int) -> list[Frame]:
     """``count`` frames (fewer in a shorter run) spread over ``sources``, in run order; a
     frame that cannot be decoded is left out (the run reports it)."""
+    return sample_frame_sets(sources, [count], max_pixels)[0]
+
+
+def sample_frame_sets(sources: list, counts: list[int], max_pixels: int) -> list[list[Frame]]:
+    """:func:`sample_frames` for each of ``counts``, every frame decoded once, and each video
+    read in one pass (:func:`edgecli.decode.cpu.video_frames_at`)."""
     sizes = [frames_of(source) for source in sources]
-    positions = sample_positions(sum(sizes), count)
-    frames: list[Frame] = []
+    total = sum(sizes)
+    sets = [sample_positions(total, count) for count in counts]
+    wanted = sorted(set().union(*sets))
+    frames: dict[int, Frame | None] = {}
     before = 0
-    turn = iter(positions)
-    position = next(turn, None)
     for source, size in zip(sources, sizes, strict=True):
-        while position is not None and position < before + size:
-            frame = _frame(source, position - before, max_pixels)
-            if frame is not None:
-                frames.append(frame)
-            position = next(turn, None)
+        here = [p - before for p in wanted if before <= p < before + size]
+        if here:
+            for ordinal, frame in zip(here, _frames(source, here, max_pixels), strict=True):
+                frames[before + ordinal] = frame
         before += size
-    return frames
+    return [[frames[p] for p in positions if frames[p] is not None] for positions in sets]
 
 
-def _frame(source, ordinal: int, max_pixels: int) -> Frame | None:
-    """The ``ordinal``-th frame ``source`` gives the run, or None where it cannot be read."""
-    from .decode.cpu import video_frame_at
+def _frames(source, ordinals: list[int], max_pixels: int) -> list[Frame | None]:
+    """The ``ordinals``-th frames (sorted) ``source`` gives the run; None for each that cannot
+    be read."""
+    from .decode.cpu import video_frames_at
 
+    if not source.multi_frame:
+        try:
+            return [source.decode(max_pixels)]
+        except FrameError:
+            return [None]
+    kept = source.selection
+    indices = [o if kept is None else kept.start + o * kept.step for o in ordinals]
     try:
-        if not source.multi_frame:
-            return source.decode(max_pixels)
-        selection = source.selection
-        index = ordinal if selection is None else selection.start + ordinal * selection.step
         if source.kind == "video":
-            pixels = video_frame_at(source.path, index, max_pixels)
-            return Frame(source.frame_name(index), f"{source.path} [frame {index}]", pixels)
-        for frame in source.frames(max_pixels, index, index + 1):
-            return None if isinstance(frame, FrameError) else frame
+            pixels = video_frames_at(source.path, indices, max_pixels)
+            return [
+                Frame(source.frame_name(i), f"{source.path} [frame {i}]", pixels[i])
+                if i in pixels
+                else None
+                for i in indices
+            ]
+        by_name = {source.frame_name(i): i for i in indices}
+        read = {
+            by_name[frame.out_name]: frame
+            for frame in source.frames(max_pixels, indices[0], indices[-1] + 1)
+            if not isinstance(frame, FrameError) and frame.out_name in by_name
+        }
     except FrameError:
-        return None
-    return None
+        return [None] * len(indices)
+    return [read.get(i) for i in indices]

@@ -93,15 +93,17 @@ def choose(counts: np.ndarray, rule: tuple[str, Fraction | None]) -> int:
     return otsu(counts) if method == "otsu" else density(counts, percent)
 
 
-def resolve(options, sources: list, notify=None):
+def resolve(options, sources: list, notify=None, frames: list | None = None):
     """``options`` with a ``-t auto`` or ``-t P%`` threshold replaced by the number it picks
-    from the run's ``sources`` (unchanged for a number); ``notify`` is told which, and why."""
+    from the run's ``sources`` (unchanged for a number); ``notify`` is told which, and why.
+    ``frames``: the sample, where the caller has decoded it already."""
     rule = parse_rule(options.threshold)
     if rule is None:
         return options
-    from .sampling import sample_frames
+    if frames is None:
+        from .sampling import sample_frames
 
-    frames = sample_frames(sources, AUTO_SAMPLE, options.max_pixels)
+        frames = sample_frames(sources, AUTO_SAMPLE, options.max_pixels)
     counts = histogram([frame.pixels for frame in frames], options.norm, options.border)
     chosen = choose(counts, rule)
     if notify is not None:

@@ -216,3 +216,32 @@ def test_the_summary_records_the_selection(tmp_path):
     assert summary.frames == len(range(3, 24, 2))
     plain = edgecli.process(H264_CLIP, tmp_path / "plain", backend="cpu")
     assert "frames" not in plain.params
+
+
+@pytest.mark.parametrize("gap", [0, 3, 1000])
+@pytest.mark.parametrize(
+    "clip", ["pan_h264.mp4", "nvdec_1918x1080.mp4", "nvdec_bframes.mkv", "nvdec_250x142.mp4"]
+)
+def test_sampled_video_frames_are_the_frames_read_in_order(clip, gap, monkeypatch):
+    """The samples of -t auto and preview reach a video's frames by seeking (every gap here
+    larger than SEEK_GAP) or by decoding on to them: either way exactly the frames that
+    reading the video in order gives (B-frames, a GOP of 8, Matroska)."""
+    from edgecli.decode import cpu
+
+    from .helpers import DATA
+
+    path = DATA / clip
+    capture = cv2.VideoCapture(str(path))
+    in_order = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        in_order.append(frame)
+    monkeypatch.setattr(cpu, "SEEK_GAP", gap)
+    n = len(in_order)
+    indices = sorted({0, 1, n // 3, n // 3 + 1, n // 2, n - 2, n - 1})
+    found = cpu.video_frames_at(path, indices, 1 << 30)
+    assert sorted(found) == indices
+    for i in indices:
+        assert np.array_equal(found[i], in_order[i]), f"{clip} frame {i}"

@@ -229,23 +229,52 @@ def video_frames(
         capture.release()
 
 
-def video_frame_at(path: Path, index: int, max_pixels: int) -> np.ndarray:
-    """Frame ``index`` of the video at ``path``, reached by seeking (``CAP_PROP_POS_FRAMES``:
-    FFmpeg seeks to the keyframe before it and decodes on to it), for the samples of ``-t
-    auto`` and ``edgecli preview``; decoded in order from the start where the seek does not
-    land on it."""
+# Sampling a video, a frame this many or fewer ahead is decoded on to; one further ahead is
+# sought (FFmpeg then decodes on from the keyframe before it, which in x264's default GOP of 250
+# frames lies half a GOP back on average).
+SEEK_GAP = 120
+
+
+def video_frames_at(path: Path, indices, max_pixels: int) -> dict[int, np.ndarray]:
+    """Frames ``indices`` of the video at ``path`` (those it has), for the samples of ``-t
+    auto`` and ``edgecli preview``: in one pass, decoding on to the next one where it is near
+    and seeking (``CAP_PROP_POS_FRAMES``) where it is far; where a seek does not land on its
+    frame, the frames are decoded in order from the start instead."""
+    wanted = sorted(set(indices))
     capture = cv2.VideoCapture(str(path))
+    found: dict[int, np.ndarray] = {}
     try:
         _check_video(capture, path, max_pixels)
-        if index == 0 or capture.set(cv2.CAP_PROP_POS_FRAMES, index):
-            ok, frame = capture.read()
-            if ok and int(capture.get(cv2.CAP_PROP_POS_FRAMES)) == index + 1:
-                return frame
+        position = 0  # the frame the next grab decodes
+        for index in wanted:
+            if index - position > SEEK_GAP:
+                if not capture.set(cv2.CAP_PROP_POS_FRAMES, index):
+                    break
+                position = index
+            while position < index and capture.grab():
+                position += 1
+            ok, frame = capture.read() if position == index else (False, None)
+            if not ok or int(capture.get(cv2.CAP_PROP_POS_FRAMES)) != index + 1:
+                break
+            found[index] = frame
+            position = index + 1
+        else:
+            return found
     finally:
         capture.release()
-    for _, frame in video_frames(path, max_pixels, index, index + 1):
-        return frame
-    raise FrameError(f"{path} [frame {index}]", "the video has no such frame")
+    kept = set(wanted)
+    return {
+        i: f
+        for i, f in video_frames(path, max_pixels, wanted[0], wanted[-1] + 1, kept.__contains__)
+    }
+
+
+def video_frame_at(path: Path, index: int, max_pixels: int) -> np.ndarray:
+    """Frame ``index`` of the video at ``path`` (:func:`video_frames_at`)."""
+    frame = video_frames_at(path, [index], max_pixels).get(index)
+    if frame is None:
+        raise FrameError(f"{path} [frame {index}]", "the video has no such frame")
+    return frame
 
 
 TIFF_CHUNK = 8  # pages decoded by one cv2.imreadmulti call: bounds the pages held at once
