@@ -14,7 +14,7 @@ from edgecli.errors import EXIT_USAGE, OptionError
 from edgecli.selection import FrameRange, Selection, parse_position
 
 from .helpers import H264_CLIP, invoke, make_folder
-from .media import photo
+from .media import photo, read_frames
 
 CLIP_FRAMES = 24
 
@@ -67,16 +67,6 @@ def test_a_frame_range_counts_what_it_keeps():
     assert FrameRange(5, None, 4).count(14) == 3 and FrameRange(20, None, 1).count(10) == 0
     limited = Selection.from_options("2", None, 3, 4).resolve("c", None, 100)
     assert [i for i in range(100) if i in limited] == [2, 5, 8, 11]
-
-
-def clip_frames() -> list[np.ndarray]:
-    capture = cv2.VideoCapture(str(H264_CLIP))
-    frames = []
-    while True:
-        ok, frame = capture.read()
-        if not ok:
-            return frames
-        frames.append(frame)
 
 
 @pytest.fixture(scope="module")
@@ -231,13 +221,7 @@ def test_sampled_video_frames_are_the_frames_read_in_order(clip, gap, monkeypatc
     from .helpers import DATA
 
     path = DATA / clip
-    capture = cv2.VideoCapture(str(path))
-    in_order = []
-    while True:
-        ok, frame = capture.read()
-        if not ok:
-            break
-        in_order.append(frame)
+    in_order = read_frames(path)
     monkeypatch.setattr(cpu, "SEEK_GAP", gap)
     n = len(in_order)
     indices = sorted({0, 1, n // 3, n // 3 + 1, n // 2, n - 2, n - 1})
