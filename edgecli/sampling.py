@@ -3,7 +3,7 @@
 The run's frames are taken in run order (every still image, and each multi-frame file's
 frames that ``--start``/``--end``/``--every``/``--frames`` keep), and ``count`` positions are
 spread evenly over them (:func:`sample_positions`). Frames are decoded by
-the CPU decoders; a video's by seeking to them (:func:`edgecli.decode.cpu.video_frame_at`),
+the CPU decoders; a video's by seeking to them (:func:`edgecli.decode.cpu.video_frames_at`),
 so sampling a two-hour video costs a few seeks, not a decode of the whole file.
 """
 

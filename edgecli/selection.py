@@ -88,9 +88,6 @@ class FrameRange:
         stop = total if self.stop is None else min(self.stop, total)
         return max(0, -(-(stop - self.start) // self.step))
 
-    def describe(self) -> dict:
-        return {"start": self.start, "stop": self.stop, "step": self.step}
-
 
 @dataclass(frozen=True)
 class Selection:

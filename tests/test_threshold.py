@@ -18,7 +18,7 @@ import pytest
 
 import edgecli
 from edgecli import reference, sampling, threshold
-from edgecli.decode.cpu import video_frame_at
+from edgecli.decode.cpu import video_frames_at
 from edgecli.errors import OptionError
 from edgecli.params import BORDERS, NORMS, Options
 from edgecli.sampling import sample_frames
@@ -508,12 +508,12 @@ def clip_frames() -> list[np.ndarray]:
     return frames
 
 
-def test_video_frame_at_lands_on_the_frame(clip_frames):
+def test_a_sampled_frame_lands_on_the_frame(clip_frames):
     """Seeking to each sampled frame gives the frame a decode from the start gives there."""
     positions = my_positions(24, SAMPLE)
     assert positions == [1, 4, 7, 10, 13, 16, 19, 22]
     for p in positions:
-        got = video_frame_at(H264_CLIP, p, 1 << 30)
+        got = video_frames_at(H264_CLIP, [p], 1 << 30)[p]
         assert np.array_equal(got, clip_frames[p]), p
 
 

@@ -8,7 +8,7 @@ import os
 import click
 
 from ..errors import EdgecliError
-from ..params import Options
+from ..params import BACKENDS, BORDERS, NORMS, Options
 
 
 class EdgecliClickError(click.ClickException):
@@ -33,22 +33,47 @@ def keep_standard_streams_open() -> None:
             os.open(os.devnull, mode)  # the lowest free number: this one, those below are open
 
 
-def selection_options(command):
-    """``--start``, ``--end`` and ``--every``, as ``run`` and ``preview`` take them."""
-    for option in reversed([
-        click.option(
-            "--start", metavar="N|TIME", default=None,
-            help="Each video and multi-frame file from this frame: an index (90) or a time "
-            "(1:30, 1:02:03.5, 90.5s).",
-        ),
-        click.option(
-            "--end", metavar="N|TIME", default=None,
-            help="... up to, not including, this frame or time.",
-        ),
-        click.option(
-            "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
-            help="... every Nth frame from --start (names keep the frame's index).",
-        ),
-    ]):  # fmt: skip
-        command = option(command)
-    return command
+def _bundle(*options):
+    """One decorator applying ``options`` in the order given (as stacked decorators would)."""
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+# The options that decide what an edge is, and where it is computed, as run and preview take them.
+edge_options = _bundle(
+    click.option(
+        "--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True,
+        help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2.",
+    ),
+    click.option(
+        "--border", type=click.Choice(BORDERS), default=Options.border, show_default=True,
+        help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00.",
+    ),
+    click.option(
+        "--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True,
+        help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
+    ),
+)  # fmt: skip
+
+# --recursive, --start, --end and --every: which frames of the INPUTs, as run and preview read.
+selection_options = _bundle(
+    click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT."),
+    click.option(
+        "--start", metavar="N|TIME", default=None,
+        help="Each video and multi-frame file from this frame: an index (90) or a time "
+        "(1:30, 1:02:03.5, 90.5s).",
+    ),
+    click.option(
+        "--end", metavar="N|TIME", default=None,
+        help="... up to, not including, this frame or time.",
+    ),
+    click.option(
+        "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
+        help="... every Nth frame from --start (names keep the frame's index).",
+    ),
+)  # fmt: skip

@@ -6,12 +6,14 @@ import click
 
 from ..errors import EdgecliError
 from ..params import (
-    BACKENDS,
-    BORDERS,
-    NORMS,
     Options,
 )
-from .common import EdgecliClickError, keep_standard_streams_open, selection_options
+from .common import (
+    EdgecliClickError,
+    edge_options,
+    keep_standard_streams_open,
+    selection_options,
+)
 from .types import Thresholds
 
 
@@ -47,10 +49,7 @@ from .types import Thresholds
     show_default=True,
     help="Sheet width in pixels.",
 )
-@click.option("--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True)
-@click.option("--border", type=click.Choice(BORDERS), default=Options.border, show_default=True)
-@click.option("--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True)
-@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
+@edge_options
 @selection_options
 @click.option("-q", "--quiet", is_flag=True, help="Say nothing unless something fails.")
 def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> None:

@@ -24,17 +24,19 @@ from ..errors import (
     OptionError,
 )
 from ..params import (
-    BACKENDS,
-    BORDERS,
     DECODES,
-    NORMS,
     ON_ERROR,
     Options,
     check_path,
     parse_devices,
 )
 from ..shards import parse_shard
-from .common import EdgecliClickError, keep_standard_streams_open, selection_options
+from .common import (
+    EdgecliClickError,
+    edge_options,
+    keep_standard_streams_open,
+    selection_options,
+)
 from .types import ByteSize, Threshold
 
 # sys.setswitchinterval for a run (see prepare_process).
@@ -85,27 +87,7 @@ def stop_on_signals():
     "for the run by Otsu's rule from 8 frames spread over it; P% (e.g. 5%): the smallest "
     "threshold that marks at most P percent of those frames' pixels.",
 )
-@click.option(
-    "--norm",
-    type=click.Choice(NORMS),
-    default=Options.norm,
-    show_default=True,
-    help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2.",
-)
-@click.option(
-    "--border",
-    type=click.Choice(BORDERS),
-    default=Options.border,
-    show_default=True,
-    help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00.",
-)
-@click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    default=Options.backend,
-    show_default=True,
-    help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
-)
+@edge_options
 @click.option(
     "--decode",
     type=click.Choice(DECODES),
@@ -123,7 +105,6 @@ def stop_on_signals():
     show_default=True,
     help="1-bit grayscale PNG (smallest, fastest) or 8-bit; both read back as 0/255.",
 )
-@click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT.")
 @click.option(
     "--workers",
     type=click.IntRange(min=1),

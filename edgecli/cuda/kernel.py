@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..cache import cache_dir
 from ..errors import OptionError
-from ..params import BORDERS, NORMS
+from ..params import BORDERS, NORMS, is_whole_number
 
 KERNEL_FILE = "edges.cu"
 KERNEL_NAME = "edges_bgr"
@@ -140,7 +140,7 @@ def forced_arch() -> int | None:
     if not value:
         return None
     digits = value.removeprefix("sm_").removeprefix("compute_")
-    if not (digits.isascii() and digits.isdigit()) or int(digits) not in CHECK_ARCHS:
+    if not is_whole_number(digits) or int(digits) not in CHECK_ARCHS:
         listed = ", ".join(str(a) for a in CHECK_ARCHS)
         raise OptionError(f"{ARCH_ENV} must be one of {listed}, got {value!r}")
     return int(digits)

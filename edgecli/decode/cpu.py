@@ -269,14 +269,6 @@ def video_frames_at(path: Path, indices, max_pixels: int) -> dict[int, np.ndarra
     }
 
 
-def video_frame_at(path: Path, index: int, max_pixels: int) -> np.ndarray:
-    """Frame ``index`` of the video at ``path`` (:func:`video_frames_at`)."""
-    frame = video_frames_at(path, [index], max_pixels).get(index)
-    if frame is None:
-        raise FrameError(f"{path} [frame {index}]", "the video has no such frame")
-    return frame
-
-
 TIFF_CHUNK = 8  # pages decoded by one cv2.imreadmulti call: bounds the pages held at once
 
 
