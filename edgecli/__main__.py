@@ -1,5 +1,5 @@
 """``python -m edgecli`` runs the command line, as the ``edgecli`` script does."""
 
-from .cli import main
+from .cli import console
 
-main(prog_name="edgecli")
+console()

@@ -35,3 +35,27 @@ def test_sample_frames_match_golden_hashes(tmp_path):
         assert set(np.unique(edges)) <= {0, 255}
         digest = hashlib.sha256(np.ascontiguousarray(edges).tobytes()).hexdigest()
         assert digest == expected["edges_sha256"], name
+
+
+def test_the_program_exits_with_its_codes_and_all_its_output(tmp_path):
+    """The program leaves the process at once when a command returns (edgecli.cli.console):
+    its output, piped, is all there, and each exit code is the command's."""
+    from click.testing import CliRunner
+
+    from edgecli.cli import main
+
+    helped = subprocess.run([*edgecli_command(), "run", "--help"], capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert helped.returncode == 0
+    in_process = CliRunner().invoke(main, ["run", "--help"], prog_name="edgecli").output
+    # The same words, however wide the terminal it thinks it has.
+    assert helped.stdout.split() == in_process.split() != []
+    missing = subprocess.run([*edgecli_command(), "run", str(tmp_path / "none"), "-o",
+                              str(tmp_path / "out")], capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert "no such file or folder" in missing.stderr
+    usage = subprocess.run([*edgecli_command(), "run", "--threshold", "x", "a", "-o", "b"],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
