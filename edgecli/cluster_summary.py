@@ -58,7 +58,6 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
             waits[name] = waits.get(name, 0.0) + seconds
     detail: dict[str, dict] = {}
     threads: dict[str, int] = {}
-    encoders: dict[str, int] = {}  # a Dask worker's encoder processes: its tasks' most
     for r in results:
         w = detail.setdefault(
             r["worker"],
@@ -70,9 +69,6 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
         w["frames"] += r["summary"]["frames"]
         w["busy_s"] += r["task_s"]
         threads[r["worker"]] = max(threads.get(r["worker"], 0), r["summary"]["workers"])
-        encoders[r["worker"]] = max(
-            encoders.get(r["worker"], 0), r["summary"].get("encoder_processes", 0)
-        )
     for w in detail.values():
         w["fps"] = round(w["frames"] / w["busy_s"], 2) if w["busy_s"] > 0 else 0.0
         w["busy_s"] = round(w["busy_s"], 4)
@@ -100,7 +96,6 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
         main_thread_waits_s=waits,
         decoders=dict(sorted(decoders.items())),
         decode_lanes=max((s.get("decode_lanes", 1) for s in summaries), default=1),
-        encoder_processes=sum(encoders.values()),
         scheduler=scheduler,
         tasks=tasks,
         workers_detail=sorted(detail.values(), key=lambda w: w["worker"]),

@@ -1,7 +1,6 @@
-"""PNG, the one place that knows its format (with :mod:`edgecli.png_bytes`, a 1-bit PNG's bytes
-from its scanlines, which the encoder processes import alone): the 1-bit scanlines (which the
-GPU also packs: ``pack_rows_1bit`` in cuda/edges.cu), the encoders, and the check that a PNG on
-disk is whole (what ``--skip-existing`` keeps).
+"""PNG, the one place that knows its format: the 1-bit scanlines (which the GPU also packs:
+``pack_rows_1bit`` in cuda/edges.cu), the encoders, the chunk layout, and the check that a PNG
+on disk is whole (what ``--skip-existing`` keeps).
 
 1-bit grayscale is the default: NumPy packs the rows, or the GPU does on the CUDA path (a
 nonzero pixel is a 1 bit, which reads back as 255), each row has filter type 0 (none), and zlib
@@ -21,14 +20,18 @@ import cv2
 import numpy as np
 
 from .errors import OutputError
-from .png_bytes import IEND_CHUNK, PNG_SIGNATURE, png_from_rows_1bit, png_row_bytes_1bit
 
-__all__ = [  # the format's names, from png_bytes, as well as this module's own
-    "IEND_CHUNK", "PNG_8BIT", "PNG_SIGNATURE", "PackedEdges", "encode_png", "encode_png_1bit",
-    "png_from_rows_1bit", "png_row_bytes_1bit", "png_rows_1bit", "whole_png_pixels",
-]  # fmt: skip
-
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# The last chunk of every PNG: length 0, type IEND, and the CRC-32 of b"IEND".
+IEND_CHUNK = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 PNG_8BIT: list[int] = []  # 8-bit grayscale: OpenCV's defaults
+_IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
+
+
+def png_row_bytes_1bit(width: int) -> int:
+    """Bytes of one scanline of a 1-bit PNG ``width`` pixels wide: its filter byte, then the
+    pixels' bits, ceil(width / 8) bytes."""
+    return 1 + (width + 7) // 8
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,33 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)
     rows[:, 1:] = np.packbits(edges, axis=1)
     return rows
+
+
+def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
+    """A 1-bit grayscale PNG of ``width`` pixels a row from its scanlines (:func:`png_rows_1bit`
+    or the GPU's), compressed by zlib, which lets go of the GIL while it works."""
+    height = rows.shape[0]
+    deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
+    image_data = [deflate.compress(rows), deflate.flush()]
+    header = struct.pack(">II5B", width, height, *_IHDR_GRAY_1BIT)
+    # One join: the compressed bytes are copied once, with the GIL held.
+    return b"".join(
+        [
+            PNG_SIGNATURE,
+            *_png_chunk(b"IHDR", [header]),
+            *_png_chunk(b"IDAT", image_data),
+            *_png_chunk(b"IEND", []),
+        ]
+    )
+
+
+def _png_chunk(kind: bytes, parts: list[bytes]) -> list[bytes]:
+    """The pieces of a PNG chunk whose data is ``parts`` joined: length, type, data, and the
+    CRC-32 of type and data."""
+    crc = zlib.crc32(kind)
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return [struct.pack(">I", sum(map(len, parts))), kind, *parts, struct.pack(">I", crc)]
 
 
 def whole_png_pixels(path: Path, png_bits: int) -> int | None:

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from .params import Options
-from .png import PackedEdges, png_row_bytes_1bit, png_rows_1bit
 from .reference import detect_batch
 from .sources import discover
 
@@ -81,15 +80,6 @@ class StandInBatch:
             for i, frame_edges in enumerate(edges):
                 np.copyto(view[i], frame_edges)
             self.edges = view
-            if self.ring.packed:  # as the GPU gives 1-bit PNGs' maps: PNG scanlines
-                rows = self.ring.packed_out[self.slab]
-                need = n * h * png_row_bytes_1bit(w)
-                if rows is None or rows.size < need:
-                    rows = self.ring.packed_out[self.slab] = np.empty(need, np.uint8)
-                packed = rows[:need].reshape(n, h, png_row_bytes_1bit(w))
-                for i, frame_edges in enumerate(view):
-                    np.copyto(packed[i], png_rows_1bit(frame_edges))
-                self.edges = [PackedEdges(frame_rows, w) for frame_rows in packed]
             self.gpu_ms = {
                 "upload": 0.0,
                 "kernel": (time.perf_counter() - start) * 1e3,
@@ -125,12 +115,10 @@ class StandInRing:
     """
 
     def __init__(
-        self, size: int, streams: int, compute: Compute, max_delay_s=0.0, poison: bool = True,
-        packed: bool = False,
-    ):  # fmt: skip
+        self, size: int, streams: int, compute: Compute, max_delay_s=0.0, poison: bool = True
+    ):
         self.size, self.streams, self.compute = size, streams, compute
-        self.max_delay_s, self.poison, self.packed = max_delay_s, poison, packed
-        self.packed_out: list[np.ndarray | None] = [None] * size
+        self.max_delay_s, self.poison = max_delay_s, poison
         self.rng = np.random.default_rng(0)
         self.lock = threading.Lock()
         self.free = [threading.Event() for _ in range(size)]
@@ -210,10 +198,7 @@ class StandInGpuBackend:
     step with submission, as on CUDA streams. ``poison`` fills each slab's input with a
     value no frame copy leaves there (0x5A) before the caller copies a batch in, so that a
     frame never copied in makes wrong PNGs rather than stale right ones; it costs a memset of
-    the slab a batch, which a benchmark of the pipeline's own cost leaves out. ``packed``: its
-    batches come back as 1-bit PNG scanlines (:class:`edgecli.png.PackedEdges`, in the
-    slab's own output buffer), as the CUDA backend's do for 1-bit PNGs, which the run's
-    encoder processes take (:mod:`edgecli.encoders`).
+    the slab a batch, which a benchmark of the pipeline's own cost leaves out.
     """
 
     name = "stand-in-gpu"
@@ -226,19 +211,14 @@ class StandInGpuBackend:
         compute: Compute | None = None,
         max_delay_s: float = 0.0,
         poison: bool = True,
-        packed: bool = False,
     ):
         self.options = options
         self.compute = compute or (lambda frames: detect_batch(np.stack(frames), options))
         self.max_delay_s, self.poison = max_delay_s, poison
-        self.packs_rows = packed
         self.rings: list[StandInRing] = []
 
     def slab_ring(self, slabs: int) -> StandInRing:
-        ring = StandInRing(
-            slabs, self.options.streams, self.compute, self.max_delay_s, self.poison,
-            self.packs_rows,
-        )  # fmt: skip
+        ring = StandInRing(slabs, self.options.streams, self.compute, self.max_delay_s, self.poison)
         self.rings.append(ring)
         return ring
 

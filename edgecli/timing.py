@@ -193,7 +193,6 @@ class Summary:
     main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
     decoders: dict = field(default_factory=dict)  # frames per decoder: "cpu", "nvjpeg-hw", ...
     decode_lanes: int = 1  # the GPU decoders' sessions side by side (for the bottleneck)
-    encoder_processes: int = 0  # processes that encoded and wrote PNGs (edgecli.encoders)
 
     @property
     def gpu_busy_fraction(self) -> float | None:

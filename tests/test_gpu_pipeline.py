@@ -68,20 +68,6 @@ def test_gpu_pipeline_equals_cpu(mixed_folder, tmp_path, batch, streams):
     same_bytes(tmp_path / "cpu", tmp_path / "gpu")
 
 
-def test_encoder_processes_write_the_cpu_backends_bytes(tmp_path):
-    """A run long enough for encoder processes (edgecli.encoders) hands them the GPU's packed
-    rows: every PNG of 70 frames of changing odd sizes is the CPU backend's."""
-    shapes = [(237, 321), (1, 1), (1, 50), (50, 1), (481, 641), (33, 17), (1079, 1917)]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    for i in range(70):
-        cv2.imwrite(str(folder / f"f{i:03d}.png"), photo(*shapes[i % len(shapes)], seed=i))
-    edgecli.process(folder, tmp_path / "cpu", backend="cpu")
-    summary = edgecli.process(folder, tmp_path / "gpu", backend="cuda", batch=3, streams=2)
-    assert summary.frames == 70 and summary.encoder_processes == summary.workers > 0
-    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
-
-
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("threshold, bits", [(0, 1), (60, 8), (2040, 1)])

@@ -187,14 +187,8 @@ class CudaBackend:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
         batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
         nothing for the encoders to pack: np.packbits holds the GIL)."""
-        pack = self.pack if self.packs_rows else None
+        pack = self.pack if self.options.png_bits == 1 else None
         return SlabRing(slabs, self.device, self.launch, pack)
-
-    @property
-    def packs_rows(self) -> bool:
-        """Whether :meth:`slab_ring`'s batches come back as packed rows (1-bit PNGs), which
-        the run's encoder processes take (:mod:`edgecli.encoders`)."""
-        return self.options.png_bits == 1
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""

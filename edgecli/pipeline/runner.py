@@ -282,11 +282,10 @@ def _run_into(
         raise
     gpu = ring = None
     gpu_busy_s = None
-    encoders = start_encoders(options, backend, sources)
     with pool:
         writer = Writer(
             pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
-            budget, keep_written=mixed, encoders=encoders,
+            budget, keep_written=mixed,
         )  # fmt: skip
         try:
             if gpu_decoding is not None:
@@ -318,30 +317,11 @@ def _run_into(
                                f"open ({gpu.jpeg.failure()})")  # fmt: skip
                 gpu.close()
             pool.shutdown(wait=True, cancel_futures=True)
-            if encoders is not None:
-                encoders.close()
             state.bar.close()
-    state.encoder_processes = encoders.started if encoders is not None else 0
     if mixed and not stop.is_set():
         resume.finish(out_dir, options, writer.written)
     summary = state.summary(backend, started, gpu_busy_s, writer, gpu, on_host=ring is None)
     return summary, state.clock
-
-
-def start_encoders(options: Options, backend, sources: list):
-    """The run's PNG encoder processes (:mod:`edgecli.encoders`), one a worker, where the
-    backend hands the encoders packed rows (the GPU path's 1-bit PNGs) and the run is long
-    enough to earn their start; else None, and the worker threads encode."""
-    from ..encoders import ENCODER_MIN_FILES, EncoderProcesses, unavailable_reason
-
-    if not getattr(backend, "packs_rows", False) or unavailable_reason() is not None:
-        return None
-    if len(sources) < ENCODER_MIN_FILES and not any(s.multi_frame for s in sources):
-        return None
-    try:
-        return EncoderProcesses(options.worker_count)
-    except OSError:  # none could start (a limit on processes, say): the threads encode
-        return None
 
 
 class RunState:
@@ -355,7 +335,6 @@ class RunState:
         self.failures: list[Failure] = []
         self.megapixels = 0.0
         self.reader: FrameReader | None = None
-        self.encoder_processes = 0
         self.bar = tqdm(
             total=count_frames(sources) if progress else None,
             disable=not progress,
@@ -414,7 +393,6 @@ class RunState:
             main_thread_waits_s=(reader.waits.totals() if reader else {}) | writer.waits.totals(),
             decoders=_decoders(self.tally.frames, stats, on_host),
             decode_lanes=gpu.lanes if gpu is not None else 1,
-            encoder_processes=self.encoder_processes,
         )
 
 

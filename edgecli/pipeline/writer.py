@@ -1,5 +1,4 @@
-"""Encode and write: PNG tasks on the worker pool, a window of them outstanding; the GPU path's
-1-bit PNGs handed on to encoder processes where the run has them (:mod:`edgecli.encoders`)."""
+"""Encode and write: PNG tasks on the worker pool, a window of them outstanding."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 
 from ..memory import FrameBudget
 from ..params import Options
-from ..png import PackedEdges, encode_png
+from ..png import encode_png
 from ..sinks import (
     write_atomic,
 )
@@ -22,14 +21,8 @@ from ..sources import (
 from ..timing import WaitClock
 
 
-def _nothing() -> None:
-    pass
-
-
 class Writer:
-    """Encode-and-write tasks on the pool, at most ``window`` outstanding; with ``encoders``
-    (:class:`edgecli.encoders.EncoderProcesses`), each task hands packed rows to one of them
-    and waits for its PNG to be written."""
+    """Encode-and-write tasks on the pool, at most ``window`` outstanding."""
 
     def __init__(
         self,
@@ -42,7 +35,6 @@ class Writer:
         budget=None,
         *,
         keep_written: bool = False,
-        encoders=None,
     ):
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
@@ -52,19 +44,9 @@ class Writer:
         # With ``keep_written``, the output names, as each PNG is in place (what clears a
         # folder's mixed mark); else nothing is kept a frame.
         self.written: list[str] | None = [] if keep_written else None
-        self.encoders = encoders
 
     def encode_write(self, name: str, edges: np.ndarray, done: Callable | None = None) -> None:
         """Encode and write one PNG; ``done`` is called once ``edges`` is no longer read."""
-        if self.encoders is not None and isinstance(edges, PackedEdges):
-            path = self.out_dir / name
-            took = self.encoders.encode_write(edges.rows, edges.width, path, done or _nothing)
-            if took is not None:  # else no process was left to take it: encoded here
-                self.clock.record("encode", took[0], name)
-                self.clock.record("write", took[1], name)
-                if self.written is not None:
-                    self.written.append(name)
-                return
         try:
             with self.clock.timed("encode", name):
                 data = encode_png(edges, self.options.png_bits)
