@@ -66,37 +66,43 @@ MAX_LINK_HOPS = 40  # as the kernel follows at most (ELOOP past that)
 class _GivenFiles:
     """Files by the folder they lie in (resolved) and their name (lowercase: where the file
     system ignores case, a.PNG is a.png), so that a path written is matched without resolving
-    each one."""
+    each one. Paths as strings (Path objects made and hashed took most of a 2400-file
+    listing's time: :func:`edgecli.sources.folder_files`), each folder resolved once."""
 
     def __init__(self) -> None:
-        self.folders: dict[Path, dict[str, tuple[Path, str]]] = {}
-        self._resolved: dict[Path, Path] = {}
+        self.folders: dict[str, dict[str, tuple[Path, str]]] = {}
+        self._resolved: dict[str, str] = {}
 
-    def _folder(self, folder: Path) -> Path:
-        if folder not in self._resolved:
-            self._resolved[folder] = folder.resolve()
-        return self._resolved[folder]
+    def _folder(self, folder: str) -> str:
+        found = self._resolved.get(folder)
+        if found is None:
+            found = self._resolved[folder] = os.path.realpath(folder or ".")
+        return found
 
     def add(self, path: Path, note: str = "") -> None:
-        entries = [path, self._target(path)] if path.is_symlink() else [path]
+        text = os.fspath(path)
+        entries = [text, self._target(text)] if os.path.islink(text) else [text]
         for entry in entries:  # replacing a link's name, or writing where it points
-            names = self.folders.setdefault(self._folder(entry.parent), {})
-            names.setdefault(entry.name.lower(), (path, note))
+            folder, name = os.path.split(entry)
+            names = self.folders.setdefault(self._folder(folder), {})
+            names.setdefault(name.lower(), (path, note))
 
-    def _target(self, link: Path) -> Path:
-        """Where ``link`` points in the end, as ``link.resolve()`` says, but with each folder
+    def _target(self, link: str) -> str:
+        """Where ``link`` points in the end, as ``os.path.realpath`` says, but with each folder
         resolved once: a folder of thousands of links into one folder costs a readlink each,
         not a walk of every link's path."""
         path = link
         for _ in range(MAX_LINK_HOPS):
-            if not path.is_symlink():
-                return self._folder(path.parent) / path.name
-            target = Path(os.readlink(path))
-            path = target if target.is_absolute() else path.parent / target
-        return link.resolve()  # a loop, or a longer chain: as resolve() has it
+            if not os.path.islink(path):
+                folder, name = os.path.split(path)
+                return os.path.join(self._folder(folder), name)
+            target = os.readlink(path).rstrip("/") or "/"
+            path = target if os.path.isabs(target) else os.path.join(os.path.dirname(path), target)
+        return os.path.realpath(link)  # a loop, or a longer chain: as realpath has it
 
     def in_folder(self, folder: Path) -> dict[str, tuple[Path, str]]:
-        return self.folders.get(self._folder(folder), {})
+        return self.folders.get(self._folder(os.fspath(folder)), {})
 
     def get(self, path: Path) -> tuple[Path, str] | None:
-        return self.in_folder(path.parent).get(path.name.lower())
+        folder, name = os.path.split(os.fspath(path))
+        return self.folders.get(self._folder(folder), {}).get(name.lower())

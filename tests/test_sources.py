@@ -154,6 +154,28 @@ def test_natural_order_and_names(tmp_path):
     assert [s.out_name for s in sources] == ["f1.png", "f2.png", "f10.png"]
 
 
+def test_a_folder_lists_its_images_and_links_to_images_only(tmp_path):
+    """A folder INPUT's frames: image files, whatever the case of their extension, and links
+    that end at a file; not a link to a folder, a broken link, a folder named like an image,
+    a hidden file, or what lies in a subfolder."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "real.jpg").write_bytes(b"x")
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "deep.png").write_bytes(b"x")
+    (folder / "dir.png").mkdir()
+    for name in ("A.JPG", "b.Png", "c.tiff", ".d.png", "e.png.txt"):
+        (folder / name).write_bytes(b"x")
+    (folder / "link.jpg").symlink_to(elsewhere / "real.jpg")
+    (folder / "chain.jpg").symlink_to("link.jpg")
+    (folder / "broken.png").symlink_to(tmp_path / "missing.png")
+    (folder / "tofolder.png").symlink_to(elsewhere)
+    names = [s.out_name for s in discover(folder)]
+    assert names == ["A.png", "b.png", "c.png", "chain.png", "link.png"]
+    assert [s.path for s in discover(folder)][0] == folder / "A.JPG"
+
+
 def test_recursive_keeps_subfolders(tmp_path):
     """--recursive mirrors subfolders into the output; without it they are ignored."""
     (tmp_path / "in" / "sub").mkdir(parents=True)
