@@ -61,17 +61,20 @@ lap("second detect() (buffers reused)")
 """
 
 
-# A one-image CUDA run that reports when main() returned; {prelude} runs first.
+# A one-image CUDA run that reports when main() returned, then leaves as the program does
+# (edgecli.cli.console); {prelude} runs first.
 TIMED_RUN = """
-import sys, time
+import os, sys, time
 t0 = time.perf_counter()
 {prelude}
 from edgecli.cli import main
+code = 0
 try:
     main()
-except SystemExit:
-    pass
-print(f"MAIN {{time.perf_counter() - t0:.3f}}", file=sys.stderr)
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else 1
+print(f"MAIN {{time.perf_counter() - t0:.3f}}", file=sys.stderr, flush=True)
+os._exit(code)
 """
 NO_EARLY_DRIVER = "import edgecli.cuda.driver as d; d.start_driver = lambda device: None"
 

@@ -36,7 +36,10 @@ LAUNCH = "\n".join(
         "sys.path.insert(0, {tree!r})",  # before the current folder, which -c puts first
         "sys.setswitchinterval({s} / 1e3)",
         "{prelude}",
-        "from edgecli.cli import main",
+        "try:",  # the program as installed: console() where the tree has it
+        "    from edgecli.cli import console as main",
+        "except ImportError:",
+        "    from edgecli.cli import main",
         "main()",
     ]
 )

@@ -2,7 +2,8 @@
 
 Library errors become one ``Error: …`` line on stderr and the documented exit code;
 click itself reports usage errors (exit 2). Nothing here imports CuPy. The commands:
-:mod:`.run`, :mod:`.preview`, :mod:`.info`; what they share, :mod:`.common`.
+:mod:`.run`, :mod:`.preview`, :mod:`.info`; what they share, :mod:`.common`. The program
+itself is :func:`console`: :func:`main`, then out of the process at once.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def console() -> None:
 
     By the time a command returns, every file it writes is closed and renamed into place and
     its workers are done; what a normal exit adds is the interpreter's teardown (modules and
-    caches freed one by one, CuPy's memory pools handed back): 0.18-0.20 s of a GPU run on the
+    caches freed one by one, CuPy's memory pools handed back): 0.16-0.20 s of a GPU run on the
     H200 host (benchmarks/RESULTS.md, "GPU decoding"), for nothing the user sees. An exception
     other than SystemExit (a bug) still ends in Python's own report."""
     try:
