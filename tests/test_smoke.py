@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 
 import cv2
 import numpy as np
+import pytest
 
 from .helpers import edgecli_command
 from .media import SAMPLE_FRAMES
@@ -59,3 +61,20 @@ def test_the_program_exits_with_its_codes_and_all_its_output(tmp_path):
     usage = subprocess.run([*edgecli_command(), "run", "--threshold", "x", "a", "-o", "b"],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+@pytest.mark.parametrize(
+    "code, returncode, stderr", [(None, 0, ""), (3, 3, ""), ("boom", 1, "boom\n")]
+)
+def test_the_program_exits_as_sys_exit_would(code, returncode, stderr):
+    """Whatever a command exits with, the program's exit status and stderr are what
+    ``sys.exit`` gives: None is 0, a number itself, any other value printed, then 1."""
+    program = (
+        "import sys, edgecli.cli as cli\n"
+        f"def main(**kwargs): sys.exit({code!r})\n"
+        "cli.main = main\n"
+        "cli.console()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert (done.returncode, done.stderr) == (returncode, stderr)
