@@ -34,7 +34,7 @@ def timeline(args) -> None:
     from edgecli.params import Options
 
     mark("edgecli.cluster imported")
-    connect, listing, gather = cluster.connect, cluster.checked_sources, cluster._gather
+    connect, listing, gather = cluster.connect, cluster.listed_run, cluster._gather
 
     def timed(name, function):
         def wrapper(*a, **k):
@@ -46,7 +46,7 @@ def timeline(args) -> None:
         return wrapper
 
     cluster.connect = timed("connecting (the cluster's start)", connect)
-    cluster.checked_sources = timed("listing", listing)
+    cluster.listed_run = timed("listing", listing)
     cluster._gather = timed("tasks (submitted to results in)", gather)
     if args.tasks_per_worker:
         cluster.TASKS_PER_WORKER = dict.fromkeys(cluster.TASKS_PER_WORKER, args.tasks_per_worker)

@@ -32,7 +32,7 @@ from .cluster_summary import ClusterSummary, merge
 from .cluster_warmup import WARM_UP_ENV
 from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
-from .pipeline import checked_sources
+from .pipeline import listed_run
 from .shards import partition
 from .sinks import (
     check_output_name,
@@ -43,7 +43,6 @@ from .sinks import (
     write_reports,
 )
 from .sources import input_list
-from .threshold import resolve as resolve_threshold
 
 # A scheduler that does not answer within this many seconds fails the run (Dask's own
 # distributed.comm.timeouts.connect, 30 s by default, bounds it where shorter).
@@ -305,17 +304,13 @@ def _list_and_connect(inputs, output, options, reports, notify, kind, target, co
     scheduler that does not answer leaves no trace. A cluster started here starts (and its
     workers warm up) while the sources are listed; an input error is still the one reported."""
 
-    def listing():
-        sources = checked_sources(inputs, output, options, reports)
-        return sources, resolve_threshold(options, sources, notify)
-
+    listing = (inputs, output, options, reports, notify)
     if kind == "tcp":
-        sources, chosen = listing()
-        return sources, chosen, *connect(kind, target, connect_timeout)
+        return *listed_run(*listing), *connect(kind, target, connect_timeout)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1, thread_name_prefix="edgecli-listing") as pool:
-        listed = pool.submit(listing)
+        listed = pool.submit(listed_run, *listing)
         try:
             client, cluster = connect(
                 kind, target, connect_timeout, warmup.settings(options, kind, inputs)

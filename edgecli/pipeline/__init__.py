@@ -15,10 +15,17 @@ from __future__ import annotations
 
 from .batches import run_on_gpu
 from .reader import FOLLOWING_DEPTH, Failure, FrameReader, RunAhead
-from .runner import SPARE_SLABS, WINDOW_PER_WORKER, checked_sources, run, summary_params
+from .runner import (
+    SPARE_SLABS,
+    WINDOW_PER_WORKER,
+    checked_sources,
+    listed_run,
+    run,
+    summary_params,
+)
 from .writer import Writer
 
 __all__ = [
     "FOLLOWING_DEPTH", "SPARE_SLABS", "WINDOW_PER_WORKER", "Failure", "FrameReader", "RunAhead",
-    "Writer", "checked_sources", "run", "run_on_gpu", "summary_params",
+    "Writer", "checked_sources", "listed_run", "run", "run_on_gpu", "summary_params",
 ]  # fmt: skip

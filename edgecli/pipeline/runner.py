@@ -98,6 +98,14 @@ def checked_sources(inputs: list[str], output, options: Options, reports: dict) 
     return select_frames(sources, options.selection)
 
 
+def listed_run(inputs: list[str], output, options: Options, reports: dict, notify):
+    """:func:`checked_sources`, and ``options`` with the threshold that ``-t auto`` or ``-t P%``
+    chooses from them: from the whole run's frames, before it is cut into shards or tasks, so
+    that each one picks the same."""
+    sources = checked_sources(inputs, output, options, reports)
+    return sources, resolve_threshold(options, sources, notify)
+
+
 def run(
     inputs,
     output,
@@ -143,9 +151,7 @@ def run(
     if sources is None:
         if backend is None:  # the JPEG engines' decoder opens while the sources are listed
             open_early(options, inputs=inputs)
-        sources = checked_sources(inputs, output, options, reports)
-        # From the whole run's frames, before it is cut into shards: each shard picks the same.
-        options = resolve_threshold(options, sources, notify)
+        sources, options = listed_run(inputs, output, options, reports, notify)
         if options.shard is not None:
             # Names and inputs were checked across the whole run; this process does its part.
             run_size = len(sources)
