@@ -16,9 +16,10 @@ CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && (
 	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
 
 .PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
-	bench-png-threads bench-cpu bench-scale sample-frames clean turbojpeg
+	bench-png-threads bench-png-native bench-cpu bench-scale sample-frames clean \
+	turbojpeg
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev,kernel-check$(CUDA_EXTRA)]"
@@ -80,6 +81,11 @@ bench-png: $(STAMP)
 bench-png-threads: $(STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
 
+# PNGs encoded and written in C (edgecli._native) against the same work in Python, whole
+# processes on bench_data/ (make bench-media), into /tmp and tmpfs.
+bench-png-native: $(STAMP)
+	$(PY) benchmarks/png_native.py --roots /tmp /dev/shm
+
 # Scale-out overhead: one process against two --shard processes and --scheduler local:2.
 bench-scale: $(STAMP)
 	$(PY) benchmarks/scale_out.py
@@ -94,4 +100,5 @@ sample-frames: $(STAMP)
 	$(PY) scripts/make_sample_frames.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(DEMO_OUT) .pytest_cache .ruff_cache .hypothesis build *.egg-info \
+		edgecli/*.so

@@ -1,11 +1,12 @@
 """1-bit PNG encoding: edgecli's encoder against OpenCV's, on the edge maps of real frames.
 
-edgecli writes its default 1-bit PNGs with NumPy and zlib (``edgecli.png.encode_png_1bit``);
-before, it called ``cv2.imencode`` with ``IMWRITE_PNG_BILEVEL`` (filter none, libpng's default
-level, which uses zlib's run-length strategy). For every frame of ``--input`` (``*.jpg`` /
+edgecli writes its default 1-bit PNGs with zlib, in C (``edgecli._native``) where it was
+built and with NumPy in Python elsewhere (both rows here; the same bytes); before, it called
+``cv2.imencode`` with ``IMWRITE_PNG_BILEVEL`` (filter none, libpng's default level, which uses
+zlib's run-length strategy). For every frame of ``--input`` (``*.jpg`` /
 ``*.png``, sorted; default ``sample_frames/``), resized to ``--size`` (default 1920x1080),
 and every ``--thresholds`` value, this script computes the edge map with the CPU reference,
-then times both encoders:
+then times each encoder:
 
 - ms a frame on one thread (the median over the frames of the best of ``--repeats`` runs);
 - frames/s on ``--workers`` threads (default: all cores), each encoder over all the maps;
@@ -31,9 +32,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from edgecli import native
 from edgecli.allocator import keep_freed_memory
 from edgecli.params import Options
-from edgecli.png import encode_png_1bit
+from edgecli.png import png_from_rows_1bit_python, png_rows_1bit
 from edgecli.reference import detect_frame
 
 OPENCV_BILEVEL = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
@@ -46,9 +48,18 @@ def opencv_1bit(edges: np.ndarray) -> bytes:
     return encoded.tobytes()
 
 
+def edgecli_python(edges: np.ndarray) -> bytes:
+    return png_from_rows_1bit_python(png_rows_1bit(edges), edges.shape[1])
+
+
+def edgecli_c(edges: np.ndarray) -> bytes:
+    return native.c.encode_map(edges, edges.shape[1])
+
+
 ENCODERS = {
     "OpenCV (cv2.imencode, bilevel)": opencv_1bit,
-    "edgecli (NumPy + zlib)": encode_png_1bit,
+    "edgecli in Python (NumPy + zlib)": edgecli_python,
+    **({"edgecli in C (edgecli._native)": edgecli_c} if native.c is not None else {}),
 }
 
 
@@ -122,7 +133,7 @@ def main() -> int:
     for name, encode in ENCODERS.items():
         pngs = [encode(m) for m in maps]
         ok = all(reads_back(png, m) for png, m in zip(pngs, maps, strict=True))
-        if encode is encode_png_1bit:
+        if encode is not opencv_1bit:
             ok = ok and all(png[24:26] == b"\x01\x00" for png in pngs)  # 1-bit, grayscale
         ms = single_thread_ms(encode, maps, args.repeats)
         fps = threaded_fps(encode, maps, args.workers, args.rounds)

@@ -6,12 +6,14 @@ plain threads (best of 2 runs); the table gives frames/s and the 16-thread rate 
 the 1-thread rate. The pieces:
 
 - OpenCV's bilevel ``cv2.imencode`` (one call that lets go of the GIL);
-- ``edgecli.png.encode_png_1bit``: the packing and the compression;
-- ``png_from_rows_1bit``: the compression alone, of rows packed beforehand (what the encoders
-  do when the GPU packs the rows);
+- edgecli's Python encoder: the packing and the compression;
+- ``png_from_rows_1bit_python``: its compression alone, of rows packed beforehand (what the
+  encoders do when the GPU packs the rows);
 - ``png_rows_1bit``: the packing alone (``np.packbits``, which holds the GIL);
 - the packing by NumPy ufuncs, which let go of the GIL: ``(edges != 0)`` as 8-byte words,
-  times 0x8040201008040201, the top byte (checked equal to ``png_rows_1bit`` first).
+  times 0x8040201008040201, the top byte (checked equal to ``png_rows_1bit`` first);
+- where ``edgecli._native`` is built, its C doing both, and the compression alone: one
+  release of the GIL a PNG.
 
     PYTHONPATH=. python3 benchmarks/png_threads.py bench_data/jpeg
 """
@@ -28,8 +30,9 @@ from pathlib import Path
 import numpy as np
 from png_encode import edge_maps, opencv_1bit  # this script's directory is first on sys.path
 
+from edgecli import native
 from edgecli.allocator import keep_freed_memory
-from edgecli.png import encode_png_1bit, png_from_rows_1bit, png_rows_1bit
+from edgecli.png import png_from_rows_1bit_python, png_rows_1bit
 
 GATHER = np.uint64(0x8040201008040201)  # byte k's low bit to bit 63 - k: pixel k to bit 7 - k
 THREADS = (4, 8, 16)
@@ -75,11 +78,18 @@ def main() -> int:
         sys.exit("png_threads.py: the ufunc packing differs from png_rows_1bit")
     pieces = {
         "OpenCV imencode (bilevel)": opencv_1bit,
-        "edgecli encode_png_1bit": encode_png_1bit,
-        "compression only (png_from_rows_1bit)": lambda m: png_from_rows_1bit(packed[id(m)], 1920),
+        "edgecli in Python: packing and compression": lambda m: png_from_rows_1bit_python(
+            png_rows_1bit(m), 1920
+        ),
+        "compression only, Python (png_from_rows_1bit_python)": lambda m: png_from_rows_1bit_python(
+            packed[id(m)], 1920
+        ),
         "packing only (png_rows_1bit, np.packbits)": png_rows_1bit,
         "packing only, by ufuncs": rows_by_ufuncs,
     }
+    if native.c is not None:  # edgecli._native: the same work, one release of the GIL
+        pieces["edgecli in C: packing and compression"] = lambda m: native.c.encode_map(m, 1920)
+        pieces["compression only, C"] = lambda m: native.c.encode_rows(packed[id(m)], 1920)
     density = float(np.mean([(m > 0).mean() for m in maps]))
     print(f"{len(maps)} maps of 1920x1080 from {args.input}, {density:.1%} edge pixels")
     print("| piece | ms, 1 thread | fps, 1 | fps, 4 | fps, 8 | fps, 16 | 16-thread scaling |")

@@ -10,9 +10,14 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+from . import native
 from .errors import OutputError
+
+T = TypeVar("T")
 
 TEMP_PREFIX = ".edgecli-"
 TEMP_SUFFIX = ".tmp"
@@ -26,6 +31,7 @@ _HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
 # Another host's temporary is removed only once it is this old: a live writer renames its
 # temporary within seconds, and clocks of hosts sharing a file system differ by far less.
 FOREIGN_TEMP_STALE_S = 3600
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 def check_output_name(out_dir: Path) -> None:
@@ -57,12 +63,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     The bytes go to a temporary file in the same folder (same filesystem, so the rename is
     atomic), which replaces the final name only once it is fully written and closed. It is
     created with mode 0666, less the umask, as any new file. Four system calls (open, write,
-    close, rename), no more: each lets go of the GIL and must win it back (see
-    decode.cpu.read_file).
+    close, rename), no more, and where :mod:`edgecli.native` is built one release of the GIL
+    for all four: in Python each lets go of the GIL and must win it back from the worker
+    threads (see decode.cpu.read_file).
     """
-    temp = None
     try:
-        fd, temp = _create_temporary(path)
+        _at_new_temporary(path, lambda temp: _write_whole(data, temp, path))
+    except OSError as exc:
+        reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        raise OutputError(f"{path}: cannot write ({reason})") from None
+
+
+def _write_whole(data: bytes, temp: Path, path: Path) -> None:
+    """Create ``temp`` (O_EXCL), write ``data``, close it and rename it to ``path``; on a failure
+    once it is made, remove it. The OSError of the failing call propagates."""
+    if native.c is not None:
+        native.c.write_file(data, temp, path)
+        return
+    fd = os.open(temp, _NEW_FILE, 0o666)
+    try:
         try:
             with memoryview(data) as view:
                 written = 0
@@ -71,24 +90,23 @@ def write_atomic(path: Path, data: bytes) -> None:
         finally:
             os.close(fd)
         os.replace(temp, path)
-    except OSError as exc:
-        if temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-        reason = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-        raise OutputError(f"{path}: cannot write ({reason})") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
-def _create_temporary(path: Path, make_folder: bool = True) -> tuple[int, Path]:
-    """A new, empty temporary beside ``path``, open for writing (its folder made if missing,
-    with ``make_folder``), and its path; OSError if it cannot be made."""
+def _at_new_temporary(path: Path, make: Callable[[Path], T], make_folder: bool = True) -> T:
+    """``make(temp)`` for a temporary name beside ``path`` that no file holds: a name taken
+    (``make`` raises FileExistsError) is stepped over for the next, and a missing folder is
+    made once (with ``make_folder``) and ``make`` tried again."""
     made_folder = not make_folder
     while True:
         # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
         number = next(_temp_numbers)
         temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{number}@{_HOST}{TEMP_SUFFIX}")
         try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), temp
+            return make(temp)
         except FileExistsError:
             continue
         except FileNotFoundError:
@@ -96,6 +114,14 @@ def _create_temporary(path: Path, make_folder: bool = True) -> tuple[int, Path]:
                 raise
             path.parent.mkdir(parents=True, exist_ok=True)
             made_folder = True
+
+
+def _create_temporary(path: Path, make_folder: bool = True) -> tuple[int, Path]:
+    """A new, empty temporary beside ``path``, open for writing (its folder made if missing,
+    with ``make_folder``), and its path; OSError if it cannot be made."""
+    return _at_new_temporary(
+        path, lambda temp: (os.open(temp, _NEW_FILE, 0o666), temp), make_folder
+    )
 
 
 class ReportFile:

@@ -302,3 +302,24 @@ def test_info_reports_cuda_state():
     reason = cuda_unusable_reason()
     expected = "cuda: usable: " if reason is None else f"cuda: unusable: {reason}"
     assert lines[-1].startswith(expected)
+
+
+def test_info_names_the_png_encoder(monkeypatch):
+    """info says whether PNGs are encoded and written in C or in Python, and why Python."""
+    from edgecli import native
+
+    def encoder_lines():
+        lines = invoke("info").stdout.splitlines()
+        return [line for line in lines if line.startswith("png encoding and writing: ")]
+
+    if native.c is not None:
+        version = native.c.zlib_version()
+        assert encoder_lines() == [
+            f"png encoding and writing: C, without the GIL (edgecli._native, zlib {version})"
+        ]
+    monkeypatch.setattr(native, "c", None)
+    assert encoder_lines() == [
+        "png encoding and writing: Python (edgecli._native is not built: reinstall edgecli "
+        "where a C compiler and zlib's header are, such as Debian's build-essential and "
+        "zlib1g-dev)"
+    ]

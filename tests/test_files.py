@@ -1,5 +1,6 @@
 """Reading an input file whole (decode.cpu.read_file) and writing an output atomically
-(sinks.write_atomic): every byte, whatever the file system does, and never a partial file."""
+(sinks.write_atomic, in C where edgecli._native is built and in Python): every byte, whatever
+the file system does, and never a partial file."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import pytest
 
 import edgecli
+from edgecli import native
 from edgecli.decode.cpu import read_file
 from edgecli.errors import FrameError, OutputError
 from edgecli.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
@@ -106,8 +108,24 @@ def temporaries(folder) -> list:
     return sorted(n for n in names if n.startswith(TEMP_PREFIX) and n.endswith(TEMP_SUFFIX))
 
 
+@pytest.fixture(params=["C", "Python"])
+def writes_in(request, monkeypatch) -> str:
+    """Each test twice: with edgecli._native's write_file, and with the Python os calls."""
+    if request.param == "C" and native.c is None:
+        pytest.skip("edgecli._native is not built (no C compiler or zlib.h at install)")
+    if request.param == "Python":
+        monkeypatch.setattr(native, "c", None)
+    return request.param
+
+
+@pytest.fixture
+def python_calls(monkeypatch) -> None:
+    """The Python os calls, which a test replaces to make the system misbehave."""
+    monkeypatch.setattr(native, "c", None)
+
+
 def test_write_atomic_writes_every_byte_when_the_system_writes_a_few_at_a_time(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, python_calls
 ):
     data = os.urandom(100_000)
     real_write = os.write
@@ -117,14 +135,22 @@ def test_write_atomic_writes_every_byte_when_the_system_writes_a_few_at_a_time(
     assert temporaries(tmp_path) == []
 
 
-def test_write_atomic_replaces_an_existing_output(tmp_path):
+@pytest.mark.parametrize("size", [0, 1, 4096, 5 * 1024 * 1024 + 3])
+def test_write_atomic_writes_every_byte(tmp_path, writes_in, size):
+    data = os.urandom(size)
+    write_atomic(tmp_path / "a.png", data)
+    assert (tmp_path / "a.png").read_bytes() == data
+    assert temporaries(tmp_path) == []
+
+
+def test_write_atomic_replaces_an_existing_output(tmp_path, writes_in):
     (tmp_path / "a.png").write_bytes(b"old")
     write_atomic(tmp_path / "a.png", b"new")
     assert (tmp_path / "a.png").read_bytes() == b"new"
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
-def test_write_atomic_gives_outputs_the_mode_of_any_new_file(tmp_path, umask):
+def test_write_atomic_gives_outputs_the_mode_of_any_new_file(tmp_path, writes_in, umask):
     old = os.umask(umask)
     try:
         write_atomic(tmp_path / "a.png", b"png")
@@ -134,12 +160,16 @@ def test_write_atomic_gives_outputs_the_mode_of_any_new_file(tmp_path, umask):
 
 
 # In a fresh process: leftovers named as its own first temporaries would be (its PID reused
-# from a dead run), then three writes. argv: the folder, the first temporary number, the host.
+# from a dead run), then three writes. argv: the folder, the first temporary number, the host,
+# and C or Python (what writes).
 WRITE_AMONG_LEFTOVERS = """
 import os, sys
 from pathlib import Path
+import edgecli.native
 from edgecli.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
-folder, first, host = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+folder, first, host, writes_in = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if writes_in == "Python":
+    edgecli.native.c = None
 for n in range(first, first + 20):
     (folder / f"{TEMP_PREFIX}{os.getpid()}-{n}@{host}{TEMP_SUFFIX}").write_bytes(b"left %d" % n)
 for name in ("a.png", "b.png", "c.png"):
@@ -147,7 +177,7 @@ for name in ("a.png", "b.png", "c.png"):
 """
 
 
-def test_write_atomic_steps_over_a_dead_runs_temporaries_of_the_same_names(tmp_path):
+def test_write_atomic_steps_over_a_dead_runs_temporaries_of_the_same_names(tmp_path, writes_in):
     """Leftovers of a dead run named as this process's next temporaries (its PID reused) are
     left alone, byte for byte, and every output is written whole; the next run, which finds
     them dead, removes them all."""
@@ -158,7 +188,7 @@ def test_write_atomic_steps_over_a_dead_runs_temporaries_of_the_same_names(tmp_p
     out = tmp_path / "out"
     out.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", WRITE_AMONG_LEFTOVERS, str(out), number, host],
+        [sys.executable, "-c", WRITE_AMONG_LEFTOVERS, str(out), number, host, writes_in],
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -173,7 +203,7 @@ def test_write_atomic_steps_over_a_dead_runs_temporaries_of_the_same_names(tmp_p
     assert temporaries(out) == []
 
 
-def test_write_atomic_makes_a_missing_folder(tmp_path):
+def test_write_atomic_makes_a_missing_folder(tmp_path, writes_in):
     write_atomic(tmp_path / "sub" / "deeper" / "a.png", b"png")
     assert (tmp_path / "sub" / "deeper" / "a.png").read_bytes() == b"png"
 
@@ -188,7 +218,7 @@ def test_write_atomic_makes_a_missing_folder(tmp_path):
     ],
 )
 def test_write_atomic_fails_naming_the_output_and_leaves_no_temporary(
-    tmp_path, monkeypatch, failing, error, reason
+    tmp_path, monkeypatch, python_calls, failing, error, reason
 ):
     real = getattr(os, failing)
 
@@ -205,7 +235,46 @@ def test_write_atomic_fails_naming_the_output_and_leaves_no_temporary(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_write_atomic_below_a_file_fails_naming_the_output(tmp_path):
+def test_write_atomic_below_a_file_fails_naming_the_output(tmp_path, writes_in):
     (tmp_path / "file").write_bytes(b"x")
     with pytest.raises(OutputError, match=r"file/a\.png: cannot write \(Not a directory\)"):
         write_atomic(tmp_path / "file" / "a.png", b"png")
+
+
+def test_write_atomic_onto_a_folder_fails_and_leaves_no_temporary(tmp_path, writes_in):
+    """The rename fails (a folder holds the name): the temporary, written, is removed."""
+    (tmp_path / "a.png").mkdir()
+    with pytest.raises(OutputError) as raised:
+        write_atomic(tmp_path / "a.png", b"png")
+    assert str(raised.value) == f"{tmp_path / 'a.png'}: cannot write (Is a directory)"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.png"] and (tmp_path / "a.png").is_dir()
+
+
+# In a fresh process whose files may grow to 4096 bytes (RLIMIT_FSIZE; Python ignores the
+# SIGXFSZ that comes with it): a write of 100,000 bytes. argv: the folder, C or Python.
+WRITE_PAST_THE_SIZE_LIMIT = """
+import resource, sys
+from pathlib import Path
+import edgecli.native
+from edgecli.errors import OutputError
+from edgecli.sinks import write_atomic
+if sys.argv[2] == "Python":
+    edgecli.native.c = None
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    write_atomic(Path(sys.argv[1]) / "a.png", bytes(100_000))
+except OutputError as error:
+    print(error)
+"""
+
+
+def test_write_atomic_past_the_file_size_limit_fails_and_leaves_no_temporary(tmp_path, writes_in):
+    """The system writes 4096 bytes, then refuses the rest (EFBIG): the error names the
+    output, and neither it nor the temporary is left."""
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_PAST_THE_SIZE_LIMIT, str(tmp_path), writes_in],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{tmp_path / 'a.png'}: cannot write (File too large)\n"
+    assert list(tmp_path.iterdir()) == []

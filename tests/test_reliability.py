@@ -259,6 +259,9 @@ def test_disk_full_names_the_file_and_leaves_nothing_partial(tmp_path, monkeypat
         real_write(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+    # The Python os calls, where a full disk can be staged (the C write's failures, and the
+    # error each gives, are tests/test_files.py's).
+    monkeypatch.setattr("edgecli.native.c", None)
     monkeypatch.setattr("edgecli.sinks.os.write", full_disk_write)
     out = tmp_path / "out"
     result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu")

@@ -146,6 +146,9 @@ def test_manifest_that_cannot_be_written_leaves_nothing(tmp_path, monkeypatch):
             raise OSError(28, os.strerror(28))
         return real_write(fd, data)
 
+    # The Python os calls, where a full disk can be staged (the C write's failures, and the
+    # error each gives, are tests/test_files.py's).
+    monkeypatch.setattr("edgecli.native.c", None)
     monkeypatch.setattr("edgecli.sinks.os.write", full_disk_write)
     out = tmp_path / "out"
     result = invoke("run", make_folder(tmp_path / "in", 2), "-o", out, "--backend", "cpu")

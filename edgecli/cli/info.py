@@ -25,6 +25,7 @@ def info(device: int) -> None:
     """Print versions, and whether the CUDA backend is usable here (and if not, why)."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from .. import native
     from ..backends import cuda_unusable_reason
 
     click.echo(f"edgecli {__version__}")
@@ -35,6 +36,7 @@ def info(device: int) -> None:
         except PackageNotFoundError:
             if package not in CUPY_WHEELS:
                 click.echo(f"{package} not installed")
+    click.echo(f"png encoding and writing: {native.description()}")
     reason = cuda_unusable_reason(device)
     if reason is None:
         from ..cuda import build

@@ -1,0 +1,25 @@
+"""``edgecli._native``, the C half of the worker threads' work on each PNG, where it was built.
+
+It encodes a 1-bit PNG and writes a file atomically, each in one call that lets go of the GIL
+for all of it (``_native.c``); :mod:`edgecli.png` and :mod:`edgecli.sinks` call it where
+:data:`c` is a module, and do the same work in Python where it is None (no C compiler or
+zlib's header when edgecli was installed: setup.py builds it optionally). The results are the
+same, the PNGs byte for byte where both link one zlib.
+"""
+
+from __future__ import annotations
+
+try:
+    from . import _native as c
+except ImportError:
+    c = None
+
+
+def description() -> str:
+    """What ``edgecli info`` says of it."""
+    if c is None:
+        return (
+            "Python (edgecli._native is not built: reinstall edgecli where a C compiler and "
+            "zlib's header are, such as Debian's build-essential and zlib1g-dev)"
+        )
+    return f"C, without the GIL (edgecli._native, zlib {c.zlib_version()})"
