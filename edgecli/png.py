@@ -2,7 +2,7 @@
 ``pack_rows_1bit`` in cuda/edges.cu), the encoders, the chunk layout, and the check that a PNG
 on disk is whole (what ``--skip-existing`` keeps).
 
-1-bit grayscale is the default: NumPy packs the rows, or the GPU does on the CUDA path (a
+1-bit grayscale is the default: the host packs the rows, or the GPU does on the CUDA path (a
 nonzero pixel is a 1 bit, which reads back as 255), each row has filter type 0 (none), and zlib
 compresses with its run-length strategy, as libpng does for OpenCV's IMWRITE_PNG_BILEVEL: the
 same size within 0.6%, 2.3-3.3x faster than cv2.imencode on one core.
@@ -85,8 +85,8 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     significant bit, a nonzero pixel a 1 and the last byte padded with 0 bits.
 
     ``np.packbits`` holds the GIL: on 16 threads of the H200 host it packed no more maps a
-    second than on one (benchmarks/RESULTS.md), so the GPU path packs on the device
-    (:class:`PackedEdges`)."""
+    second than on one, so the GPU path packs on the device (:class:`PackedEdges`), and
+    :func:`encode_png_1bit` packs in C where edgecli._native is built."""
     height, width = edges.shape
     rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)
     rows[:, 1:] = np.packbits(edges, axis=1)
@@ -95,7 +95,7 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
 
 def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
     """A 1-bit grayscale PNG of ``width`` pixels a row from its scanlines (:func:`png_rows_1bit`
-    or the GPU's), compressed by zlib, which lets go of the GIL while it works."""
+    or the GPU's), compressed by zlib."""
     if native.c is not None and rows.size:
         return native.c.encode_rows(np.ascontiguousarray(rows), width)
     return png_from_rows_1bit_python(rows, width)
