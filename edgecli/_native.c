@@ -37,6 +37,9 @@ static const unsigned char IHDR_GRAY_1BIT[5] = {1, 0, 0, 0, 0};
 #define PNG_HEAD_BYTES (8 + 25 + 8)
 /* The IDAT chunk's CRC, then IEND. */
 #define PNG_TAIL_BYTES (4 + 12)
+/* The most bytes of scanlines or pixels a call takes (2 GiB - 1): edgecli.png encodes larger
+ * maps in Python. */
+#define MAX_INPUT_BYTES 0x7fffffff
 
 static void put_u32(unsigned char *at, uint32_t value)
 {
@@ -66,21 +69,13 @@ static enum outcome png_from_scanlines(const unsigned char *scanlines, size_t ro
         deflateEnd(&stream);
         return NO_MEMORY;
     }
-    /* deflateBound holds the whole stream, so one Z_FINISH call ends it; avail_in is a uInt,
-     * so a map of 4 GB or more goes in pieces (never, for PNGs a GPU frame makes). */
+    /* deflateBound holds the whole stream, so one Z_FINISH call ends it (the input is under
+     * MAX_INPUT_BYTES, and its bound under 4 GB, as zlib's uInt counts need). */
+    stream.next_in = (Bytef *)scanlines;
+    stream.avail_in = (uInt)data_bytes;
     stream.next_out = out + PNG_HEAD_BYTES;
     stream.avail_out = (uInt)bound;
-    const unsigned char *next = scanlines;
-    size_t left = data_bytes;
-    int status;
-    do {
-        uInt piece = left > 0x40000000u ? 0x40000000u : (uInt)left;
-        stream.next_in = (Bytef *)next;
-        stream.avail_in = piece;
-        next += piece;
-        left -= piece;
-        status = deflate(&stream, left ? Z_NO_FLUSH : Z_FINISH);
-    } while (left && status == Z_OK);
+    int status = deflate(&stream, Z_FINISH);
     size_t compressed = bound - stream.avail_out;
     deflateEnd(&stream);
     if (status != Z_STREAM_END) {
@@ -194,6 +189,12 @@ static int rows_and_width(PyObject *const *args, Py_ssize_t nargs, const char *c
         return -1;
     if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) /* C-contiguous bytes */
         return -1;
+    if (view->len > MAX_INPUT_BYTES) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes are more than the %d this encoder takes",
+                     view->len, MAX_INPUT_BYTES);
+        PyBuffer_Release(view);
+        return -1;
+    }
     size_t row = packed ? 1 + ((size_t)*width + 7) / 8 : *width;
     *height = (size_t)view->len / row;
     if (*height >= 1 && *height <= 0x7fffffffu && *height * row == (size_t)view->len)

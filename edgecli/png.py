@@ -31,6 +31,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 IEND_CHUNK = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 PNG_8BIT: list[int] = []  # 8-bit grayscale: OpenCV's defaults
 _IHDR_GRAY_1BIT = (1, 0, 0, 0, 0)  # bit depth 1, grayscale, deflate, adaptive filters, no interlace
+NATIVE_MAX_BYTES = 2**31  # edgecli._native takes less; the Python encoder any size
 
 
 def png_row_bytes_1bit(width: int) -> int:
@@ -74,7 +75,7 @@ def encode_png(edges: np.ndarray | PackedEdges, bits: int) -> bytes:
 
 def encode_png_1bit(edges: np.ndarray) -> bytes:
     """A 1-bit grayscale PNG of an (H, W) uint8 edge map: nonzero pixels white."""
-    if native.c is not None and edges.dtype == np.uint8 and edges.size:
+    if native.c is not None and edges.dtype == np.uint8 and 0 < edges.size < NATIVE_MAX_BYTES:
         return native.c.encode_map(np.ascontiguousarray(edges), edges.shape[1])
     return png_from_rows_1bit(png_rows_1bit(edges), edges.shape[1])
 
@@ -96,7 +97,7 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
 def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
     """A 1-bit grayscale PNG of ``width`` pixels a row from its scanlines (:func:`png_rows_1bit`
     or the GPU's), compressed by zlib."""
-    if native.c is not None and rows.size:
+    if native.c is not None and 0 < rows.size < NATIVE_MAX_BYTES:
         return native.c.encode_rows(np.ascontiguousarray(rows), width)
     return png_from_rows_1bit_python(rows, width)
 
