@@ -10,7 +10,7 @@ same, the PNGs byte for byte where both link one zlib.
 from __future__ import annotations
 
 try:
-    from . import _native as c
+    import edgecli._native as c
 except ImportError:
     c = None
 
