@@ -39,10 +39,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "edgecli"
 
 
 def _module_file(dotted: str) -> Path | None:
-    """The file of module ``dotted`` (edgecli.x.y) in the package, or None: its Python, or
-    the C source setup.py builds it from (edgecli._native, imported where it was built)."""
+    """The file of module ``dotted`` (edgecli.x.y) in the package, or None."""
     path = PACKAGE.parent.joinpath(*dotted.split("."))
-    for candidate in (path.with_suffix(".py"), path / "__init__.py", path.with_suffix(".c")):
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
         if candidate.is_file():
             return candidate
     return None
