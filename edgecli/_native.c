@@ -211,50 +211,49 @@ static int rows_and_width(PyObject *const *args, Py_ssize_t nargs, const char *c
     return -1;
 }
 
-/* encode_rows(scanlines, width): see the module's docstring below. */
-static PyObject *encode_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* encode_rows and encode_map: the PNG of a buffer of rows (see rows_and_width), packed
+ * into scanlines first unless ``packed``. */
+static PyObject *encode(PyObject *const *args, Py_ssize_t nargs, const char *call, int packed)
 {
-    (void)module;
     Py_buffer view;
     uint32_t width;
     size_t height;
-    if (rows_and_width(args, nargs, "encode_rows(scanlines, width)", 1, &view, &width, &height))
-        return NULL;
-    size_t row_bytes = 1 + ((size_t)width + 7) / 8;
-    unsigned char *png = NULL;
-    size_t png_bytes = 0;
-    enum outcome outcome;
-    Py_BEGIN_ALLOW_THREADS
-    outcome = png_from_scanlines(view.buf, row_bytes, width, (uint32_t)height, &png, &png_bytes);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    return finish(outcome, png, png_bytes);
-}
-
-/* encode_map(pixels, width): see the module's docstring below. */
-static PyObject *encode_map(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    Py_buffer view;
-    uint32_t width;
-    size_t height;
-    if (rows_and_width(args, nargs, "encode_map(pixels, width)", 0, &view, &width, &height))
+    if (rows_and_width(args, nargs, call, packed, &view, &width, &height))
         return NULL;
     size_t row_bytes = 1 + ((size_t)width + 7) / 8;
     unsigned char *png = NULL;
     size_t png_bytes = 0;
     enum outcome outcome = NO_MEMORY;
     Py_BEGIN_ALLOW_THREADS
-    unsigned char *scanlines = malloc(row_bytes * height);
-    if (scanlines != NULL) {
-        pack_scanlines(view.buf, width, height, scanlines);
+    const unsigned char *scanlines = view.buf;
+    unsigned char *packed_here = NULL;
+    if (!packed) {
+        packed_here = malloc(row_bytes * height);
+        if (packed_here != NULL)
+            pack_scanlines(view.buf, width, height, packed_here);
+        scanlines = packed_here;
+    }
+    if (scanlines != NULL)
         outcome = png_from_scanlines(scanlines, row_bytes, width, (uint32_t)height, &png,
                                      &png_bytes);
-        free(scanlines);
-    }
+    free(packed_here);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return finish(outcome, png, png_bytes);
+}
+
+/* encode_rows(scanlines, width): see the module's docstring below. */
+static PyObject *encode_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return encode(args, nargs, "encode_rows(scanlines, width)", 1);
+}
+
+/* encode_map(pixels, width): see the module's docstring below. */
+static PyObject *encode_map(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return encode(args, nargs, "encode_map(pixels, width)", 0);
 }
 
 /* write_file(data, temporary, path): see the module's docstring below. */
