@@ -242,6 +242,39 @@ def test_one_clip_split_into_segments(nvdec, tmp_path, monkeypatch):
     assert auto.decoders == {"nvdec": 90}
 
 
+@pytest.mark.parametrize("sessions", [1, 2])
+def test_a_session_keeps_its_decoder_from_clip_to_clip(nvdec, tmp_path, monkeypatch, sessions):
+    """More clips than sessions: a session's decoder is pointed at its next clip, down and up
+    in size and past a truncated clip (after which it gets a new one), and gives the CPU's
+    frames and failures."""
+    monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", sessions)
+    real, opened = nvdec.import_nvc(), []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def SimpleDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
+            opened.append(args[0])
+            return real.SimpleDecoder(*args, **kwargs)
+
+    monkeypatch.setattr(nvdec, "import_nvc", Counting)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    cut = (DATA / "nvdec_250x142.mp4").read_bytes()
+    order = ["nvdec_1918x1080.mp4", "nvdec_66x18.mp4", None, "nvdec_250x142.mp4",
+             "pan_h264.mp4", "nvdec_1918x1080.mp4"]  # fmt: skip
+    for i, clip in enumerate(order):
+        target = folder / f"{i}_{clip or 'cut.mp4'}"
+        target.write_bytes(cut[: len(cut) // 2] if clip is None else (DATA / clip).read_bytes())
+    cpu, auto = run_both(str(folder / "*.mp4"), tmp_path, on_error="skip")
+    assert sum(auto.decoders.values()) == cpu.frames and auto.decoders["nvdec"] > 0
+    assert cpu.failed and all("2_cut.mp4" in failure["source"] for failure in cpu.failed)
+    # A decoder a session, another after the truncated clip, and perhaps one tried on it.
+    assert sessions <= len(opened) <= sessions + 2 < len(order)
+    assert Path(opened[0]).name.startswith(("0_", "1_"))
+
+
 def test_truncated_clip_fails_as_on_the_cpu(nvdec, tmp_path):
     data = (DATA / "nvdec_250x142.mp4").read_bytes()
     clip = tmp_path / "cut.mp4"

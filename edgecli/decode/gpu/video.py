@@ -47,6 +47,37 @@ class _Done:
     """A session has no more jobs."""
 
 
+class SessionDecoder:
+    """One session's NVDEC decoder, kept from video to video: ``reconfigure_decoder`` points
+    it at the next in 1-3 ms and its first frames follow in 2-30, where a new decoder takes
+    50-150 ms to its first frames and letting one go 90-250 ms (H200, PyNvVideoCodec 2.2.4;
+    benchmarks/RESULTS.md). Its frames equal a new decoder's, at any size, up or down."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.decoder = None
+
+    def open(self, path):
+        """The decoder, pointed at the video at ``path``; raises what the library raises
+        where it cannot open it."""
+        if self.decoder is not None:
+            try:
+                self.decoder.reconfigure_decoder(str(path))
+                return self.decoder
+            except Exception:  # a new decoder tries it, and says why it cannot
+                self.decoder = None
+        nvc = import_nvc()
+        self.decoder = nvc.SimpleDecoder(
+            str(path), gpu_id=self.device, use_device_memory=True,
+            output_color_type=nvc.OutputColorType.NATIVE,
+        )  # fmt: skip
+        return self.decoder
+
+    def discard(self) -> None:
+        """After a failure: the next video gets a new decoder."""
+        self.decoder = None
+
+
 class VideoFleet:
     """Decodes every video of a run, ``sessions`` at a time, each on a thread of its own,
     into DeviceBatches in the order they are ready (frames keep their own output names).
@@ -68,6 +99,7 @@ class VideoFleet:
             )
         self.pending = len(sources)  # jobs not yet finished; guarded by self.lock
         self.lock = threading.Lock()
+        self.exact: dict = {}  # path: whether NVDEC decodes it exactly (nvdec_reason)
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.stop = threading.Event()
         # As many sessions as VIDEO_SESSIONS even for one video: it is split for them.
@@ -77,58 +109,67 @@ class VideoFleet:
             threading.Thread(target=self._session, name=f"edgecli-nvdec-{i}", daemon=True)
             for i in range(count)
         ]
+        self.running = count
+        if not sources:
+            self._wake_all()
         for thread in self.threads:
             thread.start()
-        self.running = count
 
     def _session(self) -> None:
+        decoder = SessionDecoder(self.device)
         try:
             cupy.cuda.Device(self.device).use()
             stream = cupy.cuda.Stream(non_blocking=True)
             ring = SlotRing(VIDEO_SLOTS, self.stop)
             while not self.stop.is_set():
+                job = self.jobs.get()
+                if job is None:  # every job is done, or the fleet is closed
+                    return
                 try:
-                    job = self.jobs.get(timeout=0.05)
-                except queue.Empty:
-                    with self.lock:
-                        if self.pending == 0:
-                            return
-                    continue
-                try:
-                    self._run(job, stream, ring)
+                    self._run(job, stream, ring, decoder)
                 except Stopped:
                     return
                 except FrameError as exc:
                     self.out.put(exc)
                 finally:
-                    with self.lock:
-                        self.pending -= 1
+                    self._finished()
         except BaseException as exc:  # re-raised on the consumer's thread
             self.out.put(Raised(exc))
         finally:
+            # Done before the decoder goes: its teardown (90-250 ms) is not waited for.
             self.out.put(_Done)
 
-    def _run(self, job: VideoJob, stream, ring: SlotRing) -> None:
-        if nvdec_reason(job.source.path) is None:
-            self._nvdec(job, stream, ring)
+    def _finished(self) -> None:
+        """One job done: after the last, every session is woken to end."""
+        with self.lock:
+            self.pending -= 1
+            if self.pending == 0:
+                self._wake_all()
+
+    def _wake_all(self) -> None:
+        for _ in range(self.sessions):
+            self.jobs.put(None)
+
+    def _run(self, job: VideoJob, stream, ring: SlotRing, decoder: SessionDecoder) -> None:
+        path = job.source.path
+        if path not in self.exact:  # asked once a video, not once a segment
+            self.exact[path] = nvdec_reason(path) is None
+        if self.exact[path]:
+            self._nvdec(job, stream, ring, decoder)
         else:
             self._cpu(job, stream, ring)
 
-    def _nvdec(self, job: VideoJob, stream, ring: SlotRing) -> None:
+    def _nvdec(self, job: VideoJob, stream, ring: SlotRing, held: SessionDecoder) -> None:
         """``job``'s frames from NVDEC. Where NVDEC cannot open the video, or stops short of
         the frames its container declares (a truncated or damaged file), the CPU decodes the
         rest, as it would without GPU decoding: its frames, and its error if it has one."""
-        nvc = import_nvc()
-
         source, path = job.source, job.source.path
         try:
-            decoder = nvc.SimpleDecoder(
-                str(path), gpu_id=self.device, use_device_memory=True,
-                output_color_type=nvc.OutputColorType.NATIVE,
-            )  # fmt: skip
+            decoder = held.open(path)
             metadata = decoder.get_stream_metadata()
             width, height, total = metadata.width, metadata.height, len(decoder)
         except Exception:  # the CPU decoder opens it, or says why it cannot
+            held.discard()
             return self._cpu(job, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
         per_batch = frames_a_batch(VIDEO_BATCH, width * height)
@@ -148,6 +189,7 @@ class VideoFleet:
             except Exception:
                 decoded = None
             if not decoded:
+                held.discard()  # not trusted with the next video
                 rest = VideoJob(source, index, None if stop == total else stop, split=False)
                 return self._cpu(rest, stream, ring)
             self._convert(source, index, decoded, (height, width), stream, ring, began)
@@ -281,9 +323,14 @@ class VideoFleet:
             yield item
 
     def close(self) -> None:
+        """Stops the sessions. Those still running (the run ended early) are waited for,
+        since they may be converting into their slots; those done have only their decoder to
+        let go, which the run does not wait for."""
         self.stop.set()
-        for thread in self.threads:
-            thread.join()
+        self._wake_all()
+        if self.running:
+            for thread in self.threads:
+                thread.join()
 
 
 def _value(getter) -> str:
