@@ -1,7 +1,7 @@
 """GPU decoding, end to end (issue 18): whole-process wall fps of ``edgecli run`` with
-``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video and a glob of
-clips; against the OpenCV script a user would write and the CPU codec floor, all measured in
-the same run; with the GPU engines' decode-only rates.
+``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video, a glob of
+clips and a glob of short clips; against the OpenCV script a user would write and the CPU
+codec floor, all measured in the same run; with the GPU engines' decode-only rates.
 
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
 
@@ -10,7 +10,8 @@ Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make
 frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
 ``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over).
 The JPEG folder is ``--frames`` symlinks cycling over the 240 files, the clips are
-``--frames / 240`` symlinks to pan.mp4. Every GPU-decoded run's PNGs are checked, file for
+``--frames / 240`` symlinks to pan.mp4, the short clips ``--frames / 48`` to ``pan_head.mp4``
+(48 frames). Every GPU-decoded run's PNGs are checked, file for
 file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal pixels
 give equal bytes). Each is also run on a fifth of the frames, for the steady rate between the
 two. edgecli runs as ``python -m edgecli`` from this checkout, as installed: with Python's
@@ -227,7 +228,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=REPO / "bench_data")
     parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
     parser.add_argument("--frames", type=int, default=2400)
-    parser.add_argument("--kinds", default="jpeg,long,clips")
+    parser.add_argument("--kinds", default="jpeg,long,clips,short")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-bytecode", action="store_true", help="run without a bytecode cache")
     args = parser.parse_args()
@@ -251,6 +252,7 @@ def main() -> None:
             ),  # fmt: skip
             "long": str(args.data / "pan_long.mp4"),
             "clips": video_copies(args.data / "pan.mp4", args.frames // 240, scratch / "clips"),
+            "short": video_copies(args.data / "pan_head.mp4", args.frames // 48, scratch / "short"),
         }
         # A fifth of each, for the steady rate: the JPEGs and clips cut, the long video's
         # first 480 frames (pan.mp4 twice, the long one's first two copies: the same frames).
@@ -262,6 +264,9 @@ def main() -> None:
             "long": video_copies(args.data / "pan.mp4", 2, scratch / "long-short"),
             "clips": video_copies(
                 args.data / "pan.mp4", max(1, fifth // 240), scratch / "clips-short"
+            ),  # fmt: skip
+            "short": video_copies(
+                args.data / "pan_head.mp4", max(1, fifth // 48), scratch / "short-short"
             ),  # fmt: skip
         }
         for kind in args.kinds.split(","):
