@@ -130,8 +130,11 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
         def decode_all():
             return list(pool.map(read, videos))
 
-        capture = cv2.VideoCapture(videos[0])
-        sample = [capture.read()[1] for _ in range(64)]
+        sample = []  # 64 frames, from as many videos as that takes
+        for path in videos:
+            capture = cv2.VideoCapture(path)
+            while len(sample) < 64 and (frame := capture.read()[1]) is not None:
+                sample.append(frame)
     start = time.perf_counter()
     decoded = decode_all()
     frames = sum(decoded) if kind != "jpeg" else len(decoded)
