@@ -20,7 +20,7 @@ from edgecli.pipeline import run
 from edgecli.sources import discover
 from edgecli.testing import StandInGpuBackend
 
-from .helpers import invoke, same_pixels
+from .helpers import DATA, invoke, same_pixels
 from .media import photo
 
 
@@ -178,6 +178,33 @@ def test_decode_gpu_takes_the_cuda_backend_only_without_engines(folder, monkeypa
     assert chosen(Options(decode="gpu"), sources) == {
         "jpeg": "cuda", "video": False, "notice": None,
     }  # fmt: skip
+
+
+def test_decode_gpu_on_videos_only_does_not_wait_for_the_jpeg_engines(tmp_path, monkeypatch):
+    """Opening the JPEG engines takes 0.6-0.9 s: --decode gpu asks for them where there are
+    JPEGs (or nothing NVDEC decodes), not for a run of videos only, before listing (by the
+    INPUTs' names) or after; without NVDEC, that run names only what it lacks."""
+    asked = []
+    monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda b, **_: asked.append(b))
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes((DATA / "pan_h264.mp4").read_bytes())
+    gpu = Options(decode="gpu")
+    assert chosen(gpu, discover(str(clip))) == {"jpeg": None, "video": True, "notice": None}
+    assert asked == []
+    assert not decoders.engines_wanted(gpu, [str(clip), str(tmp_path / "more" / "*.MOV")])
+    assert decoders.engines_wanted(gpu, [str(clip), str(tmp_path)])  # a folder: images
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no NVDEC library")
+    with pytest.raises(CudaUnavailableError) as error:
+        decoders.plan(gpu, discover(str(clip)))
+    assert str(error.value) == "--decode gpu: no GPU decoder can run here; video: no NVDEC library"
+    assert asked == []
+    (tmp_path / "still.jpg").write_bytes(jpeg(photo(5, 6)))
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
+    assert chosen(gpu, discover(str(tmp_path / "*"))) == {
+        "jpeg": "hardware", "video": True, "notice": None,
+    }  # fmt: skip
+    assert asked == ["hardware"]
 
 
 def test_auto_sends_jpegs_to_the_engines_only_in_long_runs(folder, monkeypatch):
