@@ -27,6 +27,7 @@ import numpy as np
 from .decode.cpu import (
     ANIMATION_EXTENSIONS,
     EXACT_COUNT_CONTAINERS,
+    VIDEO_EXTENSIONS,
     animation_frames,
     page_count,
     read_image,
@@ -38,10 +39,6 @@ from .errors import FrameError, InputError, OptionError
 from .selection import SELECTION_FLAGS, FrameRange, Selection
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
-VIDEO_EXTENSIONS = (
-    ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
-    ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
-)  # fmt: skip
 FRAME_INDEX_DIGITS = 6
 GLOB_CHARS = re.compile(r"[*?\[]")
 

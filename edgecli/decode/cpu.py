@@ -25,6 +25,11 @@ from ..png import PNG_SIGNATURE
 
 # Read as animations (imageio), whatever their frame count.
 ANIMATION_EXTENSIONS = (".gif",)
+# Read as videos (cv2.VideoCapture).
+VIDEO_EXTENSIONS = (
+    ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
+    ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
+)  # fmt: skip
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
 EXACT_COUNT_CONTAINERS = (".mp4", ".m4v", ".mov", ".avi")
 

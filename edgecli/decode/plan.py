@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 
 from ..errors import CudaUnavailableError
-from ..sources import VIDEO_EXTENSIONS
 from . import engines
+from .cpu import VIDEO_EXTENSIONS
 from .jpeg_header import JPEG_SUFFIXES
 
 # Under --decode auto, JPEGs go to the engines only in runs of at least this many: opening
