@@ -1,9 +1,12 @@
-"""What the benchmark scripts share: a log line, inputs of any length made of links, and the
-few sums their figures take (medians, ratios, the steady rate between two runs)."""
+"""What the benchmark scripts share: a log line, inputs of any length made of links, the
+check that two runs wrote the same PNGs, and the few sums their figures take (medians,
+ratios, the steady rate between two runs)."""
 
 from __future__ import annotations
 
+import hashlib
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -30,6 +33,17 @@ def video_copies(clip: Path, copies: int, folder: Path) -> str:
     for i in range(copies):
         (folder / f"{clip.stem}_{i:0{digits}d}{clip.suffix}").symlink_to(clip.resolve())
     return str(folder / f"{clip.stem}_*{clip.suffix}")
+
+
+def png_digests(folder: Path) -> dict[str, str]:
+    """Each PNG in ``folder`` by name, as a digest of its bytes: two runs that wrote the same
+    files compare equal (edgecli's encoder is deterministic)."""
+
+    def one(path: Path) -> tuple[str, str]:
+        return path.name, hashlib.sha1(path.read_bytes()).hexdigest()
+
+    with ThreadPoolExecutor(16) as pool:
+        return dict(pool.map(one, sorted(folder.glob("*.png"))))
 
 
 def median(values: list[float]) -> float | None:

@@ -24,7 +24,6 @@ that also fills the kernel cache. The OpenCV scripts run in the same environment
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -42,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import log, symlink_folder, video_copies  # noqa: E402
+from common import log, png_digests, symlink_folder, video_copies  # noqa: E402
 
 DECODES = ("cpu", "auto", "gpu")
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
@@ -76,14 +75,6 @@ def steady(long: dict, short: dict) -> float | None:
     if "error" in long or "error" in short or long["wall_s"] <= short["wall_s"]:
         return None
     return round((long["frames"] - short["frames"]) / (long["wall_s"] - short["wall_s"]), 1)
-
-
-def digests(folder: Path) -> dict[str, str]:
-    def one(path: Path) -> tuple[str, str]:
-        return path.name, hashlib.sha1(path.read_bytes()).hexdigest()
-
-    with ThreadPoolExecutor(16) as pool:
-        return dict(pool.map(one, sorted(folder.glob("*.png"))))
 
 
 def script(kind: str, source: str, out: Path) -> dict:
@@ -285,10 +276,10 @@ def main() -> None:
                 figures[decode]["steady_fps"] = steady(figures[decode], short)
                 log(f"    {short.get('frames')} frames: {short.get('wall_s')} s; steady "
                     f"{figures[decode]['steady_fps']} fps")  # fmt: skip
-            reference = digests(scratch / f"{kind}-cpu")
+            reference = png_digests(scratch / f"{kind}-cpu")
             for decode in ("auto", "gpu"):
                 if "error" not in figures[decode]:
-                    same = digests(scratch / f"{kind}-{decode}") == reference
+                    same = png_digests(scratch / f"{kind}-{decode}") == reference
                     figures[decode]["equal_to_cpu"] = same
                     log(f"  --decode {decode} PNGs == --decode cpu PNGs: {same}")
             for decode in DECODES:

@@ -15,7 +15,6 @@ C compiler runs). Wall time from the process's start to its end; medians of ``--
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import log, symlink_folder, video_copies  # noqa: E402
+from common import log, png_digests, symlink_folder, video_copies  # noqa: E402
 
 PROGRAM = (
     "import sys, edgecli.native as native\n"
@@ -58,13 +57,6 @@ def one(way: str, source: str, decode: str, out: Path, env: dict) -> float:
     if done.returncode:
         raise SystemExit(f"{way} {source}: exit {done.returncode}: {done.stderr[-400:]}")
     return wall
-
-
-def digest(folder: Path) -> str:
-    total = hashlib.blake2b()
-    for path in sorted(folder.iterdir()):
-        total.update(path.name.encode() + hashlib.blake2b(path.read_bytes()).digest())
-    return total.hexdigest()
 
 
 def main() -> None:
@@ -98,7 +90,7 @@ def main() -> None:
                         order = WAYS if round_ % 2 == 0 else WAYS[::-1]
                         for way in order:
                             walls[way].append(one(way, source, decode, out / way, env))
-                        if digest(out / "C") != digest(out / "python"):
+                        if png_digests(out / "C") != png_digests(out / "python"):
                             raise SystemExit(f"{kind}: the two encoders' PNGs differ")
                     median = {way: statistics.median(w) for way, w in walls.items()}
                     frames = len(list((out / "C").glob("*.png")))

@@ -16,7 +16,6 @@ itself).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import statistics
@@ -29,12 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import symlink_folder  # noqa: E402
+from common import png_digests, symlink_folder  # noqa: E402
 from cpu_vs_script import make_frames  # noqa: E402
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha1(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.png"))}
 
 
 def edgecli(*args: str) -> list[str]:
@@ -104,7 +99,7 @@ def main() -> None:
                 out = scratch / "out"
                 shutil.rmtree(out, ignore_errors=True)
                 times[name].append(ways[name](str(source), out, args.backend))
-                got = digests(out)
+                got = png_digests(out)
                 if reference is None and name == "one process":
                     reference = got
                 elif reference is not None and got != reference:
