@@ -49,7 +49,8 @@ def preview(
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)
     sources = select_frames(discover_inputs(inputs, recursive=options.recursive), options.selection)
-    if any(source.path.resolve() in (sheet.resolve(), _resolved(html)) for source in sources):
+    written = {sheet.resolve(), _resolved(html)}
+    if any(source.path.resolve() in written for source in sources):
         raise OptionError(f"{sheet if html is None else f'{sheet} or {html}'} is an input; write "
                           "the preview elsewhere")  # fmt: skip
     if frames < 1:
