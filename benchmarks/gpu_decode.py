@@ -1,7 +1,9 @@
 """GPU decoding, end to end (issue 18): whole-process wall fps of ``edgecli run`` with
 ``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video, a glob of
 clips and a glob of short clips; against the OpenCV script a user would write and the CPU
-codec floor, all measured in the same run; with the GPU engines' decode-only rates.
+codec floor, all measured in the same run; with the GPU engines' decode-only rates, in this
+process and as whole processes of their own (``engine_floor.py``: the bound on any whole-process
+figure).
 
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
 
@@ -141,6 +143,24 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
         "encode_fps": round(encode_fps, 1),
         "floor_fps": round(1 / (1 / decode_fps + 1 / encode_fps), 1),
     }
+
+
+def engines_alone(kind: str, source: str, rounds: int = 3) -> dict:
+    """``engine_floor.py`` as its own process, ``rounds`` times: the engines' decode alone,
+    from process start to the last frame, which bounds any whole-process figure."""
+    command = [sys.executable, str(REPO / "benchmarks" / "engine_floor.py")]
+    if kind == "jpeg":
+        command += ["jpeg", source]
+    else:
+        command += ["video", *sorted(str(p) for p in Path(source).parent.glob(Path(source).name))]
+    runs = []
+    for _ in range(rounds):
+        done = subprocess.run(command, capture_output=True, text=True, env=ENV)
+        if done.returncode:
+            return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    rates = sorted(run["fps"] for run in runs)
+    return {"best_fps": rates[-1], "median_fps": rates[len(rates) // 2], "runs": runs}
 
 
 def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
@@ -291,6 +311,8 @@ def main() -> None:
             figures["codec_floor"] = codec_floor("jpeg" if kind == "jpeg" else "video",
                                                  inputs[kind], threads)  # fmt: skip
             log(f"  CPU codec floor: {figures['codec_floor']}")
+            figures["engines_alone"] = engines_alone(kind, inputs[kind])
+            log(f"  the engines alone, whole process: {figures['engines_alone']}")
             results["kinds"][kind] = figures
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -310,7 +332,9 @@ def main() -> None:
                 f"{vs_script:8.2f}  "
                 f"{run['fps'] / floor:8.2f}  {str(run.get('equal_to_cpu', '-')):<5}  "
                 f"{run['decoders']}")  # fmt: skip
-        log(f"{kind:<6} script {script_fps}  floor {floor}")
+        alone = figures["engines_alone"]
+        log(f"{kind:<6} script {script_fps}  floor {floor}  engines alone (process) "
+            f"{alone.get('median_fps')} median, {alone.get('best_fps')} best")  # fmt: skip
 
 
 if __name__ == "__main__":
