@@ -19,9 +19,11 @@ from .convert import launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
 NVDEC = "nvdec"
-# Decoder sessions at once: on the H200, 1 gave 583 fps, 4 1,518, 8 1,870 and 12 1,884 (1080p
-# H.264, decode and conversion; benchmarks/RESULTS.md).
-VIDEO_SESSIONS = 8
+# Decoder sessions at once. Alone, NVDEC on the H200 gave 583 fps with 1, 1,518 with 4, 1,870
+# with 8 (1080p H.264, decode and conversion), but whole runs, where the PNGs set the pace, went
+# 3-8% faster with 4 than with 8: less of the driver's one-at-a-time decoder creation before
+# every session has frames (benchmarks/RESULTS.md).
+VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
 # A video is split into segments, decoded side by side, only where each gets this many frames:
