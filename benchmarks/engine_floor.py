@@ -1,7 +1,7 @@
 """The GPU's decode engines alone, as a whole process: from this process's start (its start time
 in /proc, Linux) to its last frame decoded into device memory, nothing else done — no colour
-conversion, no kernel, no PNG. No tool built on these libraries decodes the same frames in a
-whole process sooner, so this bounds any whole-process target (issue 18).
+conversion, no kernel, no PNG. A whole ``edgecli run`` decodes the same frames the same way and
+does all of that besides, so this bounds its whole-process figures (issue 18).
 
     python benchmarks/engine_floor.py jpeg DIR            # nvJPEG's JPEG engines, batches of 64
     python benchmarks/engine_floor.py video A.mp4 [B.mp4 ...] [--sessions 8]
