@@ -6,66 +6,53 @@ does all of that besides, so this bounds its whole-process figures (issue 18).
     python benchmarks/engine_floor.py jpeg DIR            # nvJPEG's JPEG engines, batches of 64
     python benchmarks/engine_floor.py video A.mp4 [B.mp4 ...] [--sessions 8]
 
-JPEG: the files are read by 16 threads ahead of the engines and decoded to planar YCbCr, as
-edgecli's own nvJPEG binding (edgecli/decode/nvjpeg.py, loaded alone: the standard library is
-all it imports) does for edgecli. Video: PyNvVideoCodec's SimpleDecoder, NV12 in device memory;
-one video is split into ``--sessions`` equal segments decoded side by side (each seeks to its
-start), several are shared out to the sessions (each decoder reconfigured from video to
-video), as edgecli's sessions do. The CUDA context is made on a thread of its own from the
-start, beside the imports. Prints one JSON line: frames, seconds from the process's start to
-the CUDA context, to the first frame, to the last, and fps = frames / last.
+JPEG: the files are read by 16 threads ahead of the engines and decoded to planar YCbCr through
+edgecli's own nvJPEG binding (edgecli/decode/nvjpeg.py), as edgecli does; what it imports is
+imported while the CUDA context is made, which takes longer. Video: PyNvVideoCodec's
+SimpleDecoder, NV12 in device memory; one video is split into ``--sessions`` equal segments
+decoded side by side (each seeks to its start), several are shared out to the sessions (each
+decoder reconfigured from video to video), as edgecli's sessions do. The CUDA context is made on
+a thread of its own from the start, beside the imports. Prints one JSON line: frames, seconds
+from the process's start to the CUDA context, to the first frame, to the last, and fps = frames
+/ last.
 """
 
+import argparse
 import ctypes
-import importlib.util
 import json
 import os
 import queue
-import struct
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from timeline import since_start  # noqa: E402
+
 JPEG_BATCH = 64
 
 
-def since_start() -> float:
-    ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-
-
-def load(relative: str):
-    """One of edgecli's modules that import only the standard library, without the package
-    (whose import brings NumPy)."""
-    path = REPO / relative
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def jpeg_planes(data: bytes) -> list[tuple[int, int]]:
-    """(width, height) of each component's plane in a baseline or progressive JPEG, from its
-    SOF segment: libjpeg's ceil(image size * factor / largest factor)."""
-    at = 2
-    while at < len(data):
-        marker, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
-        if marker in (0xC0, 0xC1, 0xC2):
-            height, width, count = struct.unpack(">HHB", data[at + 5 : at + 10])
-            factors = [data[at + 11 + 3 * i] for i in range(count)]
-            hmax = max(f >> 4 for f in factors)
-            vmax = max(f & 15 for f in factors)
-            return [(-(-width * (f >> 4) // hmax), -(-height * (f & 15) // vmax)) for f in factors]
-        at += 2 + length
-    raise ValueError("no SOF segment")
+    """(width, height) of each plane nvJPEG writes for the JPEG ``data``: Y, then Cb and Cr at
+    their sampling (edgecli's own header reader, as its GPU path lays them out)."""
+    from edgecli.decode.jpeg_header import parse_header
+    from edgecli.decode.jpeg_planes import chroma_shape
+
+    header = parse_header(data)
+    width, height = header.width, header.height
+    if header.subsampling == "gray":
+        return [(width, height)]
+    rows, columns = chroma_shape(header.subsampling, width, height)
+    return [(width, height), (columns, rows), (columns, rows)]
 
 
 def jpeg_floor(folder: Path, marks: dict) -> int:
-    nvjpeg = load("edgecli/decode/nvjpeg.py")
-    nvjpeg.library()  # loaded beside the driver's start
+    from edgecli.decode import nvjpeg
+
+    nvjpeg.library()  # loaded, and edgecli's modules imported, while the driver starts
     paths = sorted(folder.iterdir())
     readers = ThreadPoolExecutor(16)
     files = readers.map(Path.read_bytes, paths)  # in order, read ahead of the engines
@@ -170,23 +157,22 @@ def main() -> None:
         marks.update(driver=driver, context=handle, context_s=since_start())
         marks["ready"].set()
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kind", choices=("jpeg", "video"))
+    parser.add_argument("paths", nargs="+", help="a folder of JPEGs, or the videos")
+    parser.add_argument("--sessions", type=int, default=8, help="NVDEC sessions (video)")
+    args = parser.parse_args()
     threading.Thread(target=context, daemon=True).start()
-    kind, *rest = sys.argv[1:]
-    sessions = 8
-    if "--sessions" in rest:
-        at = rest.index("--sessions")
-        sessions = int(rest[at + 1])
-        del rest[at : at + 2]
-    if kind == "jpeg":
-        frames = jpeg_floor(Path(rest[0]), marks)
+    if args.kind == "jpeg":
+        frames = jpeg_floor(Path(args.paths[0]), marks)
     else:
-        frames = video_floor(rest, sessions, marks)
+        frames = video_floor(args.paths, args.sessions, marks)
     last = since_start()
     figures = {"frames": frames, "context_s": round(marks["context_s"], 3),
                "first_s": round(marks["first"], 3), "last_s": round(last, 3),
                "fps": round(frames / last, 1)}  # fmt: skip
-    if kind != "jpeg":
-        figures["sessions"] = sessions
+    if args.kind == "video":
+        figures["sessions"] = args.sessions
     print(json.dumps(figures), flush=True)
     os._exit(0)  # the decoders' teardown is not the floor's
 

@@ -72,6 +72,11 @@ def edgecli(source: str, out: Path, decode: str) -> dict:
     }
 
 
+def videos_of(source: str) -> list[str]:
+    """The videos a video INPUT names: one file, or a glob in one folder."""
+    return sorted(str(p) for p in Path(source).parent.glob(Path(source).name))
+
+
 def steady(long: dict, short: dict) -> float | None:
     """Frames a second between a short run's end and a long one's: the rate once started."""
     if "error" in long or "error" in short or long["wall_s"] <= short["wall_s"]:
@@ -86,7 +91,7 @@ def script(kind: str, source: str, out: Path) -> dict:
         command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), source, str(out)]
     else:
         command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), str(out)]
-        command += sorted(str(p) for p in Path(source).parent.glob(Path(source).name))
+        command += videos_of(source)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=ENV)
     wall = time.perf_counter() - start
@@ -112,7 +117,7 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
 
         sample = [cv2.imread(p, cv2.IMREAD_COLOR) for p in paths[:64]]
     else:
-        videos = sorted(str(p) for p in Path(source).parent.glob(Path(source).name))
+        videos = videos_of(source)
 
         def read(path: str) -> int:
             capture, n = cv2.VideoCapture(path), 0
@@ -152,7 +157,7 @@ def engines_alone(kind: str, source: str, rounds: int = 3) -> dict:
     if kind == "jpeg":
         command += ["jpeg", source]
     else:
-        command += ["video", *sorted(str(p) for p in Path(source).parent.glob(Path(source).name))]
+        command += ["video", *videos_of(source)]
     runs = []
     for _ in range(rounds):
         done = subprocess.run(command, capture_output=True, text=True, env=ENV)
