@@ -2,8 +2,8 @@
 ``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video, a glob of
 clips and a glob of short clips; against the OpenCV script a user would write and the CPU
 codec floor, all measured in the same run; with the GPU engines' decode-only rates, in this
-process and as whole processes of their own (``engine_floor.py``: the bound on any whole-process
-figure).
+process and as whole processes of their own (``engine_floor.py``), and the run's PNGs written
+again alone (``writes_alone``): the two bounds on any whole-process figure.
 
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
 
@@ -168,6 +168,27 @@ def engines_alone(kind: str, source: str, rounds: int = 3) -> dict:
     return {"best_fps": rates[-1], "median_fps": rates[len(rates) // 2], "runs": runs}
 
 
+def writes_alone(pngs: Path, scratch: Path, threads: int, rounds: int = 2) -> dict:
+    """The PNGs of a run (``pngs``, read into memory first) written again, atomically, by
+    ``threads`` threads through edgecli's own ``write_atomic`` (C, without the GIL, where
+    edgecli._native is built) into a new folder beside the runs': the output stage alone, in
+    the file system's state the runs leave it, which bounds any whole-process figure too."""
+    from edgecli.sinks import write_atomic
+
+    files = [(p.name, p.read_bytes()) for p in sorted(pngs.glob("*.png"))]
+    rates = []
+    for round_ in range(rounds):
+        out = scratch / f"writes-{round_}"
+        out.mkdir()
+        start = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(write_atomic, [out / name for name, _ in files], [d for _, d in files]))
+        rates.append(round(len(files) / (time.perf_counter() - start)))
+        shutil.rmtree(out)
+    return {"files": len(files), "fps": rates, "mean_kb": round(
+        sum(len(data) for _, data in files) / max(1, len(files)) / 1e3, 1)}  # fmt: skip
+
+
 def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
     """Decode-only (and conversion) rates of the JPEG engines and NVDEC, 1080p."""
     import cupy as cp
@@ -301,6 +322,8 @@ def main() -> None:
                 figures[decode]["steady_fps"] = steady(figures[decode], short)
                 log(f"    {short.get('frames')} frames: {short.get('wall_s')} s; steady "
                     f"{figures[decode]['steady_fps']} fps")  # fmt: skip
+            figures["writes_alone"] = writes_alone(scratch / f"{kind}-cpu", scratch, threads)
+            log(f"  its PNGs written alone, {threads} threads: {figures['writes_alone']}")
             reference = png_digests(scratch / f"{kind}-cpu")
             for decode in ("auto", "gpu"):
                 if "error" not in figures[decode]:
@@ -339,7 +362,8 @@ def main() -> None:
                 f"{run['decoders']}")  # fmt: skip
         alone = figures["engines_alone"]
         log(f"{kind:<6} script {script_fps}  floor {floor}  engines alone (process) "
-            f"{alone.get('median_fps')} median, {alone.get('best_fps')} best")  # fmt: skip
+            f"{alone.get('median_fps')} median, {alone.get('best_fps')} best; PNGs written "
+            f"alone {figures['writes_alone']['fps']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
- * (1-bit grayscale) and write a file atomically.
+ * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
+ * atomically.
  *
  * Encoding makes the same bytes as edgecli.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -49,6 +50,8 @@ static void put_u32(unsigned char *at, uint32_t value)
     at[3] = (unsigned char)value;
 }
 
+static size_t png_chunks(unsigned char *out, uint32_t width, uint32_t height, size_t compressed);
+
 /* Why a call failed, said once the GIL is back. */
 enum outcome { ENCODED, NO_MEMORY, ZLIB_FAILED };
 
@@ -82,7 +85,15 @@ static enum outcome png_from_scanlines(const unsigned char *scanlines, size_t ro
         free(out);
         return ZLIB_FAILED;
     }
+    *png = out;
+    *png_bytes = png_chunks(out, width, height, compressed);
+    return ENCODED;
+}
 
+/* The chunks around a zlib stream of ``compressed`` bytes already at out + PNG_HEAD_BYTES
+ * (room for PNG_TAIL_BYTES after it): the PNG's length. */
+static size_t png_chunks(unsigned char *out, uint32_t width, uint32_t height, size_t compressed)
+{
     unsigned char *at = out;
     memcpy(at, PNG_SIGNATURE, 8);
     at += 8;
@@ -98,9 +109,7 @@ static enum outcome png_from_scanlines(const unsigned char *scanlines, size_t ro
     put_u32(at + 8 + compressed, (uint32_t)crc32(0, at + 4, (uInt)(4 + compressed)));
     at += 8 + compressed + 4;
     memcpy(at, IEND_CHUNK, 12);
-    *png = out;
-    *png_bytes = (size_t)(at + 12 - out);
-    return ENCODED;
+    return (size_t)(at + 12 - out);
 }
 
 /* The bits of 8 pixels, the first the most significant, a nonzero pixel a 1: each byte's
@@ -256,6 +265,40 @@ static PyObject *encode_map(PyObject *module, PyObject *const *args, Py_ssize_t 
     return encode(args, nargs, "encode_map(pixels, width)", 0);
 }
 
+/* png_from_zlib(stream, width, height): see the module's docstring below. */
+static PyObject *png_from_zlib(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    uint32_t width, height;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "png_from_zlib(stream, width, height) takes 3 arguments");
+        return NULL;
+    }
+    if (parse_size(args[1], "width", &width) < 0 || parse_size(args[2], "height", &height) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len < 1 || view.len > MAX_INPUT_BYTES) {
+        PyErr_Format(PyExc_ValueError, "a zlib stream of %zd bytes: 1 to %d are taken", view.len,
+                     MAX_INPUT_BYTES);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    size_t compressed = (size_t)view.len;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(PNG_HEAD_BYTES + compressed +
+                                                                     PNG_TAIL_BYTES));
+    if (result != NULL) {
+        unsigned char *out = (unsigned char *)PyBytes_AsString(result);
+        Py_BEGIN_ALLOW_THREADS
+        memcpy(out + PNG_HEAD_BYTES, view.buf, compressed);
+        png_chunks(out, width, height, compressed);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* write_file(data, temporary, path): see the module's docstring below. */
 static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -344,6 +387,10 @@ static PyMethodDef methods[] = {
      "encode_map(pixels, width) -> bytes\n\nThe 1-bit grayscale PNG of a C-contiguous uint8 map "
      "of rows ``width`` pixels long, a nonzero pixel white, as edgecli.png.encode_png_1bit makes "
      "it."},
+    {"png_from_zlib", (PyCFunction)(void (*)(void))png_from_zlib, METH_FASTCALL,
+     "png_from_zlib(stream, width, height) -> bytes\n\nThe 1-bit grayscale PNG of ``width`` x "
+     "``height`` pixels around the zlib stream of its scanlines (a C-contiguous buffer), as "
+     "edgecli.png.png_from_zlib_1bit makes it: the chunks and their CRCs."},
     {"write_file", (PyCFunction)(void (*)(void))write_file, METH_FASTCALL,
      "write_file(data, temporary, path) -> None\n\nCreate ``temporary`` (which must not exist: "
      "O_EXCL, mode 0666 less the umask), write the bytes-like ``data`` into it, close it and "

@@ -48,6 +48,9 @@ class PackedEdges:
 
     rows: np.ndarray
     width: int
+    # The zlib stream of ``rows`` as edgecli's zlib settings make it, where the GPU compressed
+    # them (edgecli.cuda.deflate); None: the host compresses them.
+    zlib: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         rows, row_bytes = self.rows, png_row_bytes_1bit(self.width)
@@ -64,6 +67,8 @@ def encode_png(edges: np.ndarray | PackedEdges, bits: int) -> bytes:
     if isinstance(edges, PackedEdges):
         if bits != 1:
             raise ValueError(f"packed edge rows make 1-bit PNGs, not {bits}-bit")
+        if edges.zlib is not None:
+            return png_from_zlib_1bit(edges.zlib, edges.width, edges.rows.shape[0])
         return png_from_rows_1bit(edges.rows, edges.width)
     if bits == 1:
         return encode_png_1bit(edges)
@@ -105,9 +110,20 @@ def png_from_rows_1bit(rows: np.ndarray, width: int) -> bytes:
 def png_from_rows_1bit_python(rows: np.ndarray, width: int) -> bytes:
     """:func:`png_from_rows_1bit` in Python: the encoder where ``edgecli._native`` is not
     built, and what the tests hold it to."""
-    height = rows.shape[0]
     deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
-    image_data = [deflate.compress(rows), deflate.flush()]
+    return _png_1bit([deflate.compress(rows), deflate.flush()], width, rows.shape[0])
+
+
+def png_from_zlib_1bit(stream, width: int, height: int) -> bytes:
+    """A 1-bit grayscale PNG of ``width`` x ``height`` pixels from the zlib stream of its
+    scanlines (``stream``: bytes or a uint8 array, as edgecli.cuda.deflate makes it): the
+    chunks and their CRCs, in C without the GIL where edgecli._native is built."""
+    if native.c is not None and 0 < len(stream) < NATIVE_MAX_BYTES:
+        return native.c.png_from_zlib(stream, width, height)
+    return _png_1bit([memoryview(stream).cast("B")], width, height)
+
+
+def _png_1bit(image_data: list, width: int, height: int) -> bytes:
     header = struct.pack(">II5B", width, height, *_IHDR_GRAY_1BIT)
     # One join: the compressed bytes are copied once, with the GIL held.
     return b"".join(

@@ -47,6 +47,9 @@ def info(device: int) -> None:
         click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
         kernel = build.load_kernel(device, Variant())
         click.echo(f"kernel: {build.kernel_description(kernel)}")
+        from ..cuda import deflate
+
+        click.echo(f"png compression (--png-bits 1): {deflate.description(device)}")
         for line in decoder_lines():
             click.echo(line)
     else:

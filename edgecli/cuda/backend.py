@@ -23,6 +23,7 @@ from ..errors import KernelResourceError
 from ..params import MAX_L1_MAGNITUDE, Options
 from ..png import png_row_bytes_1bit
 from .build import LoadedKernel, device_description, load_kernel
+from .deflate import deflater
 from .kernel import KERNEL_FILE, SHARED_BYTES, THREADS, TILE_H, TILE_W, WARPS, Variant
 from .ring import SlabRing
 
@@ -186,9 +187,11 @@ class CudaBackend:
     def slab_ring(self, slabs: int) -> SlabRing:
         """``slabs`` buffer sets, each with its own stream, for the pipeline. For 1-bit PNGs its
         batches come back packed as PNG scanlines (an eighth of the bytes to copy back, and
-        nothing for the encoders to pack: np.packbits holds the GIL)."""
+        nothing for the encoders to pack: np.packbits holds the GIL), and compressed where
+        the GPU's deflate gives this host's bytes (:func:`edgecli.cuda.deflate.deflater`)."""
         pack = self.pack if self.options.png_bits == 1 else None
-        return SlabRing(slabs, self.device, self.launch, pack)
+        deflate = deflater(self.device) if pack is not None else None
+        return SlabRing(slabs, self.device, self.launch, pack, deflate)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""

@@ -1,6 +1,6 @@
-"""``make kernel-check``: compile every variant of ``edges.cu`` for every architecture in
-:data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on
-any error or register spill (``python -m edgecli.cuda.check --check``).
+"""``make kernel-check``: compile every variant of ``edges.cu``, and ``deflate.cu``, for every
+architecture in :data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a
+GPU, and fail on any error or register spill (``python -m edgecli.cuda.check --check``).
 
 NVRTC is loaded by path from NVIDIA's wheels (the ``kernel-check`` extra: CUDA 12's, the last to
 compile for Volta, and CUDA 13's), through ctypes: no CuPy, no GPU.
@@ -70,6 +70,9 @@ class Nvrtc:
             self.lib.nvrtcDestroyProgram(ctypes.byref(program))
 
 
+# The CUDA files without variants, compiled for every architecture too.
+OTHER_FILES = ("deflate.cu",)
+
 # The libraries' places in NVIDIA's wheels (site-packages/nvidia/...).
 NVRTC_WHEEL_PATHS = {12: "cuda_nvrtc/lib/libnvrtc.so.12", 13: "cu13/lib/libnvrtc.so.13"}
 CHECK_PACKAGES = '"nvidia-cuda-nvrtc-cu12>=12.8,<13" "nvidia-cuda-nvrtc>=13.0,<14"'
@@ -129,17 +132,9 @@ def check(
     """Compile every variant for every architecture, each with the NVRTC a user of that GPU has
     (CUDA 12's for Volta, CUDA 13's for the rest); print one line an architecture, and each
     failure's log; the exit status (0 only if everything compiled without spilling)."""
-    compilers: dict[int, Nvrtc] = {}
-    for major in sorted({12 if arch < CUDA13_MIN_ARCH else 13 for arch in archs}):
-        library = find_nvrtc(major)
-        if library is None:
-            print(
-                f"error: no NVRTC {major} found on the import path; install it with "
-                f"pip install {CHECK_PACKAGES} (make kernel-check does)",
-                file=out,
-            )
-            return 1
-        compilers[major] = Nvrtc(library)
+    compilers = _compilers(archs, out)
+    if compilers is None:
+        return 1
     used = ", ".join(f"NVRTC {'.'.join(map(str, c.version))}" for c in compilers.values())
     print(
         f"compiling {len(variants)} variants of {kernel_path()} for {len(archs)} architectures "
@@ -176,6 +171,47 @@ def check(
     return 1 if failures else 0
 
 
+def _compilers(archs: tuple[int, ...], out) -> dict[int, Nvrtc] | None:
+    """The NVRTC of each CUDA major the architectures need, or None once one is missing (said
+    on ``out``, with what to install)."""
+    compilers: dict[int, Nvrtc] = {}
+    for major in sorted({12 if arch < CUDA13_MIN_ARCH else 13 for arch in archs}):
+        library = find_nvrtc(major)
+        if library is None:
+            print(
+                f"error: no NVRTC {major} found on the import path; install it with "
+                f"pip install {CHECK_PACKAGES} (make kernel-check does)",
+                file=out,
+            )
+            return None
+        compilers[major] = Nvrtc(library)
+    return compilers
+
+
+def check_files(
+    names: tuple[str, ...] = OTHER_FILES, archs: tuple[int, ...] = CHECK_ARCHS, *, out=sys.stdout
+) -> int:
+    """Compile the other CUDA files (no variants) for every architecture, as :func:`check`
+    does; one line a file; the exit status."""
+    compilers = _compilers(archs, out)
+    if compilers is None:
+        return 1
+    failures = 0
+    for name in names:
+        bad = []
+        for arch in archs:
+            options = (*compile_options((), arch), "--ptxas-options=-v")
+            compiler = compilers[12 if arch < CUDA13_MIN_ARCH else 13]
+            ok, report = compiler.compile(kernel_source(name), name, options)
+            if not ok or spilled(report):
+                bad.append(f"sm_{arch}")
+                print(f"FAIL sm_{arch} {name}\n{report}", file=out)
+        failures += len(bad)
+        line = f"{len(archs) - len(bad)}/{len(archs)} architectures compiled"
+        print(f"{'FAIL' if bad else 'ok  '} {name}: {line}{'' if bad else ', no spills'}", file=out)
+    return 1 if failures else 0
+
+
 def _registers(report: str) -> int:
     """The most registers any kernel of the report uses."""
     return max((int(n) for n in re.findall(r"Used (\d+) registers", report)), default=0)
@@ -203,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         parser.print_help()
         return 2
-    return check(all_variants(), resources=args.resources)
+    variants = check(all_variants(), resources=args.resources)
+    return check_files() or variants
 
 
 if __name__ == "__main__":

@@ -40,6 +40,27 @@ SHARED_BYTES = WARPS * (TILE_H + 2) * STAGE_STRIDE  # dynamic shared memory of o
 # and as fast as 4 for l2 (2.86 and 2.83).
 WARPS_PER_SM = {"l1": 12, "l2": 12}
 
+# deflate.cu (edgecli.cuda.deflate): its kernel, block size and per-block scratch (the size of
+# its deflate_block, static_asserted there), and zlib's tokens a block at memLevel 9.
+DEFLATE_FILE = "deflate.cu"
+DEFLATE_KERNEL = "deflate_rle"
+DEFLATE_THREADS = 512
+DEFLATE_BLOCK_BYTES = 2920
+DEFLATE_BLOCK_TOKENS = 32767
+
+
+def deflate_blocks_for(frame_bytes: int) -> int:
+    """Scratch blocks the zlib stream of a frame of ``frame_bytes`` may need: one per 32767
+    tokens, plus the last (a token covers at least one byte)."""
+    return frame_bytes // DEFLATE_BLOCK_TOKENS + 1
+
+
+def deflate_out_bytes(frame_bytes: int) -> int:
+    """Room for the zlib stream of a frame of ``frame_bytes``: every block coded shorter than
+    stored, the header and the Adler-32; whole 32-bit words (deflate.cu's deflate_out_bytes)."""
+    return (frame_bytes + 4 * deflate_blocks_for(frame_bytes) + 8 + 3) // 4 * 4
+
+
 # The oldest GPUs the kernel runs on (it uses warp shuffles with masks, dp2a, 16-byte loads; and
 # cp.async from sm_80 on), and the architectures --check compiles for: Volta, Turing, Ampere
 # (A100, and A10/RTX 30), Ada (L4, RTX 40), Hopper, Blackwell (B200, RTX 50).

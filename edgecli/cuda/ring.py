@@ -6,11 +6,12 @@ Where the bytes go, per batch:
     worker:        each decoded frame -> its place in the slab's pinned input, as soon as the
                    main thread has it (a task per frame, in parallel; the pipeline does this)
     main thread:   one async H2D of the whole batch into the slab's device buffer; the kernel
-                   (for 1-bit PNGs, then the packing of its rows into PNG scanlines); one
-                   async D2H into the slab's pinned output -- all on the slab's stream,
-                   with CUDA events between the stages (they time them, and say when they are
-                   done)
-    encode worker: PNG straight from the slab's pinned output; the last one releases the slab
+                   (for 1-bit PNGs, then the packing of its rows into PNG scanlines and, where
+                   the GPU's deflate is checked, their zlib streams); async D2H into the
+                   slab's pinned output -- all on the slab's stream, with CUDA events between
+                   the stages (they time them, and say when they are done)
+    encode worker: PNG straight from the slab's pinned output (its zlib stream wrapped in the
+                   PNG's chunks, or its rows compressed); the last one releases the slab
 
 So the host-side work that scales with pixels runs on worker threads, and the main thread
 makes a handful of CUDA calls per batch: each one gives up the GIL and has to win it back
@@ -27,6 +28,8 @@ import numpy as np
 
 from ..errors import GpuMemoryError
 from ..png import PackedEdges, png_row_bytes_1bit
+from .deflate import Deflater
+from .kernel import DEFLATE_BLOCK_BYTES, deflate_blocks_for, deflate_out_bytes
 
 
 def empty_pinned(nbytes: int) -> np.ndarray:
@@ -49,11 +52,15 @@ class Slab:
 
     ``packed``: the host gets the edge maps as 1-bit PNG scanlines, packed on the device after
     the kernel (an eighth of the bytes to copy back, and nothing for the encoders to pack);
-    else as the edge maps themselves."""
+    else as the edge maps themselves. ``deflate`` (packed slabs only): the scanlines' zlib
+    streams too, compressed on the device."""
 
-    def __init__(self, packed: bool = False):
+    def __init__(self, packed: bool = False, deflate: Deflater | None = None):
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.packed = packed
+        self.deflate = deflate if packed else None
+        # What the deflate buffers hold: bytes of zlib streams, bytes of scratch, frames.
+        self.zlib_capacity = (0, 0, 0)
         self.capacity = 0  # pixels (frames x height x width) the edge buffer holds
         self.input_capacity = 0  # pixels the input buffers (host frames) hold
         self.out_capacity = 0  # bytes the output buffers hold
@@ -87,6 +94,32 @@ class Slab:
             wanted = pixels * 7 + out_bytes * (2 if self.packed else 1)
             raise _allocation_error("GPU and pinned memory for a batch", wanted, exc) from None
 
+    def _reserve_deflate(self, frames: int, frame_bytes: int) -> None:
+        """Room for ``frames`` zlib streams of frames of ``frame_bytes``: on the device, with the
+        kernel's scratch, and pinned; their lengths on both sides."""
+        wanted = (
+            frames * deflate_out_bytes(frame_bytes),
+            frames * deflate_blocks_for(frame_bytes) * DEFLATE_BLOCK_BYTES,
+            frames,
+        )
+        if all(w <= c for w, c in zip(wanted, self.zlib_capacity, strict=True)):
+            return
+        wanted = tuple(max(w, c) for w, c in zip(wanted, self.zlib_capacity, strict=True))
+        streams, scratch, frames = wanted
+        try:
+            self.zlib_dev = self.zlib_pinned = self.blocks_dev = None
+            self.zlib_dev = cp.empty(streams, dtype=np.uint8)
+            self.zlib_pinned = empty_pinned(streams)
+            self.blocks_dev = cp.empty(scratch, dtype=np.uint8)
+            self.sizes_dev = cp.empty(frames, dtype=np.int64)
+            self.sizes_pinned = empty_pinned(frames * 8).view(np.int64)
+            self.zlib_capacity = wanted
+        except (cp.cuda.memory.OutOfMemoryError, cp.cuda.runtime.CUDARuntimeError) as exc:
+            self.zlib_capacity = (0, 0, 0)
+            raise _allocation_error(
+                "GPU and pinned memory for a batch's PNG compression", 2 * streams + scratch, exc
+            ) from None
+
     def fill(
         self, shape: tuple[int, ...], capacity: int, device: int, launch, pack,
         host_input: bool = True,
@@ -98,6 +131,8 @@ class Slab:
         self.free.clear()
         h, w = shape[:2]
         self._reserve(capacity * h * w, capacity * h * out_row_bytes(w, self.packed), host_input)
+        if self.deflate is not None:
+            self._reserve_deflate(capacity, h * out_row_bytes(w, True))
         # The previous batch's upload from frames_pinned is done: its result was collected
         # before the slab was freed.
         inputs = None
@@ -160,11 +195,22 @@ class Filling:
                 then(slab.stream)
             if slab.packed:
                 self.pack(edges_dev, out_dev, slab.stream)
+            streams = None
+            if slab.deflate is not None:
+                size = deflate_out_bytes(h * row_bytes)
+                zlib_dev = slab.zlib_dev[: n * size].reshape(n, size)
+                sizes_dev = slab.sizes_dev[:n]
+                slab.deflate.launch(out_dev, zlib_dev, sizes_dev, slab.blocks_dev, slab.stream)
+                streams = (slab.zlib_pinned[: n * size].reshape(n, size), slab.sizes_pinned[:n])
             slab.computed.record(slab.stream)
             out_dev.get(stream=slab.stream, out=out_pinned)  # async into pinned memory
+            if streams is not None:
+                zlib_dev.get(stream=slab.stream, out=streams[0])
+                sizes_dev.get(stream=slab.stream, out=streams[1])
             slab.downloaded.record(slab.stream)
-        outputs = [PackedEdges(rows, w) for rows in out_pinned] if slab.packed else out_pinned
-        return InFlight(slab, outputs)
+        if slab.packed:
+            return InFlight(slab, [PackedEdges(rows, w) for rows in out_pinned], streams)
+        return InFlight(slab, out_pinned)
 
     def release(self) -> None:
         """Give the slab back (once done with the batch's result, or if never submitted)."""
@@ -172,11 +218,14 @@ class Filling:
 
 
 class InFlight:
-    """A submitted batch. ``result`` waits for it; ``release`` frees its slab for reuse."""
+    """A submitted batch. ``result`` waits for it; ``release`` frees its slab for reuse.
+    ``streams``: the pinned zlib streams of its packed outputs and their lengths, which
+    ``result`` attaches to them once they are in."""
 
-    def __init__(self, slab: Slab, outputs):
+    def __init__(self, slab: Slab, outputs, streams=None):
         self.slab = slab
         self.outputs = outputs
+        self.streams = streams
 
     def ready(self) -> bool:
         """Whether :meth:`result` would return at once; never waits."""
@@ -188,6 +237,13 @@ class InFlight:
         for the whole batch (the packing is part of the kernel's)."""
         slab = self.slab
         slab.downloaded.synchronize()  # also means the uploads are done with the inputs
+        if self.streams is not None:
+            zlib, sizes = self.streams
+            self.outputs = [
+                PackedEdges(edges.rows, edges.width, zlib[i, :size] if size >= 0 else None)
+                for i, (edges, size) in enumerate(zip(self.outputs, sizes.tolist(), strict=True))
+            ]
+            self.streams = None
         elapsed = cp.cuda.get_elapsed_time
         stages = {
             "upload": elapsed(slab.started, slab.uploaded),
@@ -206,12 +262,13 @@ class SlabRing:
     The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
     slab it fills next is always the one whose batch it collected longest ago. ``launch(frames,
     edges, stream)`` runs the kernel; ``pack(edges, rows, stream)``, if given, packs its output
-    into 1-bit PNG scanlines, which the batches then give as :class:`PackedEdges`.
+    into 1-bit PNG scanlines, which the batches then give as :class:`PackedEdges`; with
+    ``deflate`` too, with their zlib streams.
     """
 
-    def __init__(self, size: int, device: int, launch, pack=None):
+    def __init__(self, size: int, device: int, launch, pack=None, deflate=None):
         with cp.cuda.Device(device):
-            self.slabs = [Slab(packed=pack is not None) for _ in range(size)]
+            self.slabs = [Slab(packed=pack is not None, deflate=deflate) for _ in range(size)]
         self.device = device
         self.launch, self.pack = launch, pack
         self.turn = 0
