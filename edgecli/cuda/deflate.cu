@@ -147,19 +147,13 @@ DEFLATE_FN unsigned deflate_static_lcode(int n) { /* static_ltree[n].Code */
 
 // ---- a run's tokens --------------------------------------------------------------------------
 
-DEFLATE_FN long long deflate_run_tokens(long long length) {
-    long long rest = length - 1;
-    long long left = rest % DEFLATE_MAX_MATCH;
-    return 1 + rest / DEFLATE_MAX_MATCH + (left >= 3 ? 1 : left);
-}
-
-// Token j of a run of ``length``: 0 for a literal (the run's byte), else the match length.
-DEFLATE_FN int deflate_run_token(long long length, long long j) {
-    long long rest = length - 1;
-    long long full = rest / DEFLATE_MAX_MATCH, left = rest % DEFLATE_MAX_MATCH;
-    if (j == 0) return 0;
-    if (j <= full) return DEFLATE_MAX_MATCH;
-    return (j == full + 1 && left >= 3) ? (int)left : 0;
+// The token after a run's first (its literal, the run's byte), with ``*rest`` bytes of the run
+// still to go: a match of 258 while 3 or more are left (the last match takes what is left),
+// then literals. Returns 0 for a literal, else the match length; *rest shrinks by what it covers.
+DEFLATE_FN int deflate_run_next(long long* rest) {
+    int match = *rest >= 3 ? (*rest >= DEFLATE_MAX_MATCH ? DEFLATE_MAX_MATCH : (int)*rest) : 0;
+    *rest -= match ? match : 1;
+    return match;
 }
 
 // ---- bits ------------------------------------------------------------------------------------
@@ -480,11 +474,11 @@ long long deflate_block_bytes(void) { return (long long)sizeof(deflate_block); }
 // blocks[deflate_blocks_for(n)] as scratch: its length, or -1 where zlib might store a block.
 long long deflate_serial(const unsigned char* in, long long n, unsigned int* words,
                          deflate_block* blocks) {
-    long long tokens = 0, i, a, j;
+    long long tokens = 0, i, a, rest;
     memset(words, 0, (size_t)deflate_out_bytes(n));
     for (a = 0; a < n; a = i) { /* count */
         for (i = a + 1; i < n && in[i] == in[a]; i++) {}
-        tokens += deflate_run_tokens(i - a);
+        for (tokens++, rest = i - a - 1; rest > 0; tokens++) deflate_run_next(&rest);
     }
     long long nb = deflate_blocks_for(tokens), k = 0, at = 0;
     for (long long b = 0; b < nb; b++) {
@@ -495,13 +489,14 @@ long long deflate_serial(const unsigned char* in, long long n, unsigned int* wor
     }
     for (a = 0; a < n; a = i) { /* frequencies, blocks' first bytes */
         for (i = a + 1; i < n && in[i] == in[a]; i++) {}
-        for (j = 0; j < deflate_run_tokens(i - a); j++, k++) {
+        int match = 0;
+        for (rest = i - a - 1;; match = deflate_run_next(&rest)) {
             deflate_block* s = &blocks[k / DEFLATE_BLOCK_TOKENS];
-            int match = deflate_run_token(i - a, j);
-            if (k % DEFLATE_BLOCK_TOKENS == 0) s->first_byte = at;
+            if (k++ % DEFLATE_BLOCK_TOKENS == 0) s->first_byte = at;
             s->lfreq[deflate_token_symbol(match, in[a])]++;
             s->matches += match != 0;
             at += match ? match : 1;
+            if (rest == 0) break;
         }
     }
     long long pos = 16;
@@ -519,14 +514,16 @@ long long deflate_serial(const unsigned char* in, long long n, unsigned int* wor
     long long bit = 0;
     for (a = 0; a < n; a = i) { /* emit */
         for (i = a + 1; i < n && in[i] == in[a]; i++) {}
-        for (j = 0; j < deflate_run_tokens(i - a); j++, k++) {
+        int match = 0;
+        for (rest = i - a - 1;; match = deflate_run_next(&rest)) {
             deflate_block* s = &blocks[k / DEFLATE_BLOCK_TOKENS];
             unsigned long long code;
-            if (k % DEFLATE_BLOCK_TOKENS == 0) bit = s->start_bit + s->header_bits;
-            int len = deflate_token_code(s, deflate_run_token(i - a, j), in[a], &code);
+            if (k++ % DEFLATE_BLOCK_TOKENS == 0) bit = s->start_bit + s->header_bits;
+            int len = deflate_token_code(s, match, in[a], &code);
             deflate_put(words, bit, code, len < 32 ? len : 32);
             if (len > 32) deflate_put(words, bit + 32, code >> 32, len - 32);
             bit += len;
+            if (rest == 0) break;
         }
     }
     for (long long b = 0; b < nb; b++) {
@@ -584,7 +581,8 @@ __device__ static long long deflate_scan(long long v, long long* total, long lon
 }
 
 // Calls visit(match, byte, first_byte) for each token of the runs that start in [first, end)
-// (first: the chunk's first run start), whose last may run on to next_start.
+// (first: the chunk's first run start), whose last may run on to next_start: the literal, then
+// deflate_run_next()'s tokens.
 template <typename Visit>
 __device__ static void deflate_walk(const unsigned char* bytes, long long first, long long end,
                                     long long next_start, Visit visit) {
@@ -593,17 +591,28 @@ __device__ static void deflate_walk(const unsigned char* bytes, long long first,
         const unsigned char v = bytes[i];
         long long j = i + 1;
         while (j < end && bytes[j] == v) j++;
-        const long long length = (j < end ? j : next_start) - i;
-        const long long tokens = deflate_run_tokens(length);
-        long long at = i;
-        for (long long q = 0; q < tokens; q++) {
-            const int match = deflate_run_token(length, q);
+        long long at = i, rest = (j < end ? j : next_start) - i - 1;
+        visit(0, v, at++);
+        while (rest > 0) {
+            const int match = deflate_run_next(&rest);
             visit(match, v, at);
             at += match ? match : 1;
         }
         i = j;
     }
 }
+
+// A thread's place in the frame's tokens: token k, in block b, whose first token ``k`` is when
+// ``starts`` is set; step() moves on one token without a division.
+struct deflate_cursor {
+    long long k, b, next;
+    __device__ explicit deflate_cursor(long long first)
+        : k(first), b(first / DEFLATE_BLOCK_TOKENS), next((b + 1) * DEFLATE_BLOCK_TOKENS) {}
+    __device__ bool starts() const { return k == next - DEFLATE_BLOCK_TOKENS; }
+    __device__ void step() {
+        if (++k == next) b++, next += DEFLATE_BLOCK_TOKENS;
+    }
+};
 
 // rows:   n_frames x frame_bytes, each frame's 1-bit PNG scanlines (filter bytes included).
 // out:    n_frames x out_words 32-bit words; frame f's zlib stream from out + f * out_words.
@@ -673,15 +682,15 @@ deflate_rle(const unsigned char* __restrict__ rows, long long frame_bytes,
         for (int i = t; i < DEFLATE_GROUP * (DEFLATE_L_CODES + 1); i += DEFLATE_THREADS)
             (&hist[0][0])[i] = 0u;
         __syncthreads();
-        long long k = first_token;
+        deflate_cursor token(first_token);
         deflate_walk(bytes, first, c1, next_start, [&](int match, int byte, long long at) {
-            const long long b = k / DEFLATE_BLOCK_TOKENS;
+            const long long b = token.b;
             if (b >= g && b < g + DEFLATE_GROUP) {
-                if (k % DEFLATE_BLOCK_TOKENS == 0) frame_blocks[b].first_byte = at;
+                if (token.starts()) frame_blocks[b].first_byte = at;
                 atomicAdd(&hist[b - g][deflate_token_symbol(match, byte)], 1u);
                 if (match) atomicAdd(&hist[b - g][DEFLATE_L_CODES], 1u);
             }
-            k++;
+            token.step();
         });
         __syncthreads();
         const long long in_group = min((long long)DEFLATE_GROUP, nb - g);
@@ -729,11 +738,12 @@ deflate_rle(const unsigned char* __restrict__ rows, long long frame_bytes,
     __syncthreads();
 
     // 4. each token's bit position
-    long long bits = 0, k = first_token;
+    long long bits = 0;
+    deflate_cursor counted(first_token);
     deflate_walk(bytes, first, c1, next_start, [&](int match, int byte, long long) {
         unsigned long long code;
-        bits += deflate_token_code(&frame_blocks[k / DEFLATE_BLOCK_TOKENS], match, byte, &code);
-        k++;
+        bits += deflate_token_code(&frame_blocks[counted.b], match, byte, &code);
+        counted.step();
     });
     long long all_bits;
     long long position = deflate_scan(bits, &all_bits, sums);
@@ -743,16 +753,16 @@ deflate_rle(const unsigned char* __restrict__ rows, long long frame_bytes,
     }
 
     // 5. the codes
-    k = first_token;
+    deflate_cursor sent(first_token);
     deflate_walk(bytes, first, c1, next_start, [&](int match, int byte, long long) {
-        const deflate_block* s = &frame_blocks[k / DEFLATE_BLOCK_TOKENS];
+        const deflate_block* s = &frame_blocks[sent.b];
         unsigned long long code;
         const int len = deflate_token_code(s, match, byte, &code);
         const long long pos = position + s->first_token_bits;
         deflate_put(words, pos, code, len < 32 ? len : 32);
         if (len > 32) deflate_put(words, pos + 32, code >> 32, len - 32);
         position += len;
-        k++;
+        sent.step();
     });
     if ((t & 31) == 0) {
         for (long long b = t >> 5; b < nb; b += DEFLATE_WARPS) {
