@@ -208,9 +208,7 @@ class Filling:
                 zlib_dev.get(stream=slab.stream, out=streams[0])
                 sizes_dev.get(stream=slab.stream, out=streams[1])
             slab.downloaded.record(slab.stream)
-        if slab.packed:
-            return InFlight(slab, [PackedEdges(rows, w) for rows in out_pinned], streams)
-        return InFlight(slab, out_pinned)
+        return InFlight(slab, out_pinned, w if slab.packed else None, streams)
 
     def release(self) -> None:
         """Give the slab back (once done with the batch's result, or if never submitted)."""
@@ -219,12 +217,14 @@ class Filling:
 
 class InFlight:
     """A submitted batch. ``result`` waits for it; ``release`` frees its slab for reuse.
-    ``streams``: the pinned zlib streams of its packed outputs and their lengths, which
-    ``result`` attaches to them once they are in."""
+    ``width``: its outputs are 1-bit PNG scanlines of maps that wide, which ``result`` gives as
+    :class:`PackedEdges`, with their zlib streams where ``streams`` (the pinned streams and
+    their lengths) holds them."""
 
-    def __init__(self, slab: Slab, outputs, streams=None):
+    def __init__(self, slab: Slab, outputs, width: int | None = None, streams=None):
         self.slab = slab
         self.outputs = outputs
+        self.width = width
         self.streams = streams
 
     def ready(self) -> bool:
@@ -237,13 +237,14 @@ class InFlight:
         for the whole batch (the packing is part of the kernel's)."""
         slab = self.slab
         slab.downloaded.synchronize()  # also means the uploads are done with the inputs
-        if self.streams is not None:
-            zlib, sizes = self.streams
+        if self.width is not None:  # once: the streams' lengths are in only now
+            zlib, sizes = self.streams or (None, None)
+            lengths = [-1] * len(self.outputs) if sizes is None else sizes.tolist()
             self.outputs = [
-                PackedEdges(edges.rows, edges.width, zlib[i, :size] if size >= 0 else None)
-                for i, (edges, size) in enumerate(zip(self.outputs, sizes.tolist(), strict=True))
+                PackedEdges(frame, self.width, zlib[i, :size] if size >= 0 else None)
+                for i, (frame, size) in enumerate(zip(self.outputs, lengths, strict=True))
             ]
-            self.streams = None
+            self.width = self.streams = None
         elapsed = cp.cuda.get_elapsed_time
         stages = {
             "upload": elapsed(slab.started, slab.uploaded),
