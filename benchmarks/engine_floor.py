@@ -9,16 +9,17 @@ does all of that besides, so this bounds its whole-process figures (issue 18).
 JPEG: the files are read by 16 threads ahead of the engines and decoded to planar YCbCr through
 edgecli's own nvJPEG binding (edgecli/decode/nvjpeg.py), as edgecli does; what it imports is
 imported while the CUDA context is made, which takes longer. Video: PyNvVideoCodec's
-SimpleDecoder, NV12 in device memory; one video is split into ``--sessions`` equal segments
-decoded side by side (each seeks to its start), several are shared out to the sessions (each
-decoder reconfigured from video to video), as edgecli's sessions do. The CUDA context is made on
-a thread of its own from the start, beside the imports. Prints one JSON line: frames, seconds
-from the process's start to the CUDA context, to the first frame, to the last, and fps = frames
-/ last.
+SimpleDecoder, NV12 in device memory; one video is cut at keyframes into up to ``--sessions``
+segments decoded side by side (each seeks to its start), several are shared out to the sessions
+(each decoder reconfigured from video to video), as edgecli's sessions do. The CUDA context is
+made on a thread of its own from the start, beside the imports. Prints one JSON line: frames,
+seconds from the process's start to the CUDA context, to the first frame, to the last, and
+fps = frames / last.
 """
 
 import argparse
 import ctypes
+import itertools
 import json
 import os
 import queue
@@ -92,17 +93,19 @@ def jpeg_floor(folder: Path, marks: dict) -> int:
 def video_floor(videos: list[str], sessions: int, marks: dict) -> int:
     import PyNvVideoCodec as nvc
 
+    from edgecli.decode.segments import MIN_SEGMENT, keyframes, segment_bounds
+
     def new_decoder(video: str):
         native = nvc.OutputColorType.NATIVE
         return nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True, output_color_type=native)
 
     marks["ready"].wait()
     jobs: queue.SimpleQueue = queue.SimpleQueue()
-    if len(videos) == 1:
+    if len(videos) == 1:  # cut at keyframes, as edgecli's sessions cut it
         first = new_decoder(videos[0])
-        total = len(first)
-        for k in range(sessions):
-            jobs.put((videos[0], total * k // sessions, total * (k + 1) // sessions))
+        bounds = segment_bounds(0, len(first), sessions, keyframes(Path(videos[0])), MIN_SEGMENT)
+        for begin, end in itertools.pairwise(bounds):
+            jobs.put((videos[0], begin, end))
     else:
         first = None
         for video in videos:

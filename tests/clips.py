@@ -77,3 +77,14 @@ def probe(path: Path) -> dict:
         "width": width,
         "height": height,
     }
+
+
+def key_frames(path: Path) -> list[int]:
+    """The indices of the frames FFmpeg decodes as keyframes, in output order (its showinfo
+    filter's ``iskey``)."""
+    stderr = subprocess.run(
+        [FFMPEG, "-hide_banner", "-i", str(path), "-vf", "showinfo", "-f", "null", "-"],
+        capture_output=True,
+        check=True,
+    ).stderr.decode()
+    return [int(n) for n in re.findall(r"\bn:\s*(\d+)\b.*?\biskey:1\b", stderr)]

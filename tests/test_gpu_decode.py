@@ -22,7 +22,7 @@ import edgecli
 from edgecli.errors import FrameError
 from edgecli.resume import MANIFEST_NAME
 
-from .helpers import DATA, edgecli_command, same_pixels
+from .helpers import DATA, H264_CLIP, edgecli_command, same_pixels
 from .media import photo
 
 pytestmark = pytest.mark.gpu
@@ -224,7 +224,7 @@ def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
 
 def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
     """All the clips in one folder, with a segment length that splits the longer ones into
-    segments decoded side by side (starting between keyframes): the CPU's frames."""
+    segments decoded side by side (at their keyframes): the CPU's frames."""
     monkeypatch.setattr(nvdec, "MIN_SEGMENT", 5)
     folder = tmp_path / "clips"
     folder.mkdir()
@@ -236,10 +236,53 @@ def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
     assert sum(auto.decoders.values()) == cpu.frames
 
 
-def test_one_clip_split_into_segments(nvdec, tmp_path, monkeypatch):
+def recorded_seeks(nvdec, monkeypatch) -> list[int]:
+    """The frames NVDEC's decoders are told to seek to (``seek_to_index``), from now on."""
+    real, seeks = nvdec.import_nvc(), []
+
+    class Decoder:
+        def __init__(self, decoder):
+            self.decoder = decoder
+
+        def __getattr__(self, name):
+            return getattr(self.decoder, name)
+
+        def __len__(self):
+            return len(self.decoder)
+
+        def seek_to_index(self, index):
+            seeks.append(index)
+            return self.decoder.seek_to_index(index)
+
+    class Library:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def SimpleDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
+            return Decoder(real.SimpleDecoder(*args, **kwargs))
+
+    monkeypatch.setattr(nvdec, "import_nvc", Library)
+    return seeks
+
+
+def test_one_clip_split_into_segments_at_its_keyframes(nvdec, tmp_path, monkeypatch):
+    """90 frames with a keyframe every 12, for 4 sessions: cut at the keyframes nearest its
+    quarters, where 3 sessions start; the CPU's frames."""
     monkeypatch.setattr(nvdec, "MIN_SEGMENT", 7)
+    monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", 4)
+    seeks = recorded_seeks(nvdec, monkeypatch)
     cpu, auto = run_both(DATA / "nvdec_250x142.mp4", tmp_path)
     assert auto.decoders == {"nvdec": 90}
+    assert sorted(seeks) == [24, 48, 72]
+
+
+def test_a_clip_with_one_keyframe_is_not_split(nvdec, tmp_path, monkeypatch):
+    """Every segment of a clip with no keyframe but its first would decode from frame 0: one
+    session decodes it whole."""
+    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 5)
+    seeks = recorded_seeks(nvdec, monkeypatch)
+    cpu, auto = run_both(H264_CLIP, tmp_path)
+    assert auto.decoders == {"nvdec": 24} and seeks == []
 
 
 @pytest.mark.parametrize("sessions", [1, 2])

@@ -121,7 +121,7 @@ def _file_reason(source: Source) -> str | None:
     for box in boxes:
         if box.type == b"moov":
             streams += moov_streams(source, box)
-            track = _video_track(streams)
+            track = video_track(streams)
             if isinstance(track, str):
                 return track
             reason = _entries_reason(track)
@@ -136,7 +136,7 @@ def _file_reason(source: Source) -> str | None:
     return "no moov box"
 
 
-def _video_track(streams: list[Track]) -> Track | str:
+def video_track(streams: list[Track]) -> Track | str:
     """The one video track cv2 and NVDEC both decode, or why there is none."""
     video = [s for s in streams if s is COVER or s.is_video]
     if not video:

@@ -1,6 +1,7 @@
 """An MP4/QuickTime file as FFmpeg's mov demuxer reads it, for :mod:`.h264`'s verdict: its
 boxes (walked with seeks, only headers and the few boxes asked for read), its tracks and which
-of them FFmpeg takes for video, and whether every sample of a track lies within the file.
+of them FFmpeg takes for video, and whether every sample of a track lies within the file; and
+a track's keyframes, for :mod:`.segments`.
 """
 
 from __future__ import annotations
@@ -314,3 +315,16 @@ def _sample_to_chunk(source: Source, box: Box) -> tuple[np.ndarray, np.ndarray]:
     (count,) = struct.unpack_from(">I", data, 4)
     entries = _array(data, 8, 3 * count, ">u4", box).reshape(count, 3)
     return entries[:, 0], entries[:, 1]
+
+
+def sync_samples(source: Source, stbl: Box) -> np.ndarray | None:
+    """The track's sync samples (its keyframes) from its stss box: their 0-based numbers in
+    decode order, sorted, without repeats; None where it has no stss box (every sample is a
+    sync sample)."""
+    stss = child(source, stbl, b"stss")
+    if stss is None:
+        return None
+    data = _full_box_table(source, stss, 8)
+    (count,) = struct.unpack_from(">I", data, 4)
+    numbers = _array(data, 8, count, ">u4", stss).astype(np.int64)
+    return np.unique(numbers[numbers > 0] - 1)

@@ -15,6 +15,7 @@ from ...workers import Raised
 from ..cpu import check_size
 from ..engines import import_nvc
 from ..h264 import stream_reason
+from ..segments import MIN_SEGMENT, keyframes, segment_bounds
 from .convert import launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
@@ -26,9 +27,6 @@ NVDEC = "nvdec"
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
-# A video is split into segments, decoded side by side, only where each gets this many frames:
-# a segment starting between keyframes first decodes from the keyframe before it.
-MIN_SEGMENT = 60
 # Containers whose frame index PyNvVideoCodec's SimpleDecoder gets right: on a Matroska clip
 # with B-frames its frames came out of order (benchmarks/RESULTS.md), so others stay on the CPU.
 NVDEC_CONTAINERS = (".mp4", ".m4v", ".mov")
@@ -229,17 +227,18 @@ class VideoFleet:
         self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
 
     def _split(self, job: VideoJob, stop: int) -> int:
-        """Hand segments of ``job``'s frames up to ``stop`` to idle sessions; return where its
-        own part ends."""
+        """Hand segments of ``job``'s frames up to ``stop``, cut at keyframes, to idle
+        sessions; return where its own part ends."""
         frames = stop - job.start
         with self.lock:
             others = self.sessions - 1 - (self.pending - 1)  # sessions with no job to take
             parts = min(others + 1, frames // MIN_SEGMENT)
-            if parts < 2:
-                return stop
-            self.pending += parts - 1
-        bounds = [job.start + frames * k // parts for k in range(parts + 1)]
-        for k in range(1, parts):
+        if parts < 2:
+            return stop
+        bounds = segment_bounds(job.start, stop, parts, keyframes(job.source.path), MIN_SEGMENT)
+        with self.lock:
+            self.pending += len(bounds) - 2
+        for k in range(1, len(bounds) - 1):
             self.jobs.put(VideoJob(job.source, bounds[k], bounds[k + 1], split=False))
         return bounds[1]
 
