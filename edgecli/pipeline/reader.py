@@ -252,13 +252,19 @@ class FrameReader:
 
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
         """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
-        decoded on the GPU (with ``result()``), which come in the order they are ready."""
+        decoded on the GPU (with ``result()``), which come in the order they are ready.
+        The videos' NVDEC sessions start now, not at the first frame asked for: their new
+        decoders take 0.1-0.2 s to give frames, which the caller's own start-up can fill (the
+        GPU decoders' ``close`` stops them, should no frame ever be asked for)."""
         fleet = None
         if self.gpu is not None and self.gpu.video:
             videos = [s for s in sources if s.multi_frame and s.kind == "video"]
             if videos:
                 sources = [s for s in sources if not (s.multi_frame and s.kind == "video")]
                 fleet = self.gpu.fleet(videos, self.wanted, self._skipped, self.clock)
+        return self._frames(sources, fleet)
+
+    def _frames(self, sources: list, fleet) -> Iterator[Frame | Failure | object]:
         try:
             for item in self._in_order(sources):
                 yield item

@@ -303,7 +303,7 @@ def _run_into(
                 pool.at(COPY),
             )  # fmt: skip
             state.reader = reader
-            frames = state.decoded_frames(reader)
+            frames = state.decoded_frames(reader)  # the NVDEC sessions start, if any
             if backend.runs_on_host:  # the CPU backend: compute on every worker, frame by frame
                 for frame in frames:
                     writer.submit(writer.compute_encode_write, backend, frame)
@@ -359,8 +359,12 @@ class RunState:
         )
 
     def decoded_frames(self, reader: FrameReader) -> Iterator[Frame]:
-        """The reader's frames (and GPU-decoded batches), the failures told and counted."""
-        for item in reader.frames(self.sources):
+        """The reader's frames (and GPU-decoded batches), the failures told and counted; the
+        reader's GPU decoders start now (:meth:`FrameReader.frames`)."""
+        return self._told(reader.frames(self.sources))
+
+    def _told(self, items) -> Iterator[Frame]:
+        for item in items:
             if self.stop.is_set():
                 return
             if isinstance(item, Failure):
