@@ -22,8 +22,7 @@ from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 NVDEC = "nvdec"
 # Decoder sessions at once. Alone, NVDEC on the H200 gave 583 fps with 1, 1,518 with 4, 1,870
 # with 8 (1080p H.264, decode and conversion), but whole runs, where the PNGs set the pace, went
-# 3-8% faster with 4 than with 8: less of the driver's one-at-a-time decoder creation before
-# every session has frames (benchmarks/RESULTS.md).
+# faster with 4 than with 8, with segments cut at keyframes too (benchmarks/RESULTS.md).
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
