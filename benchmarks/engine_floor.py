@@ -9,9 +9,9 @@ does all of that besides, so this bounds its whole-process figures (issue 18).
 JPEG: the files are read by 16 threads ahead of the engines and decoded to planar YCbCr through
 edgecli's own nvJPEG binding (edgecli/decode/nvjpeg.py), as edgecli does; what it imports is
 imported while the CUDA context is made, which takes longer. Video: PyNvVideoCodec's
-SimpleDecoder, NV12 in device memory; one video is cut at keyframes into up to ``--sessions``
-segments decoded side by side (each seeks to its start), several are shared out to the sessions
-(each decoder reconfigured from video to video), as edgecli's sessions do. The CUDA context is
+SimpleDecoder, NV12 in device memory, in ``--sessions`` sessions that share the videos out and
+cut them at keyframes as edgecli's do (``edgecli.decode.segments.Schedule``: each session's
+decoder reconfigured from video to video, seeking to a segment's start). The CUDA context is
 made on a thread of its own from the start, beside the imports. Prints one JSON line: frames,
 seconds from the process's start to the CUDA context, to the first frame, to the last, and
 fps = frames / last.
@@ -19,10 +19,8 @@ fps = frames / last.
 
 import argparse
 import ctypes
-import itertools
 import json
 import os
-import queue
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -93,54 +91,42 @@ def jpeg_floor(folder: Path, marks: dict) -> int:
 def video_floor(videos: list[str], sessions: int, marks: dict) -> int:
     import PyNvVideoCodec as nvc
 
-    from edgecli.decode.segments import MIN_SEGMENT, keyframes, segment_bounds
+    from edgecli.decode.segments import Schedule, Segment, keyframes
 
     def new_decoder(video: str):
         native = nvc.OutputColorType.NATIVE
         return nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True, output_color_type=native)
 
     marks["ready"].wait()
-    jobs: queue.SimpleQueue = queue.SimpleQueue()
-    if len(videos) == 1:  # cut at keyframes, as edgecli's sessions cut it
-        first = new_decoder(videos[0])
-        bounds = segment_bounds(0, len(first), sessions, keyframes(Path(videos[0])), MIN_SEGMENT)
-        for begin, end in itertools.pairwise(bounds):
-            jobs.put((videos[0], begin, end))
-    else:
-        first = None
-        for video in videos:
-            jobs.put((video, 0, None))
+    # Shared out and cut at keyframes as edgecli's sessions do (edgecli.decode.segments).
+    schedule = Schedule(Segment(video) for video in videos)
     counts, lock = [], threading.Lock()
 
-    def session(decoder) -> None:
+    def session() -> None:
         marks["driver"].cuCtxSetCurrent(marks["context"])
-        decoded = 0
-        while True:
-            try:
-                video, start, stop = jobs.get_nowait()
-            except queue.Empty:
-                break
+        decoder, decoded = None, 0
+        while (segment := schedule.take()) is not None:
+            video = segment.source
             if decoder is None:
                 decoder = new_decoder(video)
             else:
                 decoder.reconfigure_decoder(video)
-            stop = len(decoder) if stop is None else stop
-            if start:
-                decoder.seek_to_index(start)
-            index = start
-            while index < stop:
-                frames = decoder.get_batch_frames(min(16, stop - index))
+            schedule.started(segment, len(decoder), keyframes(Path(video)))
+            if segment.start:
+                decoder.seek_to_index(segment.start)
+            index = segment.start
+            while (end := schedule.claim(segment, index, 16)) > index:
+                frames = decoder.get_batch_frames(end - index)
                 if not frames:
                     break
                 with lock:
                     marks.setdefault("first", since_start())
                 index += len(frames)
-            decoded += index - start
+            decoded += index - segment.start
+            schedule.done(segment)
         counts.append(decoded)
 
-    threads = [
-        threading.Thread(target=session, args=(first if i == 0 else None,)) for i in range(sessions)
-    ]
+    threads = [threading.Thread(target=session) for _ in range(sessions)]
     for thread in threads:
         thread.start()
     for thread in threads:

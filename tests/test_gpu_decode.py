@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import edgecli
+from edgecli.decode import segments
 from edgecli.errors import FrameError
 from edgecli.resume import MANIFEST_NAME
 
@@ -225,7 +226,7 @@ def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
 def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
     """All the clips in one folder, with a segment length that splits the longer ones into
     segments decoded side by side (at their keyframes): the CPU's frames."""
-    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 5)
+    monkeypatch.setattr(segments, "MIN_SEGMENT", 5)
     folder = tmp_path / "clips"
     folder.mkdir()
     for clip in EXACT_CLIPS + CPU_CLIPS:
@@ -266,20 +267,35 @@ def recorded_seeks(nvdec, monkeypatch) -> list[int]:
 
 
 def test_one_clip_split_into_segments_at_its_keyframes(nvdec, tmp_path, monkeypatch):
-    """90 frames with a keyframe every 12, for 4 sessions: cut at the keyframes nearest its
-    quarters, where 3 sessions start; the CPU's frames."""
-    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 7)
+    """90 frames with a keyframe every 12, for 4 sessions: the idle sessions cut it, each
+    starting at a keyframe; the CPU's frames."""
+    monkeypatch.setattr(segments, "MIN_SEGMENT", 7)
     monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", 4)
     seeks = recorded_seeks(nvdec, monkeypatch)
     cpu, auto = run_both(DATA / "nvdec_250x142.mp4", tmp_path)
     assert auto.decoders == {"nvdec": 90}
-    assert sorted(seeks) == [24, 48, 72]
+    assert seeks and set(seeks) <= set(range(12, 90, 12)) and len(set(seeks)) == len(seeks)
+
+
+def test_the_last_clips_of_a_folder_are_shared_by_idle_sessions(nvdec, tmp_path, monkeypatch):
+    """Five copies of a clip with a keyframe every 12 frames, for 2 sessions: once the queue is
+    empty, a session that finishes cuts a clip still running, at a keyframe; the CPU's frames."""
+    monkeypatch.setattr(segments, "MIN_SEGMENT", 7)
+    monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", 2)
+    seeks = recorded_seeks(nvdec, monkeypatch)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    for i in range(5):
+        shutil.copy(DATA / "nvdec_250x142.mp4", folder / f"c{i}.mp4")
+    cpu, auto = run_both(str(folder / "*.mp4"), tmp_path)
+    assert auto.decoders == {"nvdec": 450}
+    assert seeks and set(seeks) <= set(range(12, 90, 12))
 
 
 def test_a_clip_with_one_keyframe_is_not_split(nvdec, tmp_path, monkeypatch):
     """Every segment of a clip with no keyframe but its first would decode from frame 0: one
     session decodes it whole."""
-    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 5)
+    monkeypatch.setattr(segments, "MIN_SEGMENT", 5)
     seeks = recorded_seeks(nvdec, monkeypatch)
     cpu, auto = run_both(H264_CLIP, tmp_path)
     assert auto.decoders == {"nvdec": 24} and seeks == []
@@ -371,7 +387,7 @@ def test_a_signal_mid_run_stops_gpu_decoding_cleanly(gpu_decode, tmp_path, sig, 
 def test_selected_frames_on_nvdec_are_a_full_runs(nvdec, tmp_path, monkeypatch, selection):
     """--start, --end, --every and --frames through NVDEC (segments too): the frames, names
     and pixels a full CPU-decoded run writes, filtered by index."""
-    monkeypatch.setattr(nvdec, "MIN_SEGMENT", 7)
+    monkeypatch.setattr(segments, "MIN_SEGMENT", 7)
     clip = DATA / "nvdec_250x142.mp4"
     full = tmp_path / "full"
     edgecli.process(clip, full, backend="cuda", decode="cpu")

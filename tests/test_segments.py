@@ -3,14 +3,15 @@ FFmpeg's decode), and the cuts of a video into segments for NVDEC sessions side 
 
 from __future__ import annotations
 
-import itertools
+import threading
+import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from edgecli.decode.segments import keyframes, segment_bounds
+from edgecli.decode.segments import Schedule, Segment, cut_at, keyframes
 
 from .helpers import DATA
 
@@ -63,48 +64,165 @@ def test_files_that_do_not_say_have_nowhere_to_cut(tmp_path):
 
 
 GOP_240 = list(range(0, 2400, 240))  # benchmarks' pan_long.mp4: a keyframe every 240 frames
+GOP_12 = list(range(0, 90, 12))  # tests/data/nvdec_250x142.mp4
 
 
 @pytest.mark.parametrize(
-    "start, stop, parts, keys, shortest, expected",
+    "claimed, stop, keys, shortest, expected",
     [
-        (0, 2400, 4, GOP_240, 60, [0, 480, 1200, 1680, 2400]),  # ties go to the earlier
-        (0, 2400, 8, GOP_240, 60, [0, 240, 480, 960, 1200, 1440, 1680, 2160, 2400]),
-        (0, 2400, 2, GOP_240, 60, [0, 1200, 2400]),
-        (0, 90, 4, None, 7, [0, 22, 45, 67, 90]),  # every frame a keyframe: equal parts
-        (0, 90, 4, list(range(0, 90, 12)), 7, [0, 24, 48, 72, 90]),
-        (31, 71, 4, list(range(0, 90, 12)), 7, [31, 48, 60, 71]),  # from --start 31
-        (0, 240, 4, [0], 60, [0, 240]),  # one keyframe: left whole
-        (0, 240, 4, (), 60, [0, 240]),  # the file did not say
-        (0, 2400, 4, [0, 2350], 60, [0, 2400]),  # the only cut would leave 50 frames
-        (0, 2400, 4, [0, 2000], 60, [0, 2000, 2400]),
-        (0, 2400, 1, GOP_240, 60, [0, 2400]),
-        (0, 100, 4, None, 60, [0, 100]),
+        (0, 2400, GOP_240, 60, 1200),
+        (0, 1200, GOP_240, 60, 480),  # 480 and 720 as near the middle: the earlier
+        (1200, 2400, GOP_240, 60, 1680),
+        (500, 2400, GOP_240, 60, 1440),  # the middle of what is left, not of the segment
+        (31, 90, GOP_12, 7, 60),
+        (0, 90, None, 7, 45),  # every frame a keyframe
+        (0, 100, None, 60, None),  # too short to leave two parts of 60
+        (0, 240, [0], 60, None),  # no keyframe inside
+        (0, 240, (), 60, None),  # the file did not say
+        (0, 2400, [0, 2350], 60, None),  # the only cut would leave 50 frames
+        (0, 2400, [0, 2000], 60, 2000),
     ],
 )
-def test_segment_bounds(start, stop, parts, keys, shortest, expected):
-    assert segment_bounds(start, stop, parts, keys, shortest) == expected
+def test_cut_at(claimed, stop, keys, shortest, expected):
+    assert cut_at(claimed, stop, keys, shortest) == expected
 
 
-@settings(max_examples=300, deadline=None)
+def test_one_long_video_is_shared_by_every_session_at_its_keyframes():
+    schedule = Schedule([Segment("long")], shortest=60)
+    first = schedule.take()
+    assert (first.start, first.stop) == (0, None)
+    schedule.started(first, 2400, GOP_240)
+    taken = [first]
+    for _ in range(3):  # three more sessions, each cutting the segment with the most left
+        segment = schedule.take()
+        schedule.started(segment, 2400, GOP_240)
+        taken.append(segment)
+    bounds = sorted((s.start, s.stop) for s in taken)
+    assert bounds == [(0, 480), (480, 1200), (1200, 1680), (1680, 2400)]
+
+
+def test_cuts_leave_the_frames_a_session_claimed():
+    schedule = Schedule([Segment("v")], shortest=10)
+    segment = schedule.take()
+    schedule.started(segment, 100, None)
+    assert schedule.claim(segment, 0, 80) == 80
+    part = schedule.take()
+    assert (part.start, part.stop, segment.stop) == (90, 100, 90)
+    assert schedule.claim(segment, 80, 16) == 90
+    assert schedule.claim(segment, 90, 16) == 90  # its end: nothing more to claim
+
+
+def test_videos_are_taken_in_order_before_any_is_cut():
+    schedule = Schedule([Segment(name) for name in "abc"], shortest=10)
+    first = schedule.take()
+    schedule.started(first, 1000, None)
+    assert [first.source, schedule.take().source, schedule.take().source] == ["a", "b", "c"]
+    assert first.stop == 1000
+
+
+def taker(schedule: Schedule) -> tuple[threading.Thread, list]:
+    """A thread waiting in ``schedule.take()``; the list gets what it returned."""
+    got: list = []
+    thread = threading.Thread(target=lambda: got.append(schedule.take()), daemon=True)
+    thread.start()
+    return thread, got
+
+
+@pytest.mark.parametrize("how", ["never started", "kept", "no keyframe inside"])
+def test_a_segment_that_may_not_be_cut_leaves_the_others_waiting_until_it_is_done(how):
+    schedule = Schedule([Segment("v")], shortest=10)
+    segment = schedule.take()
+    if how == "kept":  # NVDEC opened it, then failed: the CPU decodes the rest
+        schedule.started(segment, 1000, None)
+        schedule.keep(segment)
+    elif how == "no keyframe inside":
+        schedule.started(segment, 1000, [0])
+    thread, got = taker(schedule)
+    thread.join(0.2)
+    assert thread.is_alive()
+    schedule.done(segment)
+    thread.join(10)
+    assert not thread.is_alive() and got == [None]
+
+
+def test_a_session_waiting_takes_a_cut_once_the_segment_is_started():
+    schedule = Schedule([Segment("v")], shortest=10)
+    segment = schedule.take()
+    thread, got = taker(schedule)
+    thread.join(0.1)
+    assert thread.is_alive()  # nothing to cut while the video is not open
+    schedule.started(segment, 100, None)
+    thread.join(10)
+    assert [(s.start, s.stop) for s in got] == [(50, 100)] and segment.stop == 50
+
+
+def test_close_ends_the_wait():
+    schedule = Schedule([Segment("v")], shortest=10)
+    schedule.take()
+    thread, got = taker(schedule)
+    schedule.close()
+    thread.join(10)
+    assert got == [None] and schedule.take() is None
+
+
+def test_nothing_to_decode():
+    assert Schedule([]).take() is None
+
+
+@settings(max_examples=60, deadline=None)
 @given(
-    start=st.integers(0, 500),
-    frames=st.integers(0, 3000),
-    parts=st.integers(1, 12),
-    shortest=st.integers(1, 300),
-    every=st.none() | st.integers(1, 400),
-    offset=st.integers(0, 399),
+    videos=st.lists(
+        st.tuples(st.integers(0, 700), st.none() | st.integers(1, 200), st.integers(0, 40)),
+        min_size=1,
+        max_size=6,
+    ),
+    sessions=st.integers(1, 6),
+    shortest=st.integers(1, 80),
+    batch=st.integers(1, 20),
 )
-def test_segment_bounds_cut_only_at_keyframes_and_keep_segments_long(
-    start, frames, parts, shortest, every, offset
-):
-    stop = start + frames
-    keys = None if every is None else list(range(offset % every, stop + every, every))
-    bounds = segment_bounds(start, stop, parts, keys, shortest)
-    assert bounds[0] == start and bounds[-1] == stop and len(bounds) <= parts + 1
-    inner = bounds[1:-1]
-    assert keys is None or set(inner) <= set(keys)
-    if inner:
-        assert all(b - a >= shortest for a, b in itertools.pairwise(bounds))
-    if every is not None and every <= shortest and frames >= 2 * parts * shortest + 2 * every:
-        assert len(bounds) == parts + 1  # keyframes dense enough: every cut is made
+def test_sessions_side_by_side_decode_every_frame_once(videos, sessions, shortest, batch):
+    """Sessions on threads, taking, claiming and finishing as edgecli's do: every frame of
+    every video (from its --start) is decoded exactly once, cut only at keyframes, into parts
+    of at least ``shortest`` frames."""
+    keys = {i: None if every is None else list(range(0, total, every)) for i, (total, every, _) in
+            enumerate(videos)}  # fmt: skip
+    schedule = Schedule(
+        [Segment(i, start=min(first, total)) for i, (total, _, first) in enumerate(videos)],
+        shortest=shortest,
+    )
+    decoded, starts, lock = [], [], threading.Lock()
+
+    def session():
+        while (segment := schedule.take()) is not None:
+            total = videos[segment.source][0]
+            schedule.started(segment, total, keys[segment.source])
+            with lock:
+                starts.append((segment.source, segment.start))
+            index = segment.start
+            while (end := schedule.claim(segment, index, batch)) > index:
+                with lock:
+                    decoded.extend((segment.source, f) for f in range(index, end))
+                time.sleep(0.0002)  # a batch's decode: the other sessions get to cut meanwhile
+                index = end
+            with lock:
+                parts.append((segment.source, segment.start, segment.stop))
+            schedule.done(segment)
+
+    parts: list = []
+    threads = [threading.Thread(target=session, daemon=True) for _ in range(sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    expected = [(i, f) for i, (total, _, first) in enumerate(videos) for f in
+                range(min(first, total), total)]  # fmt: skip
+    assert sorted(decoded) == expected
+    for video, start in starts:
+        first = min(videos[video][2], videos[video][0])
+        assert start == first or keys[video] is None or start in keys[video]
+    cut = [video for video, _, _ in parts if sum(v == video for v, _, _ in parts) > 1]
+    event(f"videos cut: {bool(cut)}")
+    for video, start, stop in parts:  # a video cut in parts: none shorter than ``shortest``
+        if sum(v == video for v, _, _ in parts) > 1:
+            assert stop - start >= shortest

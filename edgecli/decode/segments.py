@@ -1,11 +1,15 @@
-"""Where one video is cut into segments that NVDEC sessions decode side by side: at keyframes.
+"""Which NVDEC session decodes which frames of a run's videos, and where a video may be cut
+into segments that sessions decode side by side: at keyframes.
 
-A decoder starting a segment seeks to the keyframe at or before its first frame and decodes
-from there, throwing away the frames before it (``seek_to_index``; its frames are exact
-wherever it starts). A segment that starts between keyframes therefore costs the decode of the
-frames back to the keyframe before it: up to a whole GOP (x264's default is 250 frames), spent
-before the session's first frame, by the engines every session shares. Cutting only at
-keyframes costs none; a video with none inside the frames to cut is left whole.
+Sessions take the videos in turn; one with none left to start cuts the running segment with
+the most frames left in two (:class:`Schedule`), so that one long video is shared by every
+session, and the last videos of a folder are shared too. A decoder starting a segment seeks to
+the keyframe at or before its first frame and decodes from there, throwing away the frames
+before it (``seek_to_index``; its frames are exact wherever it starts). A segment that started
+between keyframes would therefore cost the decode of the frames back to the keyframe before
+it: up to a whole GOP (x264's default is 250 frames), spent before the session's first frame,
+by the engines every session shares. Cuts are made only at keyframes; a video with none
+inside the frames left is not cut.
 
 The keyframes are the MP4/QuickTime track's sync samples (``stss``), numbered in decode order.
 An H.264 IDR picture is output after every picture decoded before it and before every one
@@ -17,14 +21,16 @@ between keyframes: that costs decoding time, never a wrong frame.
 from __future__ import annotations
 
 import struct
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .h264 import video_track
 from .mp4 import FileSource, Unreadable, moov_streams, sync_samples, top_level
 
-# A video is split into segments, decoded side by side, only where each gets this many frames.
+# A video is cut only where each part keeps at least this many frames.
 MIN_SEGMENT = 60
 
 
@@ -47,28 +53,113 @@ def keyframes(path: Path) -> Sequence[int] | None:
     return ()
 
 
-def segment_bounds(
-    start: int, stop: int, parts: int, keyframes: Sequence[int] | None, shortest: int
-) -> list[int]:
-    """Where to cut frames ``start`` to ``stop`` of a video into at most ``parts`` segments:
-    ``[start, ..., stop]``, each segment at least ``shortest`` frames, every inner bound a
-    keyframe (``keyframes``: sorted frame indices; None: every frame is one), each the keyframe
-    nearest to where ``parts`` equal segments would be cut (the earlier of two as near).
-    ``[start, stop]`` where no keyframe allows a cut."""
-    bounds = [start]
-    for k in range(1, parts):
-        ideal = start + (stop - start) * k // parts
-        low, high = bounds[-1] + shortest, stop - shortest
-        if low > high:
-            break
-        if keyframes is None:
-            bounds.append(min(max(ideal, low), high))
-            continue
-        allowed = keyframes[bisect_left(keyframes, low) : bisect_right(keyframes, high)]
-        if not allowed:  # no keyframe where this cut may go: perhaps the next one
-            continue
-        at = bisect_left(allowed, ideal)
-        nearest = min(allowed[max(at - 1, 0) : at + 1], key=lambda f: (abs(f - ideal), f))
-        bounds.append(nearest)
-    bounds.append(stop)
-    return bounds
+def cut_at(claimed: int, stop: int, keyframes: Sequence[int] | None, shortest: int) -> int | None:
+    """Where a segment ending at ``stop``, its frames up to ``claimed`` claimed by its session,
+    may be cut in two for another session: the keyframe (``keyframes``: sorted frame indices;
+    None: every frame is one) nearest the middle of the frames left (the earlier of two as
+    near), each part at least ``shortest`` frames; None where there is none."""
+    low, high = claimed + shortest, stop - shortest
+    if low > high:
+        return None
+    middle = (claimed + stop) // 2
+    if keyframes is None:
+        return middle
+    allowed = keyframes[bisect_left(keyframes, low) : bisect_right(keyframes, high)]
+    if not allowed:
+        return None
+    at = bisect_left(allowed, middle)
+    return min(allowed[max(at - 1, 0) : at + 1], key=lambda f: (abs(f - middle), f))
+
+
+class Segment:
+    """Frames ``start`` to ``stop`` of the video ``source`` (``stop`` None: to its end), one
+    session's to decode. Once its session has opened it (:meth:`Schedule.started`), another
+    may cut off its last part at a keyframe, past what its session has claimed."""
+
+    def __init__(self, source, start: int = 0, stop: int | None = None):
+        self.source, self.start, self.stop = source, start, stop
+        self.claimed = start  # the frames before this are its session's
+        self.keyframes: Sequence[int] | None = ()  # where it may be cut: nowhere yet
+
+    def __repr__(self) -> str:
+        return f"Segment({self.source!r}, {self.start}, {self.stop})"
+
+
+class Schedule:
+    """Which session decodes which frames of a run's videos. A session takes the next video
+    as a segment (:meth:`take`), says where it ends once it has opened it (:meth:`started`),
+    claims its frames a batch at a time (:meth:`claim`) and says when it is done
+    (:meth:`done`). A session with no video left to start cuts the running segment with the
+    most frames left in two at a keyframe (:func:`cut_at`) and takes the second part: one long
+    video is shared by every session this way, and so are the last videos of a folder, while
+    other sessions would idle."""
+
+    def __init__(self, segments: Iterable[Segment], shortest: int | None = None):
+        self._changed = threading.Condition()
+        self._queue = deque(segments)
+        self._running: list[Segment] = []
+        self._pending = len(self._queue)  # segments queued or running
+        self._closed = False
+        self.shortest = MIN_SEGMENT if shortest is None else shortest  # cuts leave no less
+
+    def take(self) -> Segment | None:
+        """A segment to decode: the next video's, else one cut off a running segment, else
+        (waiting until there is one) None once every frame is decoded or the schedule closed."""
+        with self._changed:
+            while not self._closed and self._pending:
+                segment = self._queue.popleft() if self._queue else self._cut()
+                if segment is not None:
+                    self._running.append(segment)
+                    return segment
+                self._changed.wait()
+            return None
+
+    def started(self, segment: Segment, stop: int, keyframes: Sequence[int] | None) -> None:
+        """``segment``'s session has opened its video: it ends at ``stop`` (at most), and may
+        be cut at ``keyframes`` (None: at any frame)."""
+        with self._changed:
+            segment.stop = stop if segment.stop is None else min(segment.stop, stop)
+            segment.keyframes = keyframes
+            self._changed.notify_all()
+
+    def claim(self, segment: Segment, index: int, frames: int) -> int:
+        """Up to ``frames`` more frames of ``segment`` from ``index`` on, for its session;
+        returns where they end (``index`` where the segment ends there)."""
+        with self._changed:
+            end = max(index, min(segment.stop, index + frames))
+            segment.claimed = max(segment.claimed, end)
+            return end
+
+    def keep(self, segment: Segment) -> None:
+        """No more cuts of ``segment``: its session decodes the rest some other way."""
+        with self._changed:
+            segment.keyframes = ()
+
+    def done(self, segment: Segment) -> None:
+        with self._changed:
+            self._running.remove(segment)
+            self._pending -= 1
+            if not self._pending:
+                self._changed.notify_all()
+
+    def close(self) -> None:
+        """Every session waiting, or taking a segment from now on, gets None."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def _cut(self) -> Segment | None:
+        best, most = None, 0
+        for segment in self._running:
+            if segment.stop is None or segment.keyframes == ():
+                continue
+            at = cut_at(segment.claimed, segment.stop, segment.keyframes, self.shortest)
+            if at is not None and segment.stop - at > most:
+                best, most = (segment, at), segment.stop - at
+        if best is None:
+            return None
+        segment, at = best
+        part = Segment(segment.source, at, segment.stop)
+        segment.stop = at
+        self._pending += 1
+        return part

@@ -6,7 +6,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 import cupy
 
@@ -15,7 +14,7 @@ from ...workers import Raised
 from ..cpu import check_size
 from ..engines import import_nvc
 from ..h264 import stream_reason
-from ..segments import MIN_SEGMENT, keyframes, segment_bounds
+from ..segments import Schedule, Segment, keyframes
 from .convert import launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
@@ -29,17 +28,6 @@ VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the G
 # Containers whose frame index PyNvVideoCodec's SimpleDecoder gets right: on a Matroska clip
 # with B-frames its frames came out of order (benchmarks/RESULTS.md), so others stay on the CPU.
 NVDEC_CONTAINERS = (".mp4", ".m4v", ".mov")
-
-
-@dataclass(frozen=True)
-class VideoJob:
-    """Frames ``start`` to ``stop`` (None: the end) of one video; ``split``: whether it may
-    still be split into segments for idle sessions."""
-
-    source: object  # SequenceSource
-    start: int = 0
-    stop: int | None = None
-    split: bool = True
 
 
 class _Done:
@@ -81,27 +69,24 @@ class VideoFleet:
     """Decodes every video of a run, ``sessions`` at a time, each on a thread of its own,
     into DeviceBatches in the order they are ready (frames keep their own output names).
 
-    A video NVDEC decodes exactly (``nvdec_reason`` is None) is decoded there, split into
-    segments where sessions would otherwise idle; any other is decoded by the CPU decoder
-    (cv2.VideoCapture, as without GPU decoding) on the session's thread and uploaded.
+    A video NVDEC decodes exactly (``nvdec_reason`` is None) is decoded there, cut at its
+    keyframes into segments for sessions that would otherwise idle (:class:`.Schedule`); any
+    other is decoded by the CPU decoder (cv2.VideoCapture, as without GPU decoding) on the
+    session's thread and uploaded.
     ``wanted(name, pixels)`` is --skip-existing's test, ``skipped()`` counts what it keeps.
     """
 
     def __init__(self, device, sources, max_pixels, wanted, skipped, clock, sessions=None):
         self.device, self.max_pixels = device, max_pixels
         self.wanted, self.skipped, self.clock = wanted, skipped, clock
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        for source in sources:  # the frames --start, --end and --frames keep of each
-            kept = source.selection
-            self.jobs.put(
-                VideoJob(source) if kept is None else VideoJob(source, kept.start, kept.stop)
-            )
-        self.pending = len(sources)  # jobs not yet finished; guarded by self.lock
-        self.lock = threading.Lock()
+        self.schedule = Schedule(  # the frames --start, --end and --frames keep of each
+            Segment(s) if s.selection is None else Segment(s, s.selection.start, s.selection.stop)
+            for s in sources
+        )
         self.exact: dict = {}  # path: whether NVDEC decodes it exactly (nvdec_reason)
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.stop = threading.Event()
-        # As many sessions as VIDEO_SESSIONS even for one video: it is split for them.
+        # As many sessions as VIDEO_SESSIONS even for one video: it is cut for them.
         count = sessions or VIDEO_SESSIONS
         self.sessions = count
         self.threads = [
@@ -109,8 +94,6 @@ class VideoFleet:
             for i in range(count)
         ]
         self.running = count
-        if not sources:
-            self._wake_all()
         for thread in self.threads:
             thread.start()
 
@@ -121,75 +104,65 @@ class VideoFleet:
             stream = cupy.cuda.Stream(non_blocking=True)
             ring = SlotRing(VIDEO_SLOTS, self.stop)
             while not self.stop.is_set():
-                job = self.jobs.get()
-                if job is None:  # every job is done, or the fleet is closed
+                segment = self.schedule.take()
+                if segment is None:  # every frame is decoded, or the fleet is closed
                     return
                 try:
-                    self._run(job, stream, ring, decoder)
+                    self._run(segment, stream, ring, decoder)
                 except Stopped:
                     return
                 except FrameError as exc:
                     self.out.put(exc)
                 finally:
-                    self._finished()
+                    self.schedule.done(segment)
         except BaseException as exc:  # re-raised on the consumer's thread
             self.out.put(Raised(exc))
         finally:
             # Done before the decoder goes: its teardown (90-250 ms) is not waited for.
             self.out.put(_Done)
 
-    def _finished(self) -> None:
-        """One job done: after the last, every session is woken to end."""
-        with self.lock:
-            self.pending -= 1
-            if self.pending == 0:
-                self._wake_all()
-
-    def _wake_all(self) -> None:
-        for _ in range(self.sessions):
-            self.jobs.put(None)
-
-    def _run(self, job: VideoJob, stream, ring: SlotRing, decoder: SessionDecoder) -> None:
-        path = job.source.path
+    def _run(self, segment: Segment, stream, ring: SlotRing, decoder: SessionDecoder) -> None:
+        path = segment.source.path
         if path not in self.exact:  # asked once a video, not once a segment
             self.exact[path] = nvdec_reason(path) is None
         if self.exact[path]:
-            self._nvdec(job, stream, ring, decoder)
+            self._nvdec(segment, stream, ring, decoder)
         else:
-            self._cpu(job, stream, ring)
+            self._cpu(segment, stream, ring)
 
-    def _nvdec(self, job: VideoJob, stream, ring: SlotRing, held: SessionDecoder) -> None:
-        """``job``'s frames from NVDEC. Where NVDEC cannot open the video, or stops short of
-        the frames its container declares (a truncated or damaged file), the CPU decodes the
-        rest, as it would without GPU decoding: its frames, and its error if it has one."""
-        source, path = job.source, job.source.path
+    def _nvdec(self, segment: Segment, stream, ring: SlotRing, held: SessionDecoder) -> None:
+        """``segment``'s frames from NVDEC, as far as no other session cuts it off. Where NVDEC
+        cannot open the video, or stops short of the frames its container declares (a
+        truncated or damaged file), the CPU decodes the rest, as it would without GPU
+        decoding: its frames, and its error if it has one."""
+        source, path = segment.source, segment.source.path
         try:
             decoder = held.open(path)
             metadata = decoder.get_stream_metadata()
             width, height, total = metadata.width, metadata.height, len(decoder)
         except Exception:  # the CPU decoder opens it, or says why it cannot
             held.discard()
-            return self._cpu(job, stream, ring)
+            self.schedule.keep(segment)
+            return self._cpu(segment, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
         per_batch = frames_a_batch(VIDEO_BATCH, width * height)
-        stop = total if job.stop is None else min(job.stop, total)
-        if job.split:
-            stop = self._split(job, stop)
-        index = job.start
-        while index < stop:
+        self.schedule.started(segment, total, keyframes(path))
+        index = segment.start
+        while (end := self.schedule.claim(segment, index, per_batch)) > index:
             if self.stop.is_set():
                 raise Stopped
             began = time.perf_counter()
             try:
-                if index == job.start and index:
+                if index == segment.start and index:
                     decoder.seek_to_index(index)
                 # Never past the end, where the library prints a line per frame asked for.
-                decoded = decoder.get_batch_frames(min(per_batch, stop - index))
+                decoded = decoder.get_batch_frames(end - index)
             except Exception:
                 decoded = None
             if not decoded:
                 held.discard()  # not trusted with the next video
-                rest = VideoJob(source, index, None if stop == total else stop, split=False)
+                self.schedule.keep(segment)
+                rest = Segment(source, index, None if segment.stop == total else segment.stop)
                 return self._cpu(rest, stream, ring)
             self._convert(source, index, decoded, (height, width), stream, ring, began)
             index += len(decoded)
@@ -225,28 +198,14 @@ class VideoFleet:
         elapsed_ms = (time.perf_counter() - began) * 1e3
         self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
 
-    def _split(self, job: VideoJob, stop: int) -> int:
-        """Hand segments of ``job``'s frames up to ``stop``, cut at keyframes, to idle
-        sessions; return where its own part ends."""
-        frames = stop - job.start
-        with self.lock:
-            others = self.sessions - 1 - (self.pending - 1)  # sessions with no job to take
-            parts = min(others + 1, frames // MIN_SEGMENT)
-        if parts < 2:
-            return stop
-        bounds = segment_bounds(job.start, stop, parts, keyframes(job.source.path), MIN_SEGMENT)
-        with self.lock:
-            self.pending += len(bounds) - 2
-        for k in range(1, len(bounds) - 1):
-            self.jobs.put(VideoJob(job.source, bounds[k], bounds[k + 1], split=False))
-        return bounds[1]
-
-    def _cpu(self, job: VideoJob, stream, ring: SlotRing) -> None:
-        """The CPU decoder's frames ``job.start`` to ``job.stop`` of a video (one NVDEC cannot
-        decode exactly, or the rest of one it failed on), uploaded; its errors are the CPU's."""
+    def _cpu(self, segment: Segment, stream, ring: SlotRing) -> None:
+        """The CPU decoder's frames ``segment.start`` to ``segment.stop`` of a video (one NVDEC
+        cannot decode exactly, or the rest of one it failed on), uploaded; its errors are the
+        CPU's."""
         batch: list = []
-        # Raises what the CPU path raises; the frames before job.start are decoded, not converted.
-        frames = job.source.frames(self.max_pixels, job.start, job.stop)
+        # Raises what the CPU path raises; the frames before the segment's start are decoded,
+        # not converted.
+        frames = segment.source.frames(self.max_pixels, segment.start, segment.stop)
         try:
             while True:
                 started = time.perf_counter()
@@ -327,7 +286,7 @@ class VideoFleet:
         since they may be converting into their slots; those done have only their decoder to
         let go, which the run does not wait for."""
         self.stop.set()
-        self._wake_all()
+        self.schedule.close()
         if self.running:
             for thread in self.threads:
                 thread.join()
