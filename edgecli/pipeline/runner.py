@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tqdm import tqdm
-
 from .. import resume
 from ..backends import select_backend
 from ..decode.plan import open_early
@@ -72,9 +70,31 @@ def frame_budget(options: Options, backend, workers: int, window: int) -> FrameB
     return FrameBudget(limit, per_pixel)
 
 
+class _NoBar:
+    """The progress of a run that shows none (-q, a library call): nothing drawn, and no tqdm
+    imported (20-30 ms of a run's start-up, ``python -X importtime``)."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(sources: list, shown: bool):
+    """The run's progress bar: tqdm's over the run's frames where ``shown``, else none."""
+    if not shown:
+        return _NoBar()
+    from tqdm import tqdm
+
+    total = count_frames(sources)
+    return tqdm(total=total, unit="frame", dynamic_ncols=True, leave=False)
+
+
 def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     """``say``, printing above the progress bar rather than onto its line: the bar is cleared
     first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
+    from tqdm import tqdm
 
     def said(message: str) -> None:
         with tqdm.external_write_mode(file=sys.stderr):
@@ -341,13 +361,7 @@ class RunState:
         self.failures: list[Failure] = []
         self.megapixels = 0.0
         self.reader: FrameReader | None = None
-        self.bar = tqdm(
-            total=count_frames(sources) if progress else None,
-            disable=not progress,
-            unit="frame",
-            dynamic_ncols=True,
-            leave=False,
-        )
+        self.bar = _progress_bar(sources, progress)
         self.warn = _above_bar(warn) if progress else warn
 
     def wanted(self, name: str, expected_pixels: Callable[[], int | None]) -> bool:
