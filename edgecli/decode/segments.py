@@ -151,7 +151,7 @@ class Schedule:
     def _cut(self) -> Segment | None:
         best, most = None, 0
         for segment in self._running:
-            if segment.stop is None or segment.keyframes == ():
+            if segment.stop is None:  # not opened yet
                 continue
             at = cut_at(segment.claimed, segment.stop, segment.keyframes, self.shortest)
             if at is not None and segment.stop - at > most:
