@@ -16,6 +16,7 @@ import glob
 import os
 import re
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -318,10 +319,13 @@ def _collision(first: Path, second: Path, name: str) -> None:
     )
 
 
-def count_frames(sources: list) -> int | None:
-    """Frames to expect, for the progress bar; None when a video cannot say."""
+def count_frames(sources: list, stop: threading.Event | None = None) -> int | None:
+    """Frames to expect, for the progress bar; None when a video cannot say, or once ``stop``
+    is set (checked before each file that must be opened)."""
     total = 0
     for source in sources:
+        if stop is not None and source.multi_frame and stop.is_set():
+            return None
         if not source.multi_frame:
             total += 1
             continue

@@ -507,6 +507,40 @@ def test_second_signal_exits_at_once(monkeypatch):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_run_does_not_wait_for_its_progress_bar_total(tmp_path, monkeypatch):
+    """The bar's total needs every video opened (cv2, 10-40 ms each); the run starts without
+    it, and the count stops once the run is done."""
+    from edgecli.pipeline import run, runner
+
+    asked = []
+
+    def slow_count(sources, stop=None):
+        asked.append(stop.wait(30))  # True: the run ended while the count was still going
+        return None
+
+    monkeypatch.setattr(runner, "count_frames", slow_count)
+    started = time.perf_counter()
+    summary = run(H264_CLIP, tmp_path / "out", edgecli.Options(backend="cpu"), progress=True)
+    assert time.perf_counter() - started < 20
+    assert asked == [True]
+    assert summary.frames == 24 and len(list((tmp_path / "out").glob("*.png"))) == 24
+
+
+def test_the_progress_bar_gets_its_total_once_the_videos_are_counted(tmp_path, capsys):
+    from edgecli.pipeline.runner import _progress_bar
+    from edgecli.sources import discover
+
+    sources = [*discover(str(H264_CLIP)), *discover(str(H264_CLIP))]
+    bar = _progress_bar(sources, shown=True)
+    shown, deadline = "", time.monotonic() + 30
+    while "0/48" not in shown and time.monotonic() < deadline:
+        time.sleep(0.01)
+        shown += capsys.readouterr().err
+    bar.update(5)
+    bar.close()
+    assert "0/48" in shown, shown
+
+
 def test_warnings_under_a_progress_bar_get_lines_of_their_own(mixed_folder, tmp_path, capsys):
     """With the progress bar drawn, each skipped frame's warning starts a line of its own (the
     bar is cleared first), never glued after the bar's text."""

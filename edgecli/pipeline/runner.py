@@ -87,8 +87,44 @@ def _progress_bar(sources: list, shown: bool):
         return _NoBar()
     from tqdm import tqdm
 
-    total = count_frames(sources)
-    return tqdm(total=total, unit="frame", dynamic_ncols=True, leave=False)
+    if not any(source.multi_frame for source in sources):  # a frame a file: nothing to open
+        return tqdm(total=len(sources), **_BAR)
+    return _CountingBar(tqdm(total=None, **_BAR), sources)
+
+
+_BAR = {"unit": "frame", "dynamic_ncols": True, "leave": False}
+
+
+class _CountingBar:
+    """A progress bar whose total is counted on a thread of its own: a video's frame count
+    comes from opening it (``cv2.VideoCapture``, 10-40 ms a video), which the run does not
+    wait for. Until the count is in, the bar counts frames without a total."""
+
+    def __init__(self, bar, sources: list):
+        self.bar = bar
+        self.closing = threading.Event()
+        self.counter = threading.Thread(
+            target=self._count, args=(sources,), name="edgecli-count", daemon=True
+        )
+        self.counter.start()
+
+    def _count(self, sources: list) -> None:
+        total = count_frames(sources, stop=self.closing)
+        if total is None:
+            return
+        with self.bar.get_lock():
+            self.bar.total = total
+            self.bar.refresh(nolock=True)
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def close(self) -> None:
+        """The count stops after the file it is opening (a run is never left behind with a
+        thread in OpenCV), and the bar is cleared."""
+        self.closing.set()
+        self.counter.join()
+        self.bar.close()
 
 
 def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
