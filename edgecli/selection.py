@@ -99,6 +99,11 @@ class Selection:
     every: int = 1
     limit: int | None = None
 
+    @property
+    def timed(self) -> bool:
+        """Whether ``--start`` or ``--end`` is a time: resolving it needs the file's rate."""
+        return any(p is not None and p.seconds is not None for p in (self.start, self.end))
+
     @classmethod
     def from_options(cls, start, end, every: int, limit: int | None) -> Selection | None:
         """The selection, or None where every frame is kept; OptionError for values that

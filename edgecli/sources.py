@@ -36,6 +36,7 @@ from .decode.cpu import (
     tiff_frames,
     video_frames,
 )
+from .decode.mp4 import MP4_CONTAINERS, frame_count
 from .errors import FrameError, InputError, OptionError
 from .selection import SELECTION_FLAGS, FrameRange, Selection
 
@@ -330,9 +331,7 @@ def count_frames(sources: list, stop: threading.Event | None = None) -> int | No
             total += 1
             continue
         if source.kind == "video":
-            capture = cv2.VideoCapture(str(source.path))
-            frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
-            capture.release()
+            frames = _video_frame_count(source.path)
             if frames <= 0:
                 return None
         elif source.kind == "tiff":
@@ -342,6 +341,24 @@ def count_frames(sources: list, stop: threading.Event | None = None) -> int | No
             frames = max(page_count(source.path) or 1, 1)
         total += frames if source.selection is None else source.selection.count(frames)
     return total
+
+
+def _mp4_frame_count(path: Path) -> int | None:
+    """An MP4/QuickTime file's frames as its sample table counts them, which is what cv2
+    declares (``CAP_PROP_FRAME_COUNT``); None for other files, or where the table does not
+    say (:func:`.mp4.frame_count`)."""
+    return frame_count(path) if path.suffix.lower() in MP4_CONTAINERS else None
+
+
+def _video_frame_count(path: Path) -> int:
+    """The frames a video says it has (0 where it cannot say): an MP4/QuickTime file's from its
+    sample table (microseconds), any other's from cv2 (it opens a decoder: 10-60 ms)."""
+    if (frames := _mp4_frame_count(path)) is not None:
+        return frames
+    capture = cv2.VideoCapture(str(path))
+    frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
+    capture.release()
+    return frames
 
 
 def select_frames(sources: list, selection: Selection | None) -> list:
@@ -355,21 +372,30 @@ def select_frames(sources: list, selection: Selection | None) -> list:
             "have none (still images are each one frame)"
         )
     return [
-        replace(source, selection=selection.resolve(str(source.path), *_rate_and_count(source)))
+        replace(
+            source,
+            selection=selection.resolve(
+                str(source.path), *_rate_and_count(source, want_rate=selection.timed)
+            ),
+        )
         if source.multi_frame
         else source
         for source in sources
     ]
 
 
-def _rate_and_count(source) -> tuple[Fraction | None, int | None]:
-    """A multi-frame file's frame rate (videos only) and its frame count where the file
-    states it exactly (None where it is only an estimate or unknown)."""
+def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | None]:
+    """A multi-frame file's frame rate (videos only, and only where ``want_rate``: else
+    None) and its frame count where the file states it exactly (None where it is
+    only an estimate or unknown). An MP4's count alone comes from its sample table, without
+    opening a decoder (cv2 takes 10-60 ms a video to say the same)."""
     if source.kind == "tiff":
         pages, broken = tiff_directories(source.path)
         return None, pages + broken
     if source.kind == "animation":
         return None, page_count(source.path)
+    if not want_rate and (frames := _mp4_frame_count(source.path)) is not None:
+        return None, frames
     capture = cv2.VideoCapture(str(source.path))
     try:
         if not capture.isOpened():

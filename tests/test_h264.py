@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli.decode import h264, yuv
+from edgecli.decode import h264, mp4, yuv
 
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
 from tests.clips import FFMPEG, decode_planes  # noqa: E402
@@ -1047,3 +1047,96 @@ def test_missing_sample_tables(clip, tmp_path):
         path = tmp_path / f"no-{kind.decode()}.mp4"
         path.write_bytes(replace_box(data, kind, b""))
         assert h264.stream_reason(path) == f"no {kind.decode()} box"
+
+
+# ---------------------------------------------------------------------------------------------
+# Frame counts (mp4.frame_count, the progress bar's): the sample table's, as cv2 declares them
+
+
+def declared(path: Path) -> int:
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    finally:
+        capture.release()
+
+
+@pytest.mark.parametrize("name", [*ADMITTED, *REFUSED])
+def test_frame_count_is_the_count_cv2_declares(clip, name):
+    assert mp4.frame_count(clip(name)) == declared(clip(name)) == 3
+
+
+@pytest.mark.parametrize("name", ["faststart", "plain"])
+def test_frame_count_of_longer_clips_appended_to_or_cut_short(long_clip, tmp_path, name):
+    path = long_clip(name)
+    assert mp4.frame_count(path) == declared(path) == FRAMES
+    appended = tmp_path / f"appended-{name}.mp4"
+    appended.write_bytes(path.read_bytes() + b"\xff" * 100)
+    assert mp4.frame_count(appended) == FRAMES
+    short = cut(path, tmp_path, path.stat().st_size // 2)
+    # moov first: still whole, and cv2 declares what it says; moov last: gone, nothing to say.
+    assert mp4.frame_count(short) == (FRAMES if name == "faststart" else None)
+    if name == "faststart":
+        assert declared(short) == FRAMES
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["-bf", "3"], ["-bf", "0"], ["-vf", "setpts=N*N/TB"]],
+    ids=["b-frames", "no-b-frames", "variable-rate"],
+)
+def test_frame_count_with_b_frames_and_variable_rates(tmp_path, options):
+    path = encode(tmp_path / "clip.mp4", [*YUV420, *options], frames=17)
+    assert mp4.frame_count(path) == declared(path) == 17
+
+
+def test_frame_count_of_a_clip_cut_with_an_edit_list(tmp_path):
+    """A stream copy from 1 s in keeps the GOP before it, hidden by an edit list: cv2 declares
+    the samples, as frame_count does (and decodes fewer)."""
+    source = encode(tmp_path / "gop.mp4", [*YUV420, "-g", "10", "-bf", "2"], frames=30)
+    path = tmp_path / "cut.mp4"
+    subprocess.run(
+        [FFMPEG, "-v", "error", "-ss", "1.05", "-i", str(source), "-c", "copy", "-y", str(path)],
+        check=True,
+    )
+    assert b"elst" in path.read_bytes()
+    assert mp4.frame_count(path) == declared(path) == 20
+
+
+def test_frame_count_of_compact_sample_sizes(clip, tmp_path):
+    data = clip("plain").read_bytes()
+    _, stsz = table(data, b"stsz")
+    sizes = struct.unpack_from(">3I", data, stsz + 12)
+    path = tmp_path / "stz2.mp4"
+    stz2 = struct.pack(">I4sIII3H", 26, b"stz2", 0, 16, 3, *sizes)
+    path.write_bytes(replace_box(data, b"stsz", stz2))
+    assert mp4.frame_count(path) == 3
+
+
+def test_files_whose_tables_do_not_count_the_frames(long_clip, tmp_path):
+    """Fragmented (the samples are in moof boxes), no moov, not MP4, missing: None, for cv2."""
+    assert mp4.frame_count(long_clip("fragmented")) is None
+    no_moov = tmp_path / "no_moov.mp4"
+    no_moov.write_bytes(b"\0\0\0\x10ftypisom\0\0\0\0" + b"\0\0\0\x08mdat")
+    assert mp4.frame_count(no_moov) is None
+    assert mp4.frame_count(DATA / "nvdec_bframes.mkv") is None
+    assert mp4.frame_count(tmp_path / "missing.mp4") is None
+
+
+def test_repository_clips_are_counted_without_a_decoder(monkeypatch):
+    """count_frames (the progress bar's total) of MP4s opens no cv2 decoder; the Matroska clip
+    is still counted by cv2."""
+    from edgecli.sources import count_frames, discover
+
+    mkv = DATA / "nvdec_bframes.mkv"
+    expected = {p: declared(p) for p in [*sorted(DATA.glob("*.mp4")), mkv]}
+    mp4s = [source for p in expected if p != mkv for source in discover(str(p))]
+    real = cv2.VideoCapture
+
+    def no_decoder(path, *args):
+        assert Path(path) == mkv, f"{path} opened in cv2"
+        return real(path, *args)
+
+    monkeypatch.setattr(cv2, "VideoCapture", no_decoder)
+    assert count_frames(mp4s * 10) == 10 * sum(n for p, n in expected.items() if p != mkv)
+    assert count_frames([*mp4s, *discover(str(mkv))]) == sum(expected.values())

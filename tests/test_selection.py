@@ -131,6 +131,30 @@ def test_the_progress_total_counts_only_the_kept_frames(tmp_path):
     assert count_frames(sources) == 3
 
 
+def test_frame_indices_are_checked_against_an_mp4s_table_without_a_decoder(monkeypatch):
+    """--start, --every and --frames on an MP4 need only its frame count, read from its
+    sample table (cv2 opens a decoder for it: 10-60 ms a video); a time still asks cv2 for
+    the frame rate."""
+    from edgecli.sources import discover, select_frames
+
+    sources = list(discover(str(H264_CLIP)))
+    opened = []
+    real = cv2.VideoCapture
+
+    def counted(*args):
+        opened.append(args[0])
+        return real(*args)
+
+    monkeypatch.setattr(cv2, "VideoCapture", counted)
+    (kept,) = select_frames(sources, Selection.from_options("4", None, 6, 3))
+    assert kept.selection == FrameRange(4, 22, 6)
+    with pytest.raises(OptionError, match=r"--start 24 is past the end of .* \(24 frames\)"):
+        select_frames(sources, Selection.from_options("24", None, 1, None))
+    assert opened == []
+    (timed,) = select_frames(sources, Selection.from_options("0.5s", None, 1, None))
+    assert timed.selection.start > 0 and opened == [str(H264_CLIP)]
+
+
 def test_multi_page_tiffs_and_gifs_are_selected_too(tmp_path):
     pages = [photo(20, 30, seed=i) for i in range(7)]
     tiff = tmp_path / "in" / "stack.tiff"

@@ -71,6 +71,7 @@ from .mp4 import (
     moov_streams,
     samples_reason,
     top_level,
+    video_track,
 )
 
 _H264_ENTRIES = {b"avc1", b"avc3"}
@@ -134,19 +135,6 @@ def _file_reason(source: Source) -> str | None:
         if box.type in (b"meta", b"udta") and has_cover(source, box):
             streams.append(COVER)
     return "no moov box"
-
-
-def video_track(streams: list[Track]) -> Track | str:
-    """The one video track cv2 and NVDEC both decode, or why there is none."""
-    video = [s for s in streams if s is COVER or s.is_video]
-    if not video:
-        return "no video track"
-    if video[0] is COVER:
-        return "cover art before the video track"
-    tracks = [s for s in video if s is not COVER]
-    if len(tracks) > 1:
-        return f"{len(tracks)} video tracks"
-    return tracks[0]
 
 
 def _entries_reason(track: Track) -> str | None:

@@ -1,18 +1,23 @@
 """An MP4/QuickTime file as FFmpeg's mov demuxer reads it, for :mod:`.h264`'s verdict: its
 boxes (walked with seeks, only headers and the few boxes asked for read), its tracks and which
-of them FFmpeg takes for video, and whether every sample of a track lies within the file; and
-a track's keyframes, for :mod:`.segments`.
+of them FFmpeg takes for video, and whether every sample of a track lies within the file; a
+track's keyframes, for :mod:`.segments`; and its frame count, for the progress bar.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
+
+# The file names of this family (ISO base media and QuickTime).
+MP4_CONTAINERS = (".mp4", ".m4v", ".mov")
 
 # The boxes read whole (hdlr, stsd): real ones are far smaller (an stsd is ~100-200 bytes).
 _MAX_READ = 1 << 20
@@ -181,6 +186,65 @@ def moov_streams(source: Source, moov: Box) -> list[Track]:
         elif box.type == b"cmov":
             raise Unreadable("compressed moov box")
     return streams
+
+
+def video_track(streams: list[Track]) -> Track | str:
+    """The one video track cv2 and NVDEC both decode, or why there is none."""
+    video = [s for s in streams if s is COVER or s.is_video]
+    if not video:
+        return "no video track"
+    if video[0] is COVER:
+        return "cover art before the video track"
+    tracks = [s for s in video if s is not COVER]
+    if len(tracks) > 1:
+        return f"{len(tracks)} video tracks"
+    return tracks[0]
+
+
+# What reading a file's video track can raise, besides Unreadable: a case missed by the checks.
+_MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
+
+
+def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T], default: T) -> T:
+    """``read(source, track, moov, rest)`` for the one video track (:func:`video_track`, its
+    sample tables present) of the MP4/QuickTime file at ``path``, ``rest`` the top-level boxes
+    after its moov box; ``default`` where the file has no such track or cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            source = FileSource(f)
+            streams: list[Track] = []
+            boxes = top_level(source)
+            for box in boxes:
+                if box.type == b"moov":
+                    track = video_track(streams + moov_streams(source, box))
+                    if isinstance(track, str) or track.stbl is None:
+                        return default
+                    return read(source, track, box, boxes)
+                if box.type in (b"meta", b"udta") and has_cover(source, box):
+                    streams.append(COVER)
+    except (OSError, Unreadable, *_MALFORMED):
+        pass
+    return default
+
+
+def frame_count(path) -> int | None:
+    """The frames of the MP4/QuickTime file's video track as its sample table counts them
+    (FFmpeg's ``nb_frames``, which cv2 reports as ``CAP_PROP_FRAME_COUNT``), read without a
+    decoder; None where the file does not say: fragmented (the samples are in moof boxes), no
+    single video track, unreadable."""
+
+    def count(source: Source, track: Track, moov: Box, rest: Iterator[Box]) -> int | None:
+        if child(source, moov, b"mvex") is not None or moof_in(rest):
+            return None
+        sizes = child(source, track.stbl, b"stsz") or child(source, track.stbl, b"stz2")
+        if sizes is None:
+            return None
+        head = source.read(sizes.start, 12)
+        if len(head) < 12:
+            raise Unreadable(f"truncated {fourcc(sizes.type)} box")
+        return struct.unpack_from(">I", head, 8)[0] or None
+
+    return read_video_track(path, count, None)
 
 
 def _track(source: Source, trak: Box) -> Track:

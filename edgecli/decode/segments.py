@@ -20,15 +20,13 @@ between keyframes: that costs decoding time, never a wrong frame.
 
 from __future__ import annotations
 
-import struct
 import threading
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .h264 import video_track
-from .mp4 import FileSource, Unreadable, moov_streams, sync_samples, top_level
+from .mp4 import read_video_track, sync_samples
 
 # A video is cut only where each part keeps at least this many frames.
 MIN_SEGMENT = 60
@@ -38,19 +36,12 @@ def keyframes(path: Path) -> Sequence[int] | None:
     """The frame indices of the keyframes of the video at ``path`` (an MP4/QuickTime file),
     sorted; None where every frame is one (no ``stss`` box); () where the file does not say
     (no moov box, no single video track, unreadable): nowhere to cut."""
-    try:
-        with open(path, "rb") as f:
-            source = FileSource(f)
-            for box in top_level(source):
-                if box.type == b"moov":
-                    track = video_track(moov_streams(source, box))
-                    if isinstance(track, str) or track.stbl is None:
-                        return ()
-                    found = sync_samples(source, track.stbl)
-                    return None if found is None else found.tolist()
-    except (OSError, Unreadable, struct.error, IndexError, ValueError, OverflowError):
-        pass
-    return ()
+
+    def read(source, track, moov, rest) -> Sequence[int] | None:
+        found = sync_samples(source, track.stbl)
+        return None if found is None else found.tolist()
+
+    return read_video_track(path, read, ())
 
 
 def cut_at(claimed: int, stop: int, keyframes: Sequence[int] | None, shortest: int) -> int | None:

@@ -14,6 +14,7 @@ from ...workers import Raised
 from ..cpu import check_size
 from ..engines import import_nvc
 from ..h264 import stream_reason
+from ..mp4 import MP4_CONTAINERS
 from ..segments import Schedule, Segment, keyframes
 from .convert import launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
@@ -27,7 +28,7 @@ VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
 # Containers whose frame index PyNvVideoCodec's SimpleDecoder gets right: on a Matroska clip
 # with B-frames its frames came out of order (benchmarks/RESULTS.md), so others stay on the CPU.
-NVDEC_CONTAINERS = (".mp4", ".m4v", ".mov")
+NVDEC_CONTAINERS = MP4_CONTAINERS
 
 
 class _Done:
