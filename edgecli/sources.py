@@ -352,7 +352,7 @@ def _mp4_frame_count(path: Path) -> int | None:
 
 def _video_frame_count(path: Path) -> int:
     """The frames a video says it has (0 where it cannot say): an MP4/QuickTime file's from its
-    sample table (microseconds), any other's from cv2 (it opens a decoder: 10-60 ms)."""
+    sample table (microseconds), any other's from cv2 (it opens a decoder: 40-70 ms)."""
     if (frames := _mp4_frame_count(path)) is not None:
         return frames
     capture = cv2.VideoCapture(str(path))
@@ -388,7 +388,7 @@ def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | Non
     """A multi-frame file's frame rate (videos only, and only where ``want_rate``: else
     None) and its frame count where the file states it exactly (None where it is
     only an estimate or unknown). An MP4's count alone comes from its sample table, without
-    opening a decoder (cv2 takes 10-60 ms a video to say the same)."""
+    opening a decoder (cv2 takes 40-70 ms a video to say the same)."""
     if source.kind == "tiff":
         pages, broken = tiff_directories(source.path)
         return None, pages + broken

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import cv2
 import numpy as np
@@ -90,6 +91,50 @@ def test_the_ring_hands_over_the_streams(gpu, deflater):
         assert all(o.zlib is not None for o in outputs)
         for packed, edges in zip(outputs, expected, strict=True):
             assert isinstance(packed, PackedEdges)
+            assert encode_png(packed, 1) == png_from_rows_1bit(png_rows_1bit(edges), 1920)
+    finally:
+        filling.release()
+
+
+# A kernel that holds its stream for ``ns`` nanoseconds of the GPU's global timer (one thread).
+HOLD = r"""
+__device__ unsigned long long now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+extern "C" __global__ void hold(unsigned long long ns) {
+    unsigned long long start = now();
+    while (now() - start < ns) {}
+}
+"""
+
+
+def test_a_submitted_batch_is_queued_not_waited_for(gpu, deflater):
+    """submit_device queues the kernel, the compression and the copies and returns: while the
+    batch waits on its input (a stream held 0.5 s), submitting takes no time and the batch is
+    not ready; its result then is the CPU's. (CuPy's ndarray.get waits for its stream unless
+    told not to: that held the main thread on every batch.)"""
+    import cupy as cp
+
+    frames = np.stack([photo(1080, 1920, seed=i) for i in range(4)])
+    expected = reference.detect_batch(frames, Options())
+    ring = gpu.CudaBackend(Options()).slab_ring(2)
+    frames_dev = cp.asarray(frames)
+    hold = cp.RawKernel(HOLD, "hold")
+    gate, ready = cp.cuda.Stream(non_blocking=True), cp.cuda.Event()
+    cp.cuda.Device().synchronize()
+    filling = ring.fill(frames.shape[1:], 4, host_input=False)
+    try:
+        hold((1,), (1,), (np.uint64(500_000_000),), stream=gate)
+        ready.record(gate)
+        started = time.perf_counter()
+        in_flight = filling.submit_device(frames_dev, ready)
+        queued_s = time.perf_counter() - started
+        waiting = not in_flight.ready()
+        outputs, _ = in_flight.result()
+        assert queued_s < 0.2 and waiting, queued_s
+        for packed, edges in zip(outputs, expected, strict=True):
             assert encode_png(packed, 1) == png_from_rows_1bit(png_rows_1bit(edges), 1920)
     finally:
         filling.release()

@@ -508,8 +508,8 @@ def test_second_signal_exits_at_once(monkeypatch):
 
 
 def test_a_run_does_not_wait_for_its_progress_bar_total(tmp_path, monkeypatch):
-    """The bar's total needs every video opened (cv2, 10-40 ms each); the run starts without
-    it, and the count stops once the run is done."""
+    """The bar's total may need videos opened (cv2 takes 40-70 ms a non-MP4 clip); the run
+    starts without it, and the count stops once the run is done."""
     from edgecli.pipeline import run, runner
 
     asked = []

@@ -133,7 +133,7 @@ def test_the_progress_total_counts_only_the_kept_frames(tmp_path):
 
 def test_frame_indices_are_checked_against_an_mp4s_table_without_a_decoder(monkeypatch):
     """--start, --every and --frames on an MP4 need only its frame count, read from its
-    sample table (cv2 opens a decoder for it: 10-60 ms a video); a time still asks cv2 for
+    sample table (cv2 opens a decoder for it: 40-70 ms a video); a time still asks cv2 for
     the frame rate."""
     from edgecli.sources import discover, select_frames
 

@@ -203,10 +203,13 @@ class Filling:
                 slab.deflate.launch(out_dev, zlib_dev, sizes_dev, slab.blocks_dev, slab.stream)
                 streams = (slab.zlib_pinned[: n * size].reshape(n, size), slab.sizes_pinned[:n])
             slab.computed.record(slab.stream)
-            out_dev.get(stream=slab.stream, out=out_pinned)  # async into pinned memory
+            # Into pinned memory, on the slab's stream, without waiting: CuPy's get waits for
+            # its stream unless told not to (blocking, CuPy 13+), which held the main thread
+            # on every batch's kernel, deflate and copies; result() waits for them instead.
+            out_dev.get(stream=slab.stream, out=out_pinned, blocking=False)
             if streams is not None:
-                zlib_dev.get(stream=slab.stream, out=streams[0])
-                sizes_dev.get(stream=slab.stream, out=streams[1])
+                zlib_dev.get(stream=slab.stream, out=streams[0], blocking=False)
+                sizes_dev.get(stream=slab.stream, out=streams[1], blocking=False)
             slab.downloaded.record(slab.stream)
         return InFlight(slab, out_pinned, w if slab.packed else None, streams)
 
