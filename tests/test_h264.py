@@ -842,12 +842,17 @@ def cut(path: Path, tmp_path: Path, length: int) -> Path:
     return out
 
 
+def declared(path: Path) -> int:
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    finally:
+        capture.release()
+
+
 def declared_and_decoded(path: Path) -> tuple[int, int]:
     """(the frame count cv2 reports from the moov, the frames cv2.VideoCapture decodes)."""
-    capture = cv2.VideoCapture(str(path))
-    declared = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-    capture.release()
-    return declared, len(read_frames(path))
+    return declared(path), len(read_frames(path))
 
 
 def test_whole_clips_are_admitted(long_clip):
@@ -1051,14 +1056,6 @@ def test_missing_sample_tables(clip, tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # Frame counts (mp4.frame_count, the progress bar's): the sample table's, as cv2 declares them
-
-
-def declared(path: Path) -> int:
-    capture = cv2.VideoCapture(str(path))
-    try:
-        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-    finally:
-        capture.release()
 
 
 @pytest.mark.parametrize("name", [*ADMITTED, *REFUSED])

@@ -57,6 +57,7 @@ from pathlib import Path
 
 from .mp4 import (
     COVER,
+    MALFORMED,
     Box,
     BytesSource,
     FileSource,
@@ -105,7 +106,7 @@ def stream_reason(path: Path) -> str | None:
         return f"cannot read the file ({exc.strerror or exc})"
     except Unreadable as exc:
         return str(exc)
-    except (struct.error, IndexError, ValueError, OverflowError) as exc:  # a case missed above
+    except MALFORMED as exc:  # a case missed above
         return f"unreadable file ({type(exc).__name__})"
 
 

@@ -201,8 +201,8 @@ def video_track(streams: list[Track]) -> Track | str:
     return tracks[0]
 
 
-# What reading a file's video track can raise, besides Unreadable: a case missed by the checks.
-_MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
+# What reading a file's boxes can raise besides Unreadable: a case the checks missed.
+MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
 
 
 def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T], default: T) -> T:
@@ -222,7 +222,7 @@ def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T
                     return read(source, track, box, boxes)
                 if box.type in (b"meta", b"udta") and has_cover(source, box):
                     streams.append(COVER)
-    except (OSError, Unreadable, *_MALFORMED):
+    except (OSError, Unreadable, *MALFORMED):
         pass
     return default
 
@@ -237,12 +237,7 @@ def frame_count(path) -> int | None:
         if child(source, moov, b"mvex") is not None or moof_in(rest):
             return None
         sizes = child(source, track.stbl, b"stsz") or child(source, track.stbl, b"stz2")
-        if sizes is None:
-            return None
-        head = source.read(sizes.start, 12)
-        if len(head) < 12:
-            raise Unreadable(f"truncated {fourcc(sizes.type)} box")
-        return struct.unpack_from(">I", head, 8)[0] or None
+        return (_sample_sizes(source, sizes)[2] or None) if sizes is not None else None
 
     return read_video_track(path, count, None)
 
