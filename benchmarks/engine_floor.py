@@ -9,9 +9,10 @@ does all of that besides, so this bounds its whole-process figures (issue 18).
 JPEG: the files are read by 16 threads ahead of the engines and decoded to planar YCbCr through
 edgecli's own nvJPEG binding (edgecli/decode/nvjpeg.py), as edgecli does; what it imports is
 imported while the CUDA context is made, which takes longer. Video: PyNvVideoCodec's
-SimpleDecoder, NV12 in device memory, in ``--sessions`` sessions that share the videos out and
-cut them at keyframes as edgecli's do (``edgecli.decode.segments.Schedule``: each session's
-decoder reconfigured from video to video, seeking to a segment's start). The CUDA context is
+SimpleDecoder as edgecli's sessions use it (``--decoder threaded``: its ThreadedDecoder), NV12 in
+device memory, in ``--sessions`` sessions that share the videos out and cut them at keyframes as
+edgecli's do (``edgecli.decode.segments.Schedule``: each session's decoder reconfigured from
+video to video, starting at a segment's first frame). The CUDA context is
 made on a thread of its own from the start, beside the imports. Prints one JSON line: frames,
 seconds from the process's start to the CUDA context, to the first frame, to the last, and
 fps = frames / last.
@@ -88,14 +89,21 @@ def jpeg_floor(folder: Path, marks: dict) -> int:
     return done
 
 
-def video_floor(videos: list[str], sessions: int, marks: dict) -> int:
+def video_floor(videos: list[str], sessions: int, marks: dict, threaded: bool = False) -> int:
     import PyNvVideoCodec as nvc
 
     from edgecli.decode.segments import Schedule, Segment, keyframes
 
-    def new_decoder(video: str):
+    def new_decoder(video: str, start: int):
         native = nvc.OutputColorType.NATIVE
-        return nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True, output_color_type=native)
+        if threaded:  # 32 frames decoded ahead, on a thread of its own
+            return nvc.ThreadedDecoder(video, 32, gpu_id=0, use_device_memory=True,
+                                       output_color_type=native, start_frame=start)  # fmt: skip
+        decoder = nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True,
+                                    output_color_type=native)  # fmt: skip
+        if start:
+            decoder.seek_to_index(start)
+        return decoder
 
     marks["ready"].wait()
     # Shared out and cut at keyframes as edgecli's sessions do (edgecli.decode.segments).
@@ -108,12 +116,14 @@ def video_floor(videos: list[str], sessions: int, marks: dict) -> int:
         while (segment := schedule.take()) is not None:
             video = segment.source
             if decoder is None:
-                decoder = new_decoder(video)
+                decoder = new_decoder(video, segment.start)
+            elif threaded:
+                decoder.reconfigure_decoder(video, segment.start)
             else:
                 decoder.reconfigure_decoder(video)
+                if segment.start:
+                    decoder.seek_to_index(segment.start)
             schedule.started(segment, len(decoder), keyframes(Path(video)))
-            if segment.start:
-                decoder.seek_to_index(segment.start)
             index = segment.start
             while (end := schedule.claim(segment, index, 16)) > index:
                 frames = decoder.get_batch_frames(end - index)
@@ -150,18 +160,24 @@ def main() -> None:
     parser.add_argument("kind", choices=("jpeg", "video"))
     parser.add_argument("paths", nargs="+", help="a folder of JPEGs, or the videos")
     parser.add_argument("--sessions", type=int, default=8, help="NVDEC sessions (video)")
+    parser.add_argument(
+        "--decoder",
+        choices=("simple", "threaded"),
+        default="simple",
+        help="PyNvVideoCodec's SimpleDecoder (edgecli's) or ThreadedDecoder",
+    )
     args = parser.parse_args()
     threading.Thread(target=context, daemon=True).start()
     if args.kind == "jpeg":
         frames = jpeg_floor(Path(args.paths[0]), marks)
     else:
-        frames = video_floor(args.paths, args.sessions, marks)
+        frames = video_floor(args.paths, args.sessions, marks, threaded=args.decoder == "threaded")
     last = since_start()
     figures = {"frames": frames, "context_s": round(marks["context_s"], 3),
                "first_s": round(marks["first"], 3), "last_s": round(last, 3),
                "fps": round(frames / last, 1)}  # fmt: skip
     if args.kind == "video":
-        figures["sessions"] = args.sessions
+        figures.update(sessions=args.sessions, decoder=args.decoder)
     print(json.dumps(figures), flush=True)
     os._exit(0)  # the decoders' teardown is not the floor's
 

@@ -39,7 +39,9 @@ class SessionDecoder:
     """One session's NVDEC decoder, kept from video to video: ``reconfigure_decoder`` points
     it at the next in 1-3 ms and its first frames follow in 2-30, where a new decoder takes
     50-150 ms to its first frames and letting one go 90-250 ms (H200, PyNvVideoCodec 2.2.4;
-    benchmarks/RESULTS.md). Its frames equal a new decoder's, at any size, up or down."""
+    benchmarks/RESULTS.md). Its frames equal a new decoder's, at any size, up or down.
+    A SimpleDecoder: the library's ThreadedDecoder, which decodes ahead on a thread of its own,
+    gave the same frames 0-10% faster but crashed 1 run in 12-20 with 8 sessions (RESULTS.md)."""
 
     def __init__(self, device: int):
         self.device = device
