@@ -12,10 +12,9 @@ imported while the CUDA context is made, which takes longer. Video: PyNvVideoCod
 SimpleDecoder as edgecli's sessions use it (``--decoder threaded``: its ThreadedDecoder), NV12 in
 device memory, in ``--sessions`` sessions that share the videos out and cut them at keyframes as
 edgecli's do (``edgecli.decode.segments.Schedule``: each session's decoder reconfigured from
-video to video, starting at a segment's first frame). The CUDA context is
-made on a thread of its own from the start, beside the imports. Prints one JSON line: frames,
-seconds from the process's start to the CUDA context, to the first frame, to the last, and
-fps = frames / last.
+video to video, starting at a segment's first frame). The CUDA context is made on a thread of
+its own from the start, beside the imports. Prints one JSON line: frames, seconds from the
+process's start to the CUDA context, to the first frame, to the last, and fps = frames / last.
 """
 
 import argparse
@@ -99,11 +98,7 @@ def video_floor(videos: list[str], sessions: int, marks: dict, threaded: bool = 
         if threaded:  # 32 frames decoded ahead, on a thread of its own
             return nvc.ThreadedDecoder(video, 32, gpu_id=0, use_device_memory=True,
                                        output_color_type=native, start_frame=start)  # fmt: skip
-        decoder = nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True,
-                                    output_color_type=native)  # fmt: skip
-        if start:
-            decoder.seek_to_index(start)
-        return decoder
+        return nvc.SimpleDecoder(video, gpu_id=0, use_device_memory=True, output_color_type=native)
 
     marks["ready"].wait()
     # Shared out and cut at keyframes as edgecli's sessions do (edgecli.decode.segments).
@@ -121,8 +116,8 @@ def video_floor(videos: list[str], sessions: int, marks: dict, threaded: bool = 
                 decoder.reconfigure_decoder(video, segment.start)
             else:
                 decoder.reconfigure_decoder(video)
-                if segment.start:
-                    decoder.seek_to_index(segment.start)
+            if segment.start and not threaded:  # a ThreadedDecoder starts where it is told
+                decoder.seek_to_index(segment.start)
             schedule.started(segment, len(decoder), keyframes(Path(video)))
             index = segment.start
             while (end := schedule.claim(segment, index, 16)) > index:

@@ -385,10 +385,10 @@ def select_frames(sources: list, selection: Selection | None) -> list:
 
 
 def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | None]:
-    """A multi-frame file's frame rate (videos only, and only where ``want_rate``: else
-    None) and its frame count where the file states it exactly (None where it is
-    only an estimate or unknown). An MP4's count alone comes from its sample table, without
-    opening a decoder (cv2 takes 40-70 ms a video to say the same)."""
+    """A multi-frame file's frame rate (videos only) and its frame count where the file states
+    it exactly (None where it is only an estimate or unknown). Without ``want_rate``, an MP4's
+    count comes from its sample table, without opening a decoder (cv2 takes 40-70 ms a video
+    to say the same), and its rate is None."""
     if source.kind == "tiff":
         pages, broken = tiff_directories(source.path)
         return None, pages + broken
