@@ -15,6 +15,10 @@ edgecli's do (``edgecli.decode.segments.Schedule``: each session's decoder recon
 video to video, starting at a segment's first frame). The CUDA context is made on a thread of
 its own from the start, beside the imports. Prints one JSON line: frames, seconds from the
 process's start to the CUDA context, to the first frame, to the last, and fps = frames / last.
+Then it ends as edgecli does (``os._exit``; each session lets its decoder go as it finishes, the
+JPEG decoder stays open), so its whole-process wall time, which its parent measures
+(``gpu_decode.py``), compares with a run's: the driver's teardown of a CUDA context alone takes
+about 0.1 s after ``os._exit`` on the H200 host (benchmarks/RESULTS.md).
 """
 
 import argparse
@@ -130,6 +134,7 @@ def video_floor(videos: list[str], sessions: int, marks: dict, threaded: bool = 
             decoded += index - segment.start
             schedule.done(segment)
         counts.append(decoded)
+        del decoder  # let go now, as an edgecli session does when it has no video left
 
     threads = [threading.Thread(target=session) for _ in range(sessions)]
     for thread in threads:
@@ -174,7 +179,7 @@ def main() -> None:
     if args.kind == "video":
         figures.update(sessions=args.sessions, decoder=args.decoder)
     print(json.dumps(figures), flush=True)
-    os._exit(0)  # the decoders' teardown is not the floor's
+    os._exit(0)  # as edgecli ends
 
 
 if __name__ == "__main__":
