@@ -80,15 +80,18 @@ class Deflater:
         size = deflate_out_bytes(rows[0].size)
         with cupy.cuda.Device(self.device):
             stream = cupy.cuda.Stream(non_blocking=True)
-            rows_dev = cupy.asarray(np.ascontiguousarray(rows))
-            out_dev = cupy.full((n_frames, size), 0xA5, np.uint8)  # poison: zeroed by the kernel
-            sizes_dev = cupy.full(n_frames, -7, np.int64)
-            blocks_dev = cupy.empty(
-                n_frames * deflate_blocks_for(rows[0].size) * DEFLATE_BLOCK_BYTES, np.uint8
-            )
-            self.launch(rows_dev, out_dev, sizes_dev, blocks_dev, stream)
-            stream.synchronize()
-            out, sizes = out_dev.get(), sizes_dev.get()
+            # The copy and the poison on the launch's own stream: a non-blocking stream does
+            # not wait for the default one, where they would still be running when the kernel
+            # starts (the poison landing on its zeroed output, the rows half copied).
+            with stream:
+                rows_dev = cupy.asarray(np.ascontiguousarray(rows))
+                out_dev = cupy.full((n_frames, size), 0xA5, np.uint8)  # zeroed by the kernel
+                sizes_dev = cupy.full(n_frames, -7, np.int64)
+                blocks_dev = cupy.empty(
+                    n_frames * deflate_blocks_for(rows[0].size) * DEFLATE_BLOCK_BYTES, np.uint8
+                )
+                self.launch(rows_dev, out_dev, sizes_dev, blocks_dev, stream)
+                out, sizes = out_dev.get(stream=stream), sizes_dev.get(stream=stream)
         return [None if s < 0 else out[i, :s].tobytes() for i, s in enumerate(sizes)]
 
 
