@@ -133,8 +133,7 @@ def video_floor(videos: list[str], sessions: int, marks: dict, threaded: bool = 
                 index += len(frames)
             decoded += index - segment.start
             schedule.done(segment)
-        counts.append(decoded)
-        del decoder  # let go now, as an edgecli session does when it has no video left
+        counts.append(decoded)  # its decoder goes as it returns, as an edgecli session's does
 
     threads = [threading.Thread(target=session) for _ in range(sessions)]
     for thread in threads:
