@@ -64,7 +64,7 @@ bench-kernel: $(STAMP)
 bench-media: $(STAMP)
 	$(PY) -m pip install --quiet imageio-ffmpeg scikit-image
 	$(PY) scripts/make_bench_media.py
-	$(PY) scripts/make_bench_media.py --only jpeg --jpeg-quality 95 --out bench_data/q95
+	$(PY) scripts/make_bench_media.py --only jpeg --only png --jpeg-quality 95 --out bench_data/q95
 	$(PY) scripts/make_bench_media.py --long-copies 10
 
 # The pipeline against the codec floor (CPU decoders), then the GPU-decoding rows: --decode

@@ -1,6 +1,7 @@
 """GPU decoding, end to end (issue 18): whole-process wall fps of ``edgecli run`` with
-``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, one long H.264 video, a glob of
-clips and a glob of short clips; against the OpenCV script a user would write and the CPU
+``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, a PNG folder (no GPU decoder: the
+CPU's, which GPU decoding must not slow), one long H.264 video, a glob of clips and a glob of
+short clips; against the OpenCV script a user would write and the CPU
 codec floor, all measured in the same run; with the GPU engines' decode-only rates, in this
 process and as whole processes of their own (``engine_floor.py``), and the run's PNGs written
 again alone (``writes_alone``): the two bounds on any whole-process figure.
@@ -8,10 +9,11 @@ again alone (``writes_alone``): the two bounds on any whole-process figure.
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
 
 Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make_bench_media.py
---only jpeg --jpeg-quality 95``, which runs anywhere); under ``--data``, ``pan.mp4`` (240
+--only jpeg --jpeg-quality 95``, which runs anywhere); ``--png``, the 240 frames as PNGs (``--only
+png``; skipped where the folder is missing); under ``--data``, ``pan.mp4`` (240
 frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
 ``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over).
-The JPEG folder is ``--frames`` symlinks cycling over the 240 files, the clips are
+The JPEG and PNG folders are ``--frames`` symlinks cycling over the 240 files, the clips are
 ``--frames / 240`` symlinks to pan.mp4, the short clips ``--frames / 48`` to ``pan_head.mp4``
 (48 frames). Every GPU-decoded run's PNGs are checked, file for
 file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal pixels
@@ -46,6 +48,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from common import log, png_digests, symlink_folder, video_copies  # noqa: E402
 
 DECODES = ("cpu", "auto", "gpu")
+FOLDERS = ("jpeg", "png")  # kinds that are folders of images; the others are videos
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
 
 
@@ -85,9 +88,9 @@ def steady(long: dict, short: dict) -> float | None:
 
 
 def script(kind: str, source: str, out: Path) -> dict:
-    """The OpenCV script a user would write: a Pool over the JPEGs, or one reader a video."""
+    """The OpenCV script a user would write: a Pool over the images, or one reader a video."""
     out.mkdir(parents=True)
-    if kind == "jpeg":
+    if kind in FOLDERS:
         command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), source, str(out)]
     else:
         command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), str(out)]
@@ -109,7 +112,7 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
     from edgecli.reference import detect_frame
 
     pool = ThreadPoolExecutor(threads)
-    if kind == "jpeg":
+    if kind in FOLDERS:
         paths = sorted(str(p) for p in Path(source).iterdir())
 
         def decode_all():
@@ -135,7 +138,7 @@ def codec_floor(kind: str, source: str, threads: int) -> dict:
                 sample.append(frame)
     start = time.perf_counter()
     decoded = decode_all()
-    frames = sum(decoded) if kind != "jpeg" else len(decoded)
+    frames = len(decoded) if kind in FOLDERS else sum(decoded)
     decode_fps = frames / (time.perf_counter() - start)
     edges = [detect_frame(f, Options()) for f in sample]
     reps = max(1, frames // len(edges))
@@ -154,7 +157,9 @@ def engines_alone(kind: str, source: str, rounds: int = 3) -> dict:
     """``engine_floor.py`` as its own process, ``rounds`` times: the engines' decode alone,
     timed as :func:`edgecli` times a run (spawn to exit: ``whole_fps``), which bounds any
     whole-process figure; and from its start to its last frame (``fps``), without the
-    process's end (the CUDA context's teardown)."""
+    process's end (the CUDA context's teardown). PNGs have no GPU decoder: nothing to time."""
+    if kind == "png":
+        return {"skipped": "no GPU decoder for PNG"}
     command = [sys.executable, str(REPO / "benchmarks" / "engine_floor.py")]
     if kind == "jpeg":
         command += ["jpeg", source]
@@ -277,8 +282,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=REPO / "bench_data")
     parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
+    parser.add_argument("--png", type=Path, default=REPO / "bench_data" / "q95" / "png")
     parser.add_argument("--frames", type=int, default=2400)
-    parser.add_argument("--kinds", default="jpeg,long,clips,short")
+    parser.add_argument("--kinds", default="jpeg,png,long,clips,short")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-bytecode", action="store_true", help="run without a bytecode cache")
     args = parser.parse_args()
@@ -296,10 +302,16 @@ def main() -> None:
         log(f"== engines (decode and conversion only, 1080p) at {time.strftime('%H:%M:%S')}")
         results["engines"] = engine_rates(args.jpeg, args.data / "pan.mp4")
         log(json.dumps(results["engines"]))
+        images = {k: sorted(d.iterdir()) for k, d in (("jpeg", args.jpeg), ("png", args.png))
+                  if d.is_dir()}  # fmt: skip
+
+        def folders(count: int, name: str) -> dict:
+            """Each folder kind's ``count`` links, cycling over its files: scratch / kind-name."""
+            return {k: str(symlink_folder(files, count, scratch / f"{k}-{name}"))
+                    for k, files in images.items()}  # fmt: skip
+
         inputs = {
-            "jpeg": str(
-                symlink_folder(sorted((args.jpeg).iterdir()), args.frames, scratch / "jpeg-in")
-            ),  # fmt: skip
+            **folders(args.frames, "in"),
             "long": str(args.data / "pan_long.mp4"),
             "clips": video_copies(args.data / "pan.mp4", args.frames // 240, scratch / "clips"),
             "short": video_copies(args.data / "pan_head.mp4", args.frames // 48, scratch / "short"),
@@ -308,9 +320,7 @@ def main() -> None:
         # first 480 frames (pan.mp4 twice, the long one's first two copies: the same frames).
         fifth = args.frames // 5
         short_inputs = {
-            "jpeg": str(
-                symlink_folder(sorted((args.jpeg).iterdir()), fifth, scratch / "jpeg-short")
-            ),  # fmt: skip
+            **folders(fifth, "short"),
             "long": video_copies(args.data / "pan.mp4", 2, scratch / "long-short"),
             "clips": video_copies(
                 args.data / "pan.mp4", max(1, fifth // 240), scratch / "clips-short"
@@ -320,6 +330,9 @@ def main() -> None:
             ),  # fmt: skip
         }
         for kind in args.kinds.split(","):
+            if kind not in inputs:
+                log(f"== {kind}: skipped, no {getattr(args, kind, kind)} folder")
+                continue
             log(f"== {kind}: {inputs[kind]}")
             figures: dict = {}
             for decode in DECODES:
@@ -342,12 +355,10 @@ def main() -> None:
                     log(f"  --decode {decode} PNGs == --decode cpu PNGs: {same}")
             for decode in DECODES:
                 shutil.rmtree(scratch / f"{kind}-{decode}", ignore_errors=True)
-            figures["script"] = script("jpeg" if kind == "jpeg" else "video", inputs[kind],
-                                       scratch / f"{kind}-script")  # fmt: skip
+            figures["script"] = script(kind, inputs[kind], scratch / f"{kind}-script")
             log(f"  OpenCV script: {figures['script']}")
             shutil.rmtree(scratch / f"{kind}-script", ignore_errors=True)
-            figures["codec_floor"] = codec_floor("jpeg" if kind == "jpeg" else "video",
-                                                 inputs[kind], threads)  # fmt: skip
+            figures["codec_floor"] = codec_floor(kind, inputs[kind], threads)
             log(f"  CPU codec floor: {figures['codec_floor']}")
             figures["engines_alone"] = engines_alone(kind, inputs[kind])
             log(f"  the engines alone, whole process: {figures['engines_alone']}")

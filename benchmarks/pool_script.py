@@ -2,7 +2,7 @@
 
     python benchmarks/pool_script.py IN_DIR OUT_DIR [THRESHOLD]
 
-One process a core; each reads a JPEG, takes its gray, 3x3 Sobel in x and y, |Gx| + |Gy|,
+One process a core; each reads a JPEG or PNG, takes its gray, 3x3 Sobel in x and y, |Gx| + |Gy|,
 thresholds it and writes a 1-bit PNG. ``convertScaleAbs`` saturates |G| at 255, which
 changes no pixel for thresholds below 255 (a saturated sum is over 255 either way), so for
 those the PNGs hold the edge contract's pixels (l1, replicate border) where cvtColor gives
@@ -31,7 +31,7 @@ if __name__ == "__main__":
     in_dir, out_dir = sys.argv[1], sys.argv[2]
     threshold = int(sys.argv[3]) if len(sys.argv) > 3 else 100
     os.makedirs(out_dir, exist_ok=True)
-    names = sorted(n for n in os.listdir(in_dir) if n.lower().endswith((".jpg", ".jpeg")))
+    names = sorted(n for n in os.listdir(in_dir) if n.lower().endswith((".jpg", ".jpeg", ".png")))
     jobs = [
         (os.path.join(in_dir, n), os.path.join(out_dir, os.path.splitext(n)[0] + ".png"), threshold)
         for n in names
