@@ -1,28 +1,28 @@
 """GPU decoding, end to end (issue 18): whole-process wall fps of ``edgecli run`` with
 ``--decode cpu``, ``auto`` and ``gpu`` on a JPEG folder, a PNG folder (no GPU decoder: the
 CPU's, which GPU decoding must not slow), one long H.264 video, a glob of clips and a glob of
-short clips; against the OpenCV script a user would write and the CPU
-codec floor, all measured in the same run; with the GPU engines' decode-only rates, in this
+short clips; against the OpenCV script a user would write and the CPU codec floor, all
+measured in the same run; with the GPU engines' decode-only rates, in this
 process and as whole processes of their own (``engine_floor.py``), and the run's PNGs written
 again alone (``writes_alone``): the two bounds on any whole-process figure.
 
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
 
 Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make_bench_media.py
---only jpeg --jpeg-quality 95``, which runs anywhere); ``--png``, the 240 frames as PNGs (``--only
-png``; skipped where the folder is missing); under ``--data``, ``pan.mp4`` (240
-frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
-``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over).
-The JPEG and PNG folders are ``--frames`` symlinks cycling over the 240 files, the clips are
+--only jpeg --jpeg-quality 95``, which runs anywhere); ``--png``, the same 240 frames as PNGs
+(``--only png``; the kind is skipped where the folder is missing); under ``--data``, ``pan.mp4``
+(240 frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
+``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over). The
+JPEG and PNG folders are ``--frames`` symlinks cycling over the 240 files, the clips are
 ``--frames / 240`` symlinks to pan.mp4, the short clips ``--frames / 48`` to ``pan_head.mp4``
-(48 frames). Every GPU-decoded run's PNGs are checked, file for
-file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal pixels
-give equal bytes). Each is also run on a fifth of the frames, for the steady rate between the
-two. edgecli runs as ``python -m edgecli`` from this checkout, as installed: with Python's
-bytecode cached (``PYTHONPYCACHEPREFIX`` in the scratch folder; ``--no-bytecode`` runs it
-without, as the GPU host's image runs everything: ``PYTHONDONTWRITEBYTECODE=1`` and no
-bytecode shipped, which costs each process about 0.26 s of compiling), after one warm-up run
-that also fills the kernel cache. The OpenCV scripts run in the same environment.
+(48 frames). Every GPU-decoded run's PNGs are checked, file for file, against the ``--decode
+cpu`` run's (the PNG encoder is deterministic, so equal pixels give equal bytes). Each is also
+run on a fifth of the frames, for the steady rate between the two. edgecli runs as ``python -m
+edgecli`` from this checkout, as installed: with Python's bytecode cached
+(``PYTHONPYCACHEPREFIX`` in the scratch folder; ``--no-bytecode`` runs it without, as the GPU
+host's image runs everything: ``PYTHONDONTWRITEBYTECODE=1`` and no bytecode shipped, which costs
+each process about 0.26 s of compiling), after one warm-up run that also fills the kernel cache.
+The OpenCV scripts run in the same environment.
 """
 
 from __future__ import annotations
