@@ -325,11 +325,11 @@ def count_frames(sources: list, stop: threading.Event | None = None) -> int | No
     is set (checked before each file that must be opened)."""
     total = 0
     for source in sources:
-        if stop is not None and source.multi_frame and stop.is_set():
-            return None
         if not source.multi_frame:
             total += 1
             continue
+        if stop is not None and stop.is_set():
+            return None
         if source.kind == "video":
             frames = _video_frame_count(source.path)
             if frames <= 0:
