@@ -406,4 +406,6 @@ def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | Non
         capture.release()
     rate = Fraction(fps).limit_denominator(1_000_000) if fps > 0 else None
     exact = source.path.suffix.lower() in EXACT_COUNT_CONTAINERS and frames > 0
+    if exact and source.path.suffix.lower() in MP4_CONTAINERS:  # cv2 declares the samples
+        exact = _mp4_frame_count(source.path) == frames
     return rate, frames if exact else None

@@ -1095,7 +1095,7 @@ def test_frame_count_with_b_frames_and_variable_rates(tmp_path, options):
 
 def test_frame_count_of_a_clip_cut_with_an_edit_list(tmp_path):
     """A stream copy from 1 s in keeps the GOP before it, hidden by an edit list: cv2 declares
-    the samples, as frame_count does (and decodes fewer)."""
+    the samples but shows fewer frames, so frame_count gives no count."""
     source = encode(tmp_path / "gop.mp4", [*YUV420, "-g", "10", "-bf", "2"], frames=30)
     path = tmp_path / "cut.mp4"
     subprocess.run(
@@ -1103,7 +1103,8 @@ def test_frame_count_of_a_clip_cut_with_an_edit_list(tmp_path):
         check=True,
     )
     assert b"elst" in path.read_bytes()
-    assert mp4.frame_count(path) == declared(path) == 20
+    assert declared(path) == 20 and len(read_frames(path)) < 20
+    assert mp4.frame_count(path) is None
 
 
 def test_frame_count_of_compact_sample_sizes(clip, tmp_path):
@@ -1127,12 +1128,17 @@ def test_files_whose_tables_do_not_count_the_frames(long_clip, tmp_path):
 
 
 def test_repository_clips_are_counted_without_a_decoder(monkeypatch):
-    """count_frames (the progress bar's total) of MP4s opens no cv2 decoder; the Matroska clip
-    is still counted by cv2."""
+    """count_frames (the progress bar's total) of MP4s opens no cv2 decoder, but for those whose
+    samples are not all shown (counted by cv2, as the Matroska clip is)."""
     from edgecli.sources import count_frames, discover
 
     mkv = DATA / "nvdec_bframes.mkv"
-    expected = {p: declared(p) for p in [*sorted(DATA.glob("*.mp4")), mkv]}
+    counted = [p for p in sorted(DATA.glob("*.mp4")) if mp4.frame_count(p) is not None]
+    assert {p.name for p in DATA.glob("*.mp4")} - {p.name for p in counted} == {
+        "nvdec_cut.mp4",
+        "nvdec_headless.mp4",
+    }
+    expected = {p: declared(p) for p in [*counted, mkv]}
     mp4s = [source for p in expected if p != mkv for source in discover(str(p))]
     real = cv2.VideoCapture
 
@@ -1215,7 +1221,7 @@ def test_clips_cut_by_an_edit_list_are_refused(bframes, tmp_path):
     that starts at 1 s: cv2 drops the frames before it, NVDEC would decode them all."""
     cut = remux(bframes, tmp_path / "cut.mp4", before=["-ss", "1.5"])
     assert h264.stream_reason(cut) == "an edit list that starts after the first frame"
-    assert len(read_frames(cut)) < mp4.frame_count(cut)
+    assert len(read_frames(cut)) < declared(cut)
 
 
 def test_clips_that_start_without_a_keyframe_are_refused(bframes, tmp_path):
@@ -1223,7 +1229,7 @@ def test_clips_that_start_without_a_keyframe_are_refused(bframes, tmp_path):
     the next keyframe, NVDEC would conceal and return them."""
     headless = remux(bframes, tmp_path / "headless.mp4", after=["-bsf:v", "noise=drop=lt(n\\,3)"])
     assert h264.stream_reason(headless) == "the first frame is not a keyframe"
-    assert len(read_frames(headless)) < mp4.frame_count(headless)
+    assert len(read_frames(headless)) < declared(headless)
 
 
 def edit_list_clip(tmp_path, bframes, edits: list[tuple[int, int]], version: int = 0) -> Path:
@@ -1271,3 +1277,15 @@ def _first_composition_time(path: Path) -> int:
     data = path.read_bytes()
     at = data.index(b"elst") + 4
     return struct.unpack_from(">i", data, at + 12)[0]
+
+
+@pytest.mark.parametrize("name", ["nvdec_cut.mp4", "nvdec_headless.mp4"])
+def test_clips_that_show_fewer_frames_than_samples_are_not_truncated(name, tmp_path):
+    """A clip cut by an edit list or begun without a keyframe holds more samples than cv2 shows
+    frames: the CPU decoder takes it whole (no "ended early") and the frame count is unknown."""
+    import edgecli
+
+    path = DATA / name
+    assert mp4.frame_count(path) is None
+    summary = edgecli.process(path, tmp_path / "out", backend="cpu")
+    assert summary.failed == [] and summary.frames == len(read_frames(path))

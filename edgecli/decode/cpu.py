@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import FrameError
 from ..png import PNG_SIGNATURE
+from .mp4 import MP4_CONTAINERS, frame_count
 
 # Read as animations (imageio), whatever their frame count.
 ANIMATION_EXTENSIONS = (".gif",)
@@ -31,7 +32,7 @@ VIDEO_EXTENSIONS = (
     ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
 )  # fmt: skip
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
-EXACT_COUNT_CONTAINERS = (".mp4", ".m4v", ".mov", ".avi")
+EXACT_COUNT_CONTAINERS = (*MP4_CONTAINERS, ".avi")
 
 
 def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
@@ -209,7 +210,7 @@ def video_frames(
     capture = cv2.VideoCapture(str(path))
     try:
         _check_video(capture, path, max_pixels)
-        expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        expected = _expected_frames(path, capture)
         index = 0
         while stop is None or index < stop:
             if index < start or (kept is not None and not kept(index)):
@@ -225,13 +226,25 @@ def video_frames(
             raise FrameError(str(path), "video has no decodable frames")
         # Only these containers index every frame, so only their count can be trusted.
         ended = stop is None or index < stop
-        if ended and path.suffix.lower() in EXACT_COUNT_CONTAINERS and 0 < index < expected:
+        if ended and expected is not None and 0 < index < expected:
             raise FrameError(
                 f"{path} [frame {index}]",
                 f"video ended early: {index} of {expected} frames decoded (truncated?)",
             )
     finally:
         capture.release()
+
+
+def _expected_frames(path: Path, capture) -> int | None:
+    """The frames a whole decode of the video gives, where its container says so exactly: an
+    MP4's sample table, where FFmpeg shows every sample (:func:`.mp4.frame_count`), an AVI's
+    index; None elsewhere."""
+    suffix = path.suffix.lower()
+    if suffix in MP4_CONTAINERS:
+        return frame_count(path)
+    if suffix in EXACT_COUNT_CONTAINERS:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
+    return None
 
 
 # Sampling a video, a frame this many or fewer ahead is decoded on to; one further ahead is

@@ -231,11 +231,15 @@ def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T
 def frame_count(path) -> int | None:
     """The frames of the MP4/QuickTime file's video track as its sample table counts them
     (FFmpeg's ``nb_frames``, which cv2 reports as ``CAP_PROP_FRAME_COUNT``), read without a
-    decoder; None where the file does not say: fragmented (the samples are in moof boxes), no
-    single video track, unreadable."""
+    decoder; None where that is not the count of frames FFmpeg shows (an edit list drops some,
+    or the first is no keyframe: :func:`edit_reason`, :func:`first_frame_reason`) or where the
+    file does not say: fragmented (the samples are in moof boxes), no single video track,
+    unreadable."""
 
     def count(source: Source, track: Track, moov: Box, rest: Iterator[Box]) -> int | None:
         if child(source, moov, b"mvex") is not None or moof_in(rest):
+            return None
+        if edit_reason(source, moov, track) or first_frame_reason(source, track):
             return None
         sizes = child(source, track.stbl, b"stsz") or child(source, track.stbl, b"stz2")
         return (_sample_sizes(source, sizes)[2] or None) if sizes is not None else None
