@@ -302,25 +302,89 @@ def test_cuda_requested_but_unusable(frames_dir, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(cuda_unusable_reason() is None, reason="a CUDA device is usable here")
-def test_auto_falls_back_with_a_notice(frames_dir, tmp_path):
-    """--backend auto without CUDA runs on the CPU and says so in one stderr line."""
-    result = invoke("run", frames_dir, "-o", tmp_path / "out")
+MISSING_DRIVER = "libedgecli-no-such-driver.so.1"  # as libcuda.so.1 is where no driver is
+NO_DRIVER = f"no NVIDIA GPU (the NVIDIA driver, {MISSING_DRIVER}, is not installed)"
+NO_CUPY = (
+    "CuPy is not importable (import of cupy halted; None in sys.modules); install "
+    "edgecli[cuda12] or edgecli[cuda13]"
+)
+
+
+@pytest.fixture(params=["no driver", "driver, no CuPy"])
+def machine(request, monkeypatch):
+    """A machine without an NVIDIA driver, or with a GPU and its driver but without CuPy."""
+    from edgecli.cuda import driver
+
+    if request.param == "no driver":
+        monkeypatch.setattr(driver, "DRIVER_LIBRARY", MISSING_DRIVER)
+    else:
+        monkeypatch.setattr(driver, "absence_reason", lambda: None)
+        monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    return request.param
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_auto_on_the_cpu_says_why_where_it_helps(frames_dir, tmp_path, machine, verbose):
+    """--backend auto runs on the CPU: without a GPU it says so only under -v, in words that
+    name no package; with a GPU but no CuPy it always gives the install hint, once."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", *(["-v"] if verbose else []))
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.stderr.splitlines() if "GPU" in line or "CUDA" in line]
+    if machine == "no driver":
+        assert notices == (["edgecli: no NVIDIA GPU: using the CPU"] if verbose else [])
+    else:
+        assert notices == [f"edgecli: using the CPU backend; CUDA unusable: {NO_CUPY}"]
+
+
+def test_cuda_asked_for_says_why_not(frames_dir, tmp_path, machine):
+    """--backend cuda where it cannot run: exit 4, the reason (the install hint only where a
+    GPU is there), nothing written."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cuda")
+    assert result.exit_code == 4
+    reason = NO_DRIVER if machine == "no driver" else NO_CUPY
+    assert result.stderr == f"Error: CUDA backend unusable: {reason}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_info_says_why_cuda_is_not_used(machine):
+    """info's last line: no GPU, using the CPU (and why) on a machine without a driver; the
+    install hint on one with a GPU but without CuPy."""
+    result = invoke("info")
     assert result.exit_code == 0
-    notices = [line for line in result.stderr.splitlines() if "using the CPU backend" in line]
-    assert notices == [f"edgecli: using the CPU backend; CUDA unusable: {cuda_unusable_reason()}"]
+    expected = {
+        "no driver": f"cuda: no NVIDIA GPU: using the CPU (the NVIDIA driver, {MISSING_DRIVER}, "
+        "is not installed)",
+        "driver, no CuPy": f"cuda: unusable: {NO_CUPY}",
+    }
+    assert result.stdout.splitlines()[-1] == expected[machine]
+
+
+def test_a_driver_without_a_device_node_is_no_gpu(monkeypatch, tmp_path):
+    """A driver library but no /dev/nvidia* (a container started without a GPU) is no GPU;
+    with a device node there, the GPU may be usable."""
+    from edgecli.cuda import driver
+
+    monkeypatch.setattr(driver, "DRIVER_LIBRARY", "libc.so.6")  # loads, as a driver would
+    monkeypatch.setattr(driver, "DEVICE_NODES", (str(tmp_path / "nvidia[0-9]*"),))
+    assert driver.absence_reason() == "no NVIDIA device node (/dev/nvidia*)"
+    (tmp_path / "nvidia0").touch()
+    assert driver.absence_reason() is None
 
 
 def test_info_reports_cuda_state():
-    """info lists versions and says whether CUDA is usable, and why not."""
+    """info lists versions and ends with whether CUDA is usable."""
     result = invoke("info")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0] == f"edgecli {__version__}"
     assert any(line.startswith("opencv-python-headless ") for line in lines)
     reason = cuda_unusable_reason()
-    expected = "cuda: usable: " if reason is None else f"cuda: unusable: {reason}"
-    assert lines[-1].startswith(expected)
+    if reason is None:
+        assert lines[-1].startswith("cuda: usable: ")
+    elif reason.startswith("no NVIDIA GPU"):
+        assert lines[-1] == f"cuda: no NVIDIA GPU: using the CPU{reason[len('no NVIDIA GPU') :]}"
+    else:
+        assert lines[-1] == f"cuda: unusable: {reason}"
 
 
 def test_info_names_the_png_encoder(monkeypatch):

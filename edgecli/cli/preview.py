@@ -63,7 +63,9 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     from ..preview import preview as make_preview
 
     def notify(message: str) -> None:
-        if not quiet:
+        from ..backends import Detail
+
+        if not quiet and not isinstance(message, Detail):
             click.echo(f"edgecli: {message}", err=True)
 
     try:

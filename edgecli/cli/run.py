@@ -246,7 +246,9 @@ def run(
         click.echo(f"edgecli: {message}", err=True)
 
     def notify(message: str) -> None:
-        if not quiet:
+        from ..backends import Detail
+
+        if not quiet and (verbose or not isinstance(message, Detail)):
             warn(message)
 
     try:
