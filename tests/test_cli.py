@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -43,20 +44,59 @@ def test_version():
 
 
 def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
-    """A run exits 0, writes one PNG per frame and a summary on stderr."""
+    """A run exits 0, writes one PNG per frame and a two-line summary on stderr: frames, time
+    and fps, then the bottleneck in words."""
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
     assert result.exit_code == 0, result.output
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == [MANIFEST_NAME, "f0.png", "f1.png", "f2.png"]
     assert result.stdout == ""
-    assert "edgecli: 3 frame(s) ->" in result.stderr
-    assert "-bound: " in result.stderr or "not bound: " in result.stderr
+    result_line, bottleneck = result.stderr.splitlines()
+    assert re.fullmatch(
+        rf"edgecli: 3 frame\(s\) -> {re.escape(str(tmp_path / 'out'))} in \d+\.\d\d s "
+        r"\(\d+\.\d fps\) on cpu",
+        result_line,
+    )
+    assert re.match(r"  (\w+-bound|not bound): ", bottleneck)
+
+
+def test_verbose_adds_every_stage(frames_dir, tmp_path):
+    """-v adds the time of every stage, the workers and the decoders to the summary."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-v")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    stages = [line.split()[0] for line in lines if re.match(r"  \w+ +total ", line)]
+    assert stages == ["decode", "compute", "encode", "write"]
+    assert any(
+        re.fullmatch(r"edgecli: 3 frame.* on cpu \[cpu\], \d+ worker\(s\)", x) for x in lines
+    )
+    assert "  decoded by: cpu 3" in lines
 
 
 def test_quiet_prints_nothing(frames_dir, tmp_path):
     """-q leaves stdout and stderr empty on success."""
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-q")
     assert result.exit_code == 0 and result.output == ""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_skipped_frame_is_said_even_under_quiet(frames_dir, tmp_path, quiet):
+    """A frame skipped under --on-error skip is named on stderr, and the run ends with its
+    Error line (exit 3), with or without -q; -q leaves out only the summary."""
+    (frames_dir / "f1.png").write_bytes(b"not a png")
+    args = ["run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "--on-error", "skip"]
+    result = invoke(*args, *(["-q"] if quiet else []))
+    assert result.exit_code == 3
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"edgecli: skipped {frames_dir / 'f1.png'}: not a decodable image (corrupt, truncated "
+        "or wrong type)"
+    )
+    assert lines[-1] == "Error: 1 frame(s) skipped after errors"
+    summary = [line for line in lines if line.startswith("edgecli: 2 frame(s) -> ")]
+    assert len(summary) == (0 if quiet else 1)
+    assert quiet or summary[0].endswith(" on cpu; 1 failed")
+    assert len(lines) == (2 if quiet else 4)
 
 
 @pytest.mark.parametrize("how", ["library", "command -q"])

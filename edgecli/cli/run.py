@@ -210,8 +210,19 @@ def stop_on_signals():
     help="After the run, compare the output folder with the manifest at PATH: exit 5, "
     "listing each frame that differs, is missing or is extra, or the options that differ.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
-@click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Nothing on success: no progress bar, no summary (frames skipped and errors are "
+    "still said, on stderr).",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Say what is being done before the run, and after it the time of every stage.",
+)
 def run(
     inputs,
     output,
@@ -271,7 +282,7 @@ def run(
                 **extra,
             )
         if not quiet:
-            click.echo(summary.format_text(), err=True)
+            click.echo(summary.format_text(verbose), err=True)
         if json_summary == "-":
             click.echo(summary.dumps())
         if not summary.interrupted:
