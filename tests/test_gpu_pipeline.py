@@ -138,7 +138,7 @@ def test_a_preview_is_the_same_on_both_backends(gpu, mixed_folder, tmp_path):
     for backend in ("cpu", "cuda"):
         sheet = tmp_path / f"{backend}.png"
         result = invoke("preview", mixed_folder, H264_CLIP, "-o", sheet, "--backend", backend,
-                        "--frames", "6")  # fmt: skip
+                        "--samples", "6")  # fmt: skip
         assert result.exit_code == 0, result.output
         assert f"({backend})" in result.stderr
         sheets[backend] = sheet.read_bytes()

@@ -190,13 +190,6 @@ def stop_on_signals():
 )
 @selection_options
 @click.option(
-    "--frames",
-    "max_frames",
-    type=click.IntRange(min=1),
-    default=None,
-    help="... at most N frames of each.",
-)
-@click.option(
     "--write-expected",
     metavar="PATH",
     default=None,
