@@ -18,7 +18,7 @@ import edgecli
 from edgecli.params import BORDERS, NORMS
 
 from .helpers import H264_CLIP, invoke, same_bytes
-from .media import photo
+from .media import cv2_layouts, photo
 
 pytestmark = pytest.mark.gpu
 
@@ -88,6 +88,16 @@ def test_detect_edges_api_on_gpu(gpu):
     np.testing.assert_array_equal(
         edgecli.detect_edges(frames[0], backend="cuda", norm="l2", border="constant"),
         edgecli.detect_edges(frames[0], backend="cpu", norm="l2", border="constant"),
+    )
+
+
+@pytest.mark.parametrize("layout", ["gray", "bgra", "bgra batch"])
+def test_detect_edges_takes_gray_and_bgra_on_gpu(gpu, layout):
+    """backend='cuda' takes a gray or BGRA frame, or a BGRA batch, as the CPU does: the edges
+    of its cv2.cvtColor conversion to BGR."""
+    given, bgr = cv2_layouts()[layout]
+    np.testing.assert_array_equal(
+        edgecli.detect_edges(given, backend="cuda"), edgecli.detect_edges(bgr, backend="cpu")
     )
 
 
