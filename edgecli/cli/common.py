@@ -56,7 +56,7 @@ edge_options = _bundle(
     ),
     click.option(
         "--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True,
-        help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
+        help="auto: CUDA when usable, else the CPU (saying why on stderr where a GPU is there).",
     ),
 )  # fmt: skip
 
