@@ -233,7 +233,24 @@ class Summary:
     def dumps(self) -> str:
         return json.dumps(self.as_json(), indent=2)
 
-    def format_text(self) -> str:
+    def format_text(self, verbose: bool = False) -> str:
+        """What the run did, for stderr: by default one line (frames, time, fps, what went
+        wrong) and the bottleneck in words; ``verbose``: every stage's times, the decoders, the
+        GPU's and the main thread's time too."""
+        if not verbose:
+            outcome = "".join(
+                f"; {what}"
+                for count, what in (
+                    (len(self.failed), f"{len(self.failed)} failed"),
+                    (self.skipped_existing, f"{self.skipped_existing} kept (already written)"),
+                    (self.interrupted, "interrupted"),
+                )
+                if count
+            )
+            return (
+                f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
+                f"({self.fps:.1f} fps) on {self.backend}{outcome}\n  {self.bottleneck()[1]}"
+            )
         lines = [
             f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
             f"({self.fps:.1f} fps, {self.megapixels_per_s:.1f} MP/s) "

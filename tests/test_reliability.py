@@ -349,7 +349,7 @@ def test_signal_stops_cleanly(slow_folder, tmp_path, sig, code, name):
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
-    assert f"Error: interrupted by {name}; " in stderr and "interrupted:" in stderr
+    assert f"Error: interrupted by {name}; " in stderr and "; interrupted\n" in stderr
     written = assert_outputs_whole(out)
     assert 3 <= len(written) < 400
 

@@ -190,13 +190,6 @@ def stop_on_signals():
 )
 @selection_options
 @click.option(
-    "--frames",
-    "max_frames",
-    type=click.IntRange(min=1),
-    default=None,
-    help="... at most N frames of each.",
-)
-@click.option(
     "--write-expected",
     metavar="PATH",
     default=None,
@@ -210,8 +203,19 @@ def stop_on_signals():
     help="After the run, compare the output folder with the manifest at PATH: exit 5, "
     "listing each frame that differs, is missing or is extra, or the options that differ.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
-@click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Nothing on success: no progress bar, no summary (frames skipped and errors are "
+    "still said, on stderr).",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Say what is being done before the run, and after it the time of every stage.",
+)
 def run(
     inputs,
     output,
@@ -246,7 +250,9 @@ def run(
         click.echo(f"edgecli: {message}", err=True)
 
     def notify(message: str) -> None:
-        if not quiet:
+        from ..backends import Detail
+
+        if not quiet and (verbose or not isinstance(message, Detail)):
             warn(message)
 
     try:
@@ -269,7 +275,7 @@ def run(
                 **extra,
             )
         if not quiet:
-            click.echo(summary.format_text(), err=True)
+            click.echo(summary.format_text(verbose), err=True)
         if json_summary == "-":
             click.echo(summary.dumps())
         if not summary.interrupted:
