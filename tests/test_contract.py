@@ -121,6 +121,18 @@ def test_one_row_constant_border(threshold, expected):
     np.testing.assert_array_equal(edges, expected)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (3, 1), (4, 1), (1, 4), (5, 1)])
+def test_tiny_columns_match_the_plain_implementation(shape):
+    """Frames of at most 4 pixels in a column (which OpenCV's binding can take for a scalar):
+    both implementations equal the plain oracle at every threshold around the gradient."""
+    frame = np.zeros((*shape, 3), np.uint8)
+    frame.flat[0] = 5  # luma 1 at the first pixel: |G| = 4 beside it
+    for threshold in (3, 4):
+        for implementation in (reference, cpu):
+            got = implementation.detect_frame(frame, Options(threshold=threshold))
+            np.testing.assert_array_equal(got, plain_edges(frame, threshold, "l1", "replicate"))
+
+
 def test_magnitude_is_not_clamped():
     """l1 magnitudes above 255 still compare against T (the course code clamped at 255)."""
     values = np.zeros((5, 5), np.uint8)
