@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import resume
 from ..backends import select_backend
+from ..claims import claimed
 from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
@@ -229,10 +230,11 @@ def run(
     # written fails the run here, leaving the folder as it was.
     report_files = open_reports(reports)
     try:
-        summary, clock = _run_into(
-            out_dir, sources, options, backend, progress, warn, stop, started,
-            per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
-        )  # fmt: skip
+        with claimed(out_dir, options):  # refuses a run of other options writing there now
+            summary, clock = _run_into(
+                out_dir, sources, options, backend, progress, warn, stop, started,
+                per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
+            )  # fmt: skip
     except BaseException:  # a failed run leaves no report, not even an empty one
         discard_reports(report_files)
         raise
