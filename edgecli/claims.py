@@ -35,6 +35,7 @@ from .errors import OptionError
 from .params import Options
 from .resume import recorded_options
 from .sinks import HOST, process_alive, write_atomic
+from .workers import start_thread
 
 CLAIM_PREFIX = ".edgecli-claim-"
 CLAIM_SUFFIX = ".json"
@@ -49,18 +50,18 @@ def claimed(out_dir: Path, options: Options) -> Iterator[None]:
     other run, where a live claim there has other output-deciding options."""
     claim = out_dir / f"{CLAIM_PREFIX}{os.getpid()}-{next(_claim_numbers)}@{HOST}{CLAIM_SUFFIX}"
     mine = {"pid": os.getpid(), "host": HOST, "options": recorded_options(options)}
-    with _serialised(out_dir):
-        write_atomic(claim, (json.dumps(mine) + "\n").encode())
-        try:
-            _refuse_other_options(out_dir, claim, mine["options"])
-        except BaseException:
-            claim.unlink(missing_ok=True)
-            raise
     ended = threading.Event()
     refresher = threading.Thread(
         target=_refresh, args=(claim, ended), name="edgecli-claim", daemon=True
     )
-    refresher.start()
+    with _serialised(out_dir):
+        write_atomic(claim, (json.dumps(mine) + "\n").encode())
+        try:
+            _refuse_other_options(out_dir, claim, mine["options"])
+            start_thread(refresher, "the thread that keeps the output folder's claim fresh")
+        except BaseException:
+            claim.unlink(missing_ok=True)
+            raise
     try:
         yield
     finally:
