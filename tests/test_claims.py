@@ -165,22 +165,43 @@ def test_a_killed_runs_claim_does_not_block(folder, clean, tmp_path):
     assert claims_in(out) == []
 
 
+@pytest.mark.parametrize("host", ["elsewhere", HOST], ids=["another-host", "this-host"])
 @pytest.mark.parametrize("age_s, refused", [(0, True), (CLAIM_STALE_S + 60, False)])
-def test_another_hosts_claim_blocks_until_it_is_stale(folder, tmp_path, age_s, refused):
-    """A claim from another host (a shard writing into a shared folder) with other options
-    refuses the run while it is refreshed, and is taken for a dead run's once it is not."""
+def test_a_claim_blocks_until_it_is_stale(folder, tmp_path, host, age_s, refused):
+    """A claim with other options refuses the run while it is refreshed, whether another
+    host's (a shard writing into a shared folder) or of a live process here, and is taken for
+    a dead run's once it is not refreshed (its process number reused since, say)."""
     out = tmp_path / "out"
     out.mkdir()
-    claim = out / f"{CLAIM_PREFIX}4242-0@elsewhere.json"
+    pid = 4242 if host == "elsewhere" else os.getpid()  # this process: alive
+    claim = out / f"{CLAIM_PREFIX}{pid}-0@{host}.json"
     options = {"threshold": 50, "norm": "l1", "border": "replicate", "png_bits": 1}
-    claim.write_text(json.dumps({"pid": 4242, "host": "elsewhere", "options": options}))
+    claim.write_text(json.dumps({"pid": pid, "host": host, "options": options}))
     then = time.time() - age_s
     os.utime(claim, (then, then))
     result = invoke("run", folder, "-o", out, "--backend", "cpu")
     if refused:
         assert result.exit_code == 2
-        assert "(pid 4242 on elsewhere: threshold=50; this run: threshold=100)" in result.stderr
+        assert f"(pid {pid} on {host}: threshold=50; this run: threshold=100)" in result.stderr
         assert claim.exists() and not list(out.glob("*.png"))
     else:
         assert result.exit_code == 0, result.stderr
         assert not claim.exists() and len(list(out.glob("*.png"))) == 6
+
+
+def test_a_cluster_run_is_refused_where_a_run_of_other_options_writes(folder, tmp_path):
+    """--scheduler: the client checks the folder's claims before any task starts, and is
+    refused as a plain run is (exit 2), with no PNG written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    claim = out / f"{CLAIM_PREFIX}4242-0@elsewhere.json"
+    options = {"threshold": 100, "norm": "l2", "border": "replicate", "png_bits": 1}
+    claim.write_text(json.dumps({"pid": 4242, "host": "elsewhere", "options": options}))
+    result = invoke("run", folder, "-o", out, "--scheduler", "local:1", "-q")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"Error: {out}: another edgecli run writes into this folder with other options (pid "
+        "4242 on elsewhere: norm=l2; this run: norm=l1); wait for it to end, or choose another "
+        "output folder\n"
+    )
+    assert not list(out.glob("*.png"))
