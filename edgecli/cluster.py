@@ -28,6 +28,7 @@ from pathlib import Path
 from . import cluster_warmup as warmup
 from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .claims import claimed
 from .cluster_summary import ClusterSummary, merge
 from .cluster_warmup import WARM_UP_ENV
 from .errors import ClusterError, EdgecliError, OptionError
@@ -280,10 +281,11 @@ def run_on_cluster(
         out_dir = prepare_output_dir(Path(output))
         report_files = open_reports(reports)
         try:
-            summary = _run_tasks(
-                client, inputs, out_dir, options, scheduler, kind, sources,
-                progress=progress, warn=warn, stop=stop, backend=backend, started=started,
-            )  # fmt: skip
+            with claimed(out_dir, options):  # the tasks' claims, of these options, share it
+                summary = _run_tasks(
+                    client, inputs, out_dir, options, scheduler, kind, sources,
+                    progress=progress, warn=warn, stop=stop, backend=backend, started=started,
+                )  # fmt: skip
         except BaseException:
             discard_reports(report_files)
             raise

@@ -27,7 +27,7 @@ TEMP_SUFFIX = ".tmp"
 # The host, because shards on several hosts write into one shared folder (--shard), and a PID
 # says whether its writer is alive only on the host that gave it.
 _temp_numbers = itertools.count()
-_HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
+HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "localhost"
 # Another host's temporary is removed only once it is this old: a live writer renames its
 # temporary within seconds, and clocks of hosts sharing a file system differ by far less.
 FOREIGN_TEMP_STALE_S = 3600
@@ -104,7 +104,7 @@ def _at_new_temporary(path: Path, make: Callable[[Path], T], make_folder: bool =
     while True:
         # The PID in the name lets a later run tell a dead run's leftovers from a live one's.
         number = next(_temp_numbers)
-        temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{number}@{_HOST}{TEMP_SUFFIX}")
+        temp = path.with_name(f"{TEMP_PREFIX}{os.getpid()}-{number}@{HOST}{TEMP_SUFFIX}")
         try:
             return make(temp)
         except FileExistsError:
@@ -199,7 +199,7 @@ def discard_reports(files: dict[str, ReportFile]) -> None:
         report.discard()
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -222,13 +222,13 @@ def remove_stale_temporaries(out_dir: Path) -> int:
     for temp in out_dir.rglob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
         owner, _, host = temp.name[len(TEMP_PREFIX) : -len(TEMP_SUFFIX)].partition("@")
         pid = owner.split("-", 1)[0]
-        if host and host != _HOST:
+        if host and host != HOST:
             try:
                 if now - temp.stat().st_mtime < FOREIGN_TEMP_STALE_S:
                     continue
             except OSError:
                 continue
-        elif pid.isascii() and pid.isdigit() and _process_alive(int(pid)):
+        elif pid.isascii() and pid.isdigit() and process_alive(int(pid)):
             continue
         try:
             temp.unlink()

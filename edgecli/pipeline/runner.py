@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import resume
 from ..backends import select_backend
+from ..claims import claimed
 from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
@@ -140,10 +141,15 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     return said
 
 
-def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
+def checked_sources(
+    inputs: list[str], output, options: Options, reports: dict, notify=None
+) -> list:
     """The sources of the whole run, once they are known not to collide and no output (a PNG,
-    a frame name, a report in ``reports``) would overwrite an input."""
-    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    a frame name, a report in ``reports``) would overwrite an input; ``notify`` hears of
+    folders a recursive scan leaves out."""
+    sources = discover_inputs(
+        inputs, recursive=options.recursive, exclude=Path(output), notify=notify
+    )
     refuse_overwriting_inputs(
         inputs,
         sources,
@@ -159,7 +165,7 @@ def listed_run(inputs: list[str], output, options: Options, reports: dict, notif
     """:func:`checked_sources`, and ``options`` with the threshold that ``-t auto`` or ``-t P%``
     chooses from them: from the whole run's frames, before it is cut into shards or tasks, so
     that each one picks the same."""
-    sources = checked_sources(inputs, output, options, reports)
+    sources = checked_sources(inputs, output, options, reports, notify)
     return sources, resolve_threshold(options, sources, notify)
 
 
@@ -229,10 +235,11 @@ def run(
     # written fails the run here, leaving the folder as it was.
     report_files = open_reports(reports)
     try:
-        summary, clock = _run_into(
-            out_dir, sources, options, backend, progress, warn, stop, started,
-            per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
-        )  # fmt: skip
+        with claimed(out_dir, options):  # refuses a run of other options writing there now
+            summary, clock = _run_into(
+                out_dir, sources, options, backend, progress, warn, stop, started,
+                per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
+            )  # fmt: skip
     except BaseException:  # a failed run leaves no report, not even an empty one
         discard_reports(report_files)
         raise
