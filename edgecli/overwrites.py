@@ -31,7 +31,7 @@ def refuse_overwriting_inputs(
     edgecli's (it holds a run's record: :mod:`edgecli.resume`). The run writes each
     image's PNG, every frame name a video or multi-frame file may have, and ``reports``
     ({what: path}: the JSON summary, the timings CSV, the manifest), written through a link.
-    Nor may a report land on an output, or an output on anything but a regular file.
+    Nor may a report land on an output.
     """
     given = _GivenFiles()
     for source in sources:
@@ -64,7 +64,6 @@ def refuse_overwriting_inputs(
         if found is not None:
             refuse(found, f"the {what}", f"another name for the {what}")
     refuse_reports_over_outputs(sources, out_dir, reports)
-    refuse_special_outputs(sources, out_dir)
 
 
 def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> None:
@@ -77,7 +76,8 @@ def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> 
         if not target.is_relative_to(out_real):
             continue
         name = target.relative_to(out_real).as_posix().lower()
-        clash = "the output folder's record" if name == MANIFEST_NAME.lower() else None
+        clash = {".": "the output folder", MANIFEST_NAME.lower(): "the output folder's record"}
+        clash = clash.get(name)
         for source in sources if clash is None else ():
             if source.multi_frame:
                 stem = re.escape(Path(source.out_stem).as_posix().lower())
@@ -94,11 +94,11 @@ def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> 
 
 
 def refuse_special_outputs(sources: list, out_dir: Path) -> None:
-    """Refuse, before any work, a run whose output name (or an output subfolder) holds
-    something other than a regular file or folder: a symbolic link, a device, a FIFO. The
-    rename that writes a PNG would replace it, a link the user made included; edgecli
-    replaces only its own kind of file in the output folder. One listing of each output
-    folder, not a look at each output name."""
+    """Refuse, before any work, a run whose output name (a PNG's, the folder's record), or
+    an output subfolder, holds something other than a regular file or folder: a symbolic
+    link, a device, a FIFO. The rename that writes a PNG would replace it, a link the user
+    made included; edgecli replaces only its own kind of file in the output folder. One
+    listing of each output folder, not a look at each output name."""
     specials: dict[Path, dict[str, tuple[str, str]]] = {}
 
     def special_entries(folder: Path) -> dict[str, tuple[str, str]]:
@@ -106,6 +106,9 @@ def refuse_special_outputs(sources: list, out_dir: Path) -> None:
             specials[folder] = _special_entries(folder, out_dir)
         return specials[folder]
 
+    record = special_entries(out_dir).get(MANIFEST_NAME.lower())
+    if record is not None:
+        _refuse_special(out_dir, *record)
     for source in sources:
         if source.multi_frame:
             stem = out_dir / source.out_stem
@@ -117,11 +120,14 @@ def refuse_special_outputs(sources: list, out_dir: Path) -> None:
             out = out_dir / source.out_name
             folder, found = out.parent, special_entries(out.parent).get(out.name.lower())
         if found is not None:
-            name, kind = found
-            raise OptionError(
-                f"{folder / name}: {kind} lies at an output name, and edgecli replaces only "
-                "regular files in the output folder; remove it or choose another output folder"
-            )
+            _refuse_special(folder, *found)
+
+
+def _refuse_special(folder: Path, name: str, kind: str) -> None:
+    raise OptionError(
+        f"{folder / name}: {kind} lies at an output name, and edgecli replaces only regular "
+        "files in the output folder; remove it or choose another output folder"
+    )
 
 
 def _special_entries(folder: Path, out_dir: Path) -> dict[str, tuple[str, str]]:

@@ -361,11 +361,12 @@ def test_reports_sharing_a_file_are_refused(frames, tmp_path):
 @pytest.mark.parametrize(
     "name, clash",
     [("f001.png", "the output of {frames}/f001.png"),
-     (".edgecli-run.json", "the output folder's record")],
+     (".edgecli-run.json", "the output folder's record"), (".", "the output folder")],
 )  # fmt: skip
 @pytest.mark.parametrize("case", RUN_REPORTS, ids=[c[1].lstrip("-") for c in RUN_REPORTS])
 def test_report_over_an_output_is_refused(frames, tmp_path, case, name, clash):
-    """A report named like a file the run writes in the output folder is a usage error."""
+    """A report named like a file the run writes in the output folder, or like the folder
+    itself (made by the run), is a usage error."""
     named = tmp_path / "out" / name
     result = invoke(*command(case, [frames], tmp_path, named))
     assert result.exit_code == 2
@@ -380,10 +381,13 @@ def test_report_over_an_output_is_refused(frames, tmp_path, case, name, clash):
 # ---- output PNGs: never onto a link, device or FIFO ------------------------------------------
 
 
-@pytest.mark.parametrize("entry", ["a symbolic link", "a FIFO", "a device", "a video's link"])
+@pytest.mark.parametrize(
+    "entry", ["a symbolic link", "a FIFO", "a device", "a video's link", "the record's FIFO"]
+)
 def test_output_name_holding_a_link_fifo_or_device_is_refused(tmp_path, entry):
-    """An output name that holds a link (to the user's file), a FIFO or a device is refused
-    (exit 2, naming it) before any PNG: it stays as it was, and so does what a link names."""
+    """An output name (a PNG's, the folder's record) that holds a link (to the user's file),
+    a FIFO or a device is refused (exit 2, naming it) before any PNG and before the record is
+    read: it stays as it was, and so does what a link names."""
     users = tmp_path / "users.txt"
     users.write_bytes(b"the user's")
     out = tmp_path / "out"
@@ -396,6 +400,9 @@ def test_output_name_holding_a_link_fifo_or_device_is_refused(tmp_path, entry):
         os.mkfifo(held)
     elif entry == "a device":
         make_null(held)
+    elif entry == "the record's FIFO":
+        held = out / ".edgecli-run.json"
+        os.mkfifo(held)
     else:
         inputs = [REPO / "tests" / "data" / "pan_h264.mp4"]
         held = out / "pan_h264_000007.png"
@@ -403,7 +410,7 @@ def test_output_name_holding_a_link_fifo_or_device_is_refused(tmp_path, entry):
     mode = os.lstat(held).st_mode
     result = invoke("run", *inputs, "-o", out, "--backend", "cpu")
     assert result.exit_code == 2, result.output
-    kind = "a symbolic link" if entry == "a video's link" else entry
+    kind = {"a video's link": "a symbolic link", "the record's FIFO": "a FIFO"}.get(entry, entry)
     assert result.stderr == (
         f"Error: {held}: {kind} lies at an output name, and edgecli replaces only regular files "
         "in the output folder; remove it or choose another output folder\n"

@@ -14,7 +14,7 @@ from ..backends import select_backend
 from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
-from ..overwrites import refuse_overwriting_inputs
+from ..overwrites import refuse_overwriting_inputs, refuse_special_outputs
 from ..params import Options, check_path
 from ..shards import format_shard, shard_of
 from ..sinks import (
@@ -141,9 +141,12 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
 
 
 def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
-    """The sources of the whole run, once they are known not to collide and no output (a PNG,
-    a frame name, a report in ``reports``) would overwrite an input."""
+    """The sources of the whole run, once they are known not to collide, no output (a PNG,
+    a frame name, a report in ``reports``) would overwrite an input, and no output name holds
+    a link, device or FIFO."""
     sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    # Before the folder's record is read: a FIFO there would hold the run up for good.
+    refuse_special_outputs(sources, Path(output))
     refuse_overwriting_inputs(
         inputs,
         sources,
