@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+import edgecli
+from edgecli import pipeline
+
 from .helpers import edgecli_command, invoke, make_frames
 from .media import REPO, photo, write_video
 
@@ -435,3 +438,15 @@ def test_output_subfolder_that_is_a_link_is_refused(tmp_path):
         "only into the output folder; remove it or choose another output folder\n"
     )
     assert list(elsewhere.iterdir()) == []
+
+
+def test_interrupted_run_writes_its_summary_but_no_manifest(frames, tmp_path):
+    """A run stopped early writes its JSON summary (which says so) but no manifest: its
+    folder is not the whole run's."""
+    stop = threading.Event()
+    stop.set()
+    summary_path, manifest = tmp_path / "s.json", tmp_path / "g.json"
+    summary = pipeline.run(frames, tmp_path / "out", edgecli.Options(backend="cpu"), stop=stop,
+                           json_summary=summary_path, write_expected=manifest)  # fmt: skip
+    assert summary.interrupted and json.loads(summary_path.read_text())["interrupted"]
+    assert not manifest.exists() and temporaries(tmp_path) == []
