@@ -224,6 +224,7 @@ class ReportFile:
             finally:
                 os.close(fd)
             if not self.into:
+                _keep_mode(self.target, self.temp)
                 os.replace(self.temp, self.target)
         except OSError as exc:
             self.discard()
@@ -236,6 +237,16 @@ class ReportFile:
             with contextlib.suppress(OSError):
                 os.unlink(self.temp)
             self.temp = None
+
+
+def _keep_mode(target: Path, temp: Path) -> None:
+    """The file replacing ``target`` gets its permissions, as the shell's ``>`` keeps them: a
+    private report stays private."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return
+    os.chmod(temp, stat.S_IMODE(mode))
 
 
 def _names_a_descriptor(path: Path) -> bool:

@@ -207,6 +207,19 @@ def test_report_through_a_symlink(frames, tmp_path, case, link):
     assert temporaries(tmp_path) == []
 
 
+@pytest.mark.parametrize("case", REPORTS, ids=IDS)
+def test_report_replacing_a_file_keeps_its_permissions(frames, tmp_path, case):
+    """A report written over an existing file keeps that file's permissions (0600 stays
+    private), as the shell's > does."""
+    named = tmp_path / report_name(case, "private")
+    named.write_bytes(b"earlier")
+    named.chmod(0o600)
+    result = invoke(*command(case, [frames], tmp_path, named))
+    assert result.exit_code == 0, result.output
+    check_report(case, named.read_bytes())
+    assert stat.S_IMODE(named.stat().st_mode) == 0o600
+
+
 # ---- never onto an input ---------------------------------------------------------------------
 
 
