@@ -84,7 +84,8 @@ def cvtcolor_luma_is_exact() -> bool:
     verdict = check_cvtcolor_luma()
     verdicts[key] = verdict
     try:
-        write_atomic(path, (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode())
+        data = (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode()
+        write_atomic(path, data, make_folder=True)  # the cache is edgecli's folder
     except OutputError:
         pass  # read-only home, say: the verdict holds for this process only
     return verdict

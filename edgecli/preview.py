@@ -51,18 +51,36 @@ def preview(
     notify=None,
 ) -> dict:  # fmt: skip
     """Write the contact sheet of ``inputs`` to ``sheet`` (a .png path) and, with ``html``, a
-    page showing it with the shares of edge pixels as a table (both written atomically);
-    ``thresholds``: numbers and rules (``"auto"``, ``"5%"``) as ``run -t`` takes them, each
-    rule replaced by the number it picks. Return what they show: ``{"frames": [source, ...],
-    "outputs": [name, ...], "thresholds": [...], "auto": T or None, "rules": {T: rule},
-    "shares": [{T: percent, ...} per frame], "backend": ...}``."""
-    from .sampling import sample_frame_sets
-    from .sinks import write_atomic
-    from .sources import discover_inputs, select_frames
-    from .threshold import AUTO_SAMPLE
+    page showing it with the shares of edge pixels as a table, both report paths
+    (:class:`edgecli.sinks.ReportFile`: opened before any frame is decoded, written whole at
+    the end, into a device or FIFO, through a link); ``thresholds``: numbers and rules
+    (``"auto"``, ``"5%"``) as ``run -t`` takes them, each rule replaced by the number it picks.
+    Return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
+    [...], "auto": T or None, "rules": {T: rule}, "shares": [{T: percent, ...} per frame],
+    "backend": ...}``."""
+    from .sinks import discard_reports, open_reports, write_reports
 
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)
+    reports = open_reports({"sheet": sheet} | ({"page": Path(html)} if html is not None else {}))
+    try:
+        shown, png = _sheet(inputs, sheet, html, options, thresholds, frames, width, notify)
+    except BaseException:  # a failed preview leaves neither file, not even an empty one
+        discard_reports(reports)
+        raise
+    write_reports(
+        reports,
+        {"sheet": lambda: png, "page": lambda: page(png, shown, options).encode("utf-8")},
+    )
+    return shown
+
+
+def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> tuple[dict, bytes]:
+    """What the preview shows, and its sheet as a PNG."""
+    from .sampling import sample_frame_sets
+    from .sources import discover_inputs, select_frames
+    from .threshold import AUTO_SAMPLE
+
     sources = select_frames(discover_inputs(inputs, recursive=options.recursive), options.selection)
     written = {sheet.resolve(), _resolved(html)}
     if any(source.path.resolve() in written for source in sources):
@@ -99,11 +117,7 @@ def preview(
         ],
         "backend": backend,
     }
-    png = _sheet_png(sheet, sample, edges_at, shown, width)
-    write_atomic(sheet, png)
-    if html is not None:
-        write_atomic(Path(html), page(png, shown, options).encode("utf-8"))
-    return shown
+    return shown, _sheet_png(sheet, sample, edges_at, shown, width)
 
 
 def _checked_paths(sheet, html) -> Path:

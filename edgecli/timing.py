@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import threading
 import time
@@ -56,17 +57,18 @@ class StageClock:
         finally:
             self.record(stage, (time.perf_counter() - start) * 1e3, frame)
 
-    def write_csv(self, path) -> None:
+    def csv_text(self) -> str:
         """One row per frame: its output name, then milliseconds per stage."""
         with self._lock:
             rows = dict(self._rows or {})
         stages = [s for s in STAGE_ORDER if s in self._ms]
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle, lineterminator="\n")  # csv's default is \r\n
-            writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
-            for frame, times in rows.items():
-                cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
-                writer.writerow([frame, *cells])
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")  # csv's default is \r\n
+        writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
+        for frame, times in rows.items():
+            cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
+            writer.writerow([frame, *cells])
+        return text.getvalue()
 
     def stats(self) -> dict[str, dict[str, float]]:
         with self._lock:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
 from ..errors import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -272,14 +271,15 @@ def run(
                 warn=warn,
                 stop=stop,
                 json_summary=None if json_summary == "-" else json_summary,
+                write_expected=write_expected,
                 **extra,
             )
         if not quiet:
             click.echo(summary.format_text(verbose), err=True)
         if json_summary == "-":
             click.echo(summary.dumps())
-        if not summary.interrupted:
-            compare_golden(summary, write_expected, expect, warn)
+        if not summary.interrupted and expect is not None:
+            compare_golden(summary, expect, warn)
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
     exit_for(summary, received)
@@ -343,26 +343,20 @@ def check_golden_options(write_expected, expect, shard) -> None:
         from ..golden import read_manifest
 
         read_manifest(Path(check_path("--expect path", expect)))
-    elif write_expected is not None:
-        check_path("--write-expected path", write_expected)
 
 
-def compare_golden(summary, write_expected, expect, warn) -> None:
-    """--write-expected: the run's manifest written; --expect: the output folder checked
-    against one, each difference on a line of its own before the error (exit 5)."""
+def compare_golden(summary, expect, warn) -> None:
+    """--expect: the output folder checked against a manifest, each difference on a line of
+    its own before the error (exit 5). (--write-expected's manifest is one of the run's
+    reports: :func:`edgecli.pipeline.run`.)"""
     from .. import golden
 
-    out_dir = Path(summary.output)
-    if write_expected is not None:
-        manifest = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
-        golden.write_manifest(Path(write_expected), manifest)
-    elif expect is not None:
-        try:
-            golden.check(Path(expect), out_dir, summary.params)
-        except ExpectationError as exc:
-            for problem in exc.problems:
-                warn(problem)
-            raise
+    try:
+        golden.check(Path(expect), Path(summary.output), summary.params)
+    except ExpectationError as exc:
+        for problem in exc.problems:
+            warn(problem)
+        raise
 
 
 def exit_for(summary, received: list[int]) -> None:
