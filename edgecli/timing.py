@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .errors import printable
+
 # Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; "read", a
 # video's (or multi-frame file's) frames decoded in order, on its reader thread; the others on
 # the worker threads. Host stages are timed with perf_counter.
@@ -201,6 +203,11 @@ class Summary:
         return min(self.gpu_busy_s / self.wall_s, 1.0)
 
     @property
+    def frames_failed(self) -> int:
+        """Frames lost to errors: one a failure, or those a video that ended early lacks."""
+        return sum(f.get("frames", 1) for f in self.failed)
+
+    @property
     def fps(self) -> float:
         return self.frames / self.wall_s if self.wall_s > 0 else 0.0
 
@@ -235,12 +242,12 @@ class Summary:
 
     def format_text(self) -> str:
         lines = [
-            f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
+            f"edgecli: {self.frames} frame(s) -> {printable(self.output)} in {self.wall_s:.2f} s "
             f"({self.fps:.1f} fps, {self.megapixels_per_s:.1f} MP/s) "
             f"on {self.backend} [{self.device}], {self.workers} worker(s)",
         ]
         if self.failed:
-            lines.append(f"  failed: {len(self.failed)} frame(s)")
+            lines.append(f"  failed: {self.frames_failed} frame(s)")
         if self.interrupted:
             lines.append("  interrupted: frames in flight were finished, the rest not started")
         if self.skipped_existing:

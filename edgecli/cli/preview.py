@@ -12,6 +12,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
+    say,
     selection_options,
 )
 from .types import Thresholds
@@ -64,7 +65,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
 
     def notify(message: str) -> None:
         if not quiet:
-            click.echo(f"edgecli: {message}", err=True)
+            say(message)
 
     try:
         options = Options(**fields)

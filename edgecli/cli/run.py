@@ -35,6 +35,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
+    say,
     selection_options,
 )
 from .types import ByteSize, Threshold
@@ -242,12 +243,11 @@ def run(
     fields["device"] = devices[0] if devices else 0
     prepare_process(fields, devices, verbose)
 
-    def warn(message: str) -> None:
-        click.echo(f"edgecli: {message}", err=True)
+    warn = say
 
     def notify(message: str) -> None:
         if not quiet:
-            warn(message)
+            say(message)
 
     try:
         shard = None if shard is None else parse_shard(shard)
@@ -366,7 +366,7 @@ def exit_for(summary, received: list[int]) -> None:
         click.echo(f"Error: interrupted by {name}; {summary.frames} frame(s) written", err=True)
         sys.exit(EXIT_SIGTERM if name == "SIGTERM" else EXIT_SIGINT)
     if summary.failed:
-        click.echo(f"Error: {len(summary.failed)} frame(s) skipped after errors", err=True)
+        click.echo(f"Error: {summary.frames_failed} frame(s) skipped after errors", err=True)
         sys.exit(EXIT_SKIPPED)
 
 
