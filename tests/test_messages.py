@@ -230,3 +230,14 @@ def test_a_whole_variable_frame_rate_video_is_not_reported(tmp_path, suffix):
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
     assert len(list(out.glob("*.png"))) == CLIP_FRAMES
+
+
+def test_a_matroska_file_cut_only_in_its_index_is_not_reported(tmp_path):
+    """An .mkv cut at its Cues (the index after the last frame) lost no frame: exit 0."""
+    whole = make_clip(tmp_path / "whole.mkv").read_bytes()
+    cues = whole.rindex(bytes.fromhex("1C53BB6B"))  # the Cues element's ID
+    (tmp_path / "cut.mkv").write_bytes(whole[:cues])
+    out = tmp_path / "out"
+    result = invoke("run", tmp_path / "cut.mkv", "-o", out, "--backend", "cpu", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert len(list(out.glob("*.png"))) == CLIP_FRAMES

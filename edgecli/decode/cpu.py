@@ -287,15 +287,15 @@ def _ended_early(path: Path, decoded: int, expected: int) -> str | None:
         if decoded < expected:
             return f"video ended early: {decoded} of {expected} frames decoded (truncated?)"
         return None
-    if suffix in MATROSKA_CONTAINERS:
+    if suffix in MATROSKA_CONTAINERS and decoded < expected:
+        # Both must hold: a file cut only in the index after its last frame (Cues) lost none,
+        # and a variable frame rate makes the estimate too high for a whole file.
         sizes = matroska_sizes(path)
-        if sizes is None or sizes[0] >= sizes[1]:
-            return None
-        count = f"{decoded} of about {expected}" if expected > decoded else f"{decoded}"
-        return (
-            f"video ended early: {count} frames decoded (truncated: the file has "
-            f"{sizes[0]} of the {sizes[1]} bytes its header declares)"
-        )
+        if sizes is not None and sizes[0] < sizes[1]:
+            return (
+                f"video ended early: {decoded} of about {expected} frames decoded (truncated: "
+                f"the file has {sizes[0]} of the {sizes[1]} bytes its header declares)"
+            )
     return None
 
 
