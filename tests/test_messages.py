@@ -216,6 +216,19 @@ def test_a_cut_video_under_skip_counts_the_missing_frames(cut_clip, tmp_path):
     assert [f["frames"] for f in summary.failed] == [lost]
 
 
+def test_a_cut_video_counts_only_the_missing_frames_selected(cut_clip, tmp_path):
+    """With --every 2, only the missing frames --every would have taken are counted."""
+    cut, decoded = cut_clip
+    out = tmp_path / "out"
+    result = invoke(
+        "run", cut, "-o", out, "--backend", "cpu", "--on-error", "skip", "-q", "--every", 2
+    )
+    assert result.exit_code == 3
+    lost = len(range(decoded + decoded % 2, CLIP_FRAMES, 2))
+    assert result.stderr.splitlines()[-1] == f"Error: {lost} frame(s) skipped after errors"
+    assert len(list(out.glob("*.png"))) == len(range(0, decoded, 2))
+
+
 @pytest.mark.parametrize("suffix", [".mkv", ".webm"])
 def test_a_whole_variable_frame_rate_video_is_not_reported(tmp_path, suffix):
     """A complete VFR clip whose duration x rate misleads cv2's frame count runs clean."""
