@@ -8,6 +8,10 @@ file: microseconds) that gives the frame's size, subsampling and the EXIF orient
 applies, and says why a file must stay on the CPU (progressive or arithmetic coding, 12-bit
 samples, RGB or CMYK colour, 4:1:1 and other samplings, no EOI at the end, EXIF that OpenCV may
 read differently...).
+
+``scan_damage``, which both decoders' callers ask before decoding, does read the entropy-coded
+data, but only for the markers in it (numpy's speed, no Huffman decoding): damage that shows
+there is refused, where libjpeg-turbo (CPU) and nvJPEG (GPU) would decode past it.
 """
 
 from __future__ import annotations
