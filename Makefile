@@ -2,30 +2,42 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# What running needs (the demo), and on top of it what developing needs (the tests, lint,
+# kernel-check's NVRTC wheels, the benchmarks): a demo on a CPU machine installs no GPU wheels.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 DEMO_OUT ?= demo_output
 
-# The CUDA extra to install, from the driver's CUDA version that nvidia-smi reports: ",cuda13"
-# for 13.x or newer, ",cuda12" for 12.x or for a Volta GPU (compute capability 7.0: CUDA 13's
+# The CUDA extra to install, from the driver's CUDA version that nvidia-smi reports: cuda13
+# for 13.x or newer, cuda12 for 12.x or for a Volta GPU (compute capability 7.0: CUDA 13's
 # NVRTC compiles for 7.5 and newer only), nothing without a driver.
 CUDA_VERSION := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' \
 	| head -n 1)
 OLDEST_GPU := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
 	| sort -n | head -n 1)
 CUDA_EXTRA := $(shell echo "$(CUDA_VERSION) $(OLDEST_GPU)" | awk '$$1 >= 13 && ($$2 == "" \
-	|| $$2 >= 7.5) { print ",cuda13"; exit } $$1 >= 12 { print ",cuda12" }')
+	|| $$2 >= 7.5) { print "cuda13"; exit } $$1 >= 12 { print "cuda12" }')
+comma := ,
+RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
+DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
-.PHONY: install demo test test-gpu lint kernel-check bench-kernel bench-media bench-e2e bench-png \
-	bench-png-threads bench-png-native bench-cpu bench-scale sample-frames clean \
+.PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
+	bench-e2e bench-png bench-png-threads bench-png-native bench-cpu bench-scale sample-frames clean \
 	turbojpeg
 
-$(STAMP): pyproject.toml setup.py edgecli/_native.c
+$(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,kernel-check$(CUDA_EXTRA)]"
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e "$(RUN_SPEC)"
+	touch $@
 
-install: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP)
+	$(PY) -m pip install --quiet -e "$(DEV_SPEC)"
+	touch $@
+
+install: $(RUN_STAMP)
+
+install-dev: $(DEV_STAMP)
 
 # tests/test_jpeg_planes.py reads a JPEG's planes through the system's libturbojpeg: install it
 # where apt-get can (root on Debian or Ubuntu); elsewhere they skip, saying why (under CI: fail).
@@ -35,33 +47,33 @@ turbojpeg:
 		&& apt-get install -y -qq libturbojpeg0 >/dev/null 2>&1; } \
 		|| echo "libturbojpeg not installed: the JPEG plane tests skip (fail under CI)"
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(VENV)/bin/edgecli run sample_frames -o $(DEMO_OUT)
 	@echo "edge maps written to $(DEMO_OUT)/"
 
-test: $(STAMP) turbojpeg
+test: $(DEV_STAMP) turbojpeg
 	$(MAKE) kernel-check
 	$(PY) -m pytest
 
-test-gpu: $(STAMP)
+test-gpu: $(DEV_STAMP)
 	$(PY) -m pytest -m gpu
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check edgecli tests benchmarks scripts
 	$(VENV)/bin/ruff format --check edgecli tests benchmarks scripts
 
 # Every variant for sm_70 ... sm_120 through NVRTC (from the kernel-check extra); no GPU needed.
-kernel-check: $(STAMP)
+kernel-check: $(DEV_STAMP)
 	$(PY) -m edgecli.cuda.check --check
 
 # The kernel against a device copy, 1080p and 4K, and the persistent grid's sizes (GPU).
-bench-kernel: $(STAMP)
+bench-kernel: $(DEV_STAMP)
 	$(PY) benchmarks/kernel.py --blocks-per-sm
 
 # Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
 # For the GPU-decoding rows also q95 JPEGs (bench_data/q95/jpeg) and pan_long.mp4, pan.mp4 ten
 # times over (stream-copied).
-bench-media: $(STAMP)
+bench-media: $(DEV_STAMP)
 	$(PY) -m pip install --quiet imageio-ffmpeg scikit-image
 	$(PY) scripts/make_bench_media.py
 	$(PY) scripts/make_bench_media.py --only jpeg --only png --jpeg-quality 95 --out bench_data/q95
@@ -69,33 +81,33 @@ bench-media: $(STAMP)
 
 # The pipeline against the codec floor (CPU decoders), then the GPU-decoding rows: --decode
 # cpu, auto and gpu on 2400 1080p frames of each kind, the OpenCV script, the engines' rates.
-bench-e2e: $(STAMP)
+bench-e2e: $(DEV_STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
 	$(PY) benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg \
 		--json benchmarks/gpu_decode.json
 
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
-bench-png: $(STAMP)
+bench-png: $(DEV_STAMP)
 	$(PY) benchmarks/png_encode.py
 
-bench-png-threads: $(STAMP)
+bench-png-threads: $(DEV_STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
 
 # PNGs encoded and written in C (edgecli._native) against the same work in Python, whole
 # processes on bench_data/ (make bench-media), into /tmp and tmpfs.
-bench-png-native: $(STAMP)
+bench-png-native: $(DEV_STAMP)
 	$(PY) benchmarks/png_native.py --roots /tmp /dev/shm
 
 # Scale-out overhead: one process against two --shard processes and --scheduler local:2.
-bench-scale: $(STAMP)
+bench-scale: $(DEV_STAMP)
 	$(PY) benchmarks/scale_out.py
 
 # The CPU backend against a multiprocessing.Pool OpenCV script, 240 JPEGs, whole processes.
-bench-cpu: $(STAMP)
+bench-cpu: $(DEV_STAMP)
 	$(PY) benchmarks/cpu_vs_script.py
 
 # Regenerates sample_frames/ and its expected hashes (needs scikit-image).
-sample-frames: $(STAMP)
+sample-frames: $(DEV_STAMP)
 	$(PY) -m pip install --quiet scikit-image
 	$(PY) scripts/make_sample_frames.py
 

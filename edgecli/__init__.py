@@ -15,6 +15,7 @@ from .errors import (
     CudaUnavailableError,
     EdgecliError,
     ExpectationError,
+    FrameArrayError,
     FrameError,
     InputError,
     OptionError,
@@ -29,6 +30,7 @@ __all__ = [
     "CudaUnavailableError",
     "EdgecliError",
     "ExpectationError",
+    "FrameArrayError",
     "FrameError",
     "InputError",
     "OptionError",
@@ -50,21 +52,21 @@ def detect_edges(
     border: str = "replicate",
     backend: str = "auto",
 ):
-    """Binary edge map(s) of 8-bit BGR frame(s), per the edge contract.
+    """Binary edge map(s) of 8-bit frame(s), per the edge contract.
 
-    ``frame_bgr`` is one frame shaped (H, W, 3) or a batch shaped (N, H, W, 3), uint8 in
-    OpenCV's BGR order. Returns uint8 0/255 shaped (H, W) or (N, H, W). ``backend`` is
-    'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
+    ``frame_bgr`` is one frame as OpenCV holds it, uint8: BGR (H, W, 3), gray (H, W) or BGRA
+    (H, W, 4), the last two taken as the contract decodes them (gray replicated, alpha
+    dropped); or a batch (N, H, W, 3) or (N, H, W, 4). Anything else raises FrameArrayError
+    naming its dtype and shape. Returns uint8 0/255 shaped (H, W) or (N, H, W). ``backend``
+    is 'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
     """
-    import numpy as np
-
     from .backends import select_backend
-    from .reference import check_frames
+    from .reference import as_bgr_frames
 
     options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
-    frames = check_frames(frame_bgr)
+    frames, single = as_bgr_frames(frame_bgr)
     edges = select_backend(options).backend.detect(frames)
-    return edges[0] if np.ndim(frame_bgr) == 3 else edges
+    return edges[0] if single else edges
 
 
 def process(input, output, **options):

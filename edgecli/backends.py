@@ -30,9 +30,24 @@ class CpuBackend:
         return cpu.detect_batch(frames_bgr, self.options)
 
 
+# The reason CUDA is unusable on a machine without an NVIDIA GPU: there, the CPU is what the
+# user expects, so 'auto' says so only when asked (-v, edgecli info), and no install hint.
+NO_GPU = "no NVIDIA GPU"
+
+
+class Detail(str):
+    """A notice worth printing only when asked for (``run -v``): what is expected anyway."""
+
+
 def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str | None:
-    """None when the CUDA backend can run on ``device``, else a one-line reason. With
-    ``options``, the check compiles the kernel variant those options use (and only that one)."""
+    """None when the CUDA backend can run on ``device``, else a one-line reason (starting
+    with NO_GPU where the machine has none). With ``options``, the check compiles the kernel
+    variant those options use (and only that one)."""
+    from .cuda.driver import absence_reason
+
+    absent = absence_reason()
+    if absent is not None:
+        return f"{NO_GPU} ({absent})"
     try:
         import cupy  # noqa: F401
     except ImportError as exc:  # CuPy, or a library it loads, is missing
@@ -47,7 +62,7 @@ def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str
 @dataclass(frozen=True)
 class BackendChoice:
     backend: object
-    notice: str | None  # set when 'auto' fell back to the CPU, and why
+    notice: str | None  # set when 'auto' fell back to the CPU, and why (a Detail: no GPU)
 
 
 def select_backend(options: Options) -> BackendChoice:
@@ -61,6 +76,8 @@ def select_backend(options: Options) -> BackendChoice:
         return BackendChoice(CudaBackend(options, gpu_decoders), None)
     if options.backend == "cuda":
         raise CudaUnavailableError(f"CUDA backend unusable: {reason}")
+    if reason.startswith(NO_GPU):
+        return BackendChoice(CpuBackend(options), Detail(f"{NO_GPU}: using the CPU"))
     return BackendChoice(CpuBackend(options), f"using the CPU backend; CUDA unusable: {reason}")
 
 

@@ -28,11 +28,12 @@ from pathlib import Path
 from . import cluster_warmup as warmup
 from . import resume
 from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
+from .claims import claimed
 from .cluster_summary import ClusterSummary, merge
 from .cluster_warmup import WARM_UP_ENV
 from .errors import ClusterError, EdgecliError, OptionError
 from .params import Options, check_path, parse_scheduler, usable_cpus
-from .pipeline import listed_run
+from .pipeline import listed_run, report_contents
 from .shards import partition
 from .sinks import (
     check_output_name,
@@ -240,6 +241,7 @@ def run_on_cluster(
     warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     json_summary: str | Path | None = None,
+    write_expected: str | Path | None = None,
     backend=None,
     connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> ClusterSummary:
@@ -270,31 +272,32 @@ def run_on_cluster(
     check_path("output folder", output)
     output = os.path.abspath(output)
     check_output_name(Path(output))
-    reports = {}
-    if json_summary is not None:
-        reports["JSON summary"] = Path(check_path("JSON summary path", json_summary))
-    sources, options, client, cluster = _list_and_connect(
-        inputs, output, options, reports, notify, kind, target, connect_timeout
-    )
+    reports = {
+        what: Path(check_path(f"{what} path", path))
+        for what, path in (("JSON summary", json_summary), ("manifest", write_expected))
+        if path is not None
+    }
+    # Opened before anything is listed or written, as a plain run opens its reports.
+    report_files = open_reports(reports, Path(output))
     try:
-        out_dir = prepare_output_dir(Path(output))
-        report_files = open_reports(reports)
+        sources, options, client, cluster = _list_and_connect(
+            inputs, output, options, reports, notify, kind, target, connect_timeout
+        )
         try:
-            summary = _run_tasks(
-                client, inputs, out_dir, options, scheduler, kind, sources,
-                progress=progress, warn=warn, stop=stop, backend=backend, started=started,
-            )  # fmt: skip
-        except BaseException:
-            discard_reports(report_files)
-            raise
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    write_reports(
-        report_files,
-        {"JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8")},
-    )
+            out_dir = prepare_output_dir(Path(output))
+            with claimed(out_dir, options):  # the tasks' claims, of these options, share it
+                summary = _run_tasks(
+                    client, inputs, out_dir, options, scheduler, kind, sources,
+                    progress=progress, warn=warn, stop=stop, backend=backend, started=started,
+                )  # fmt: skip
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    except BaseException:
+        discard_reports(report_files)
+        raise
+    write_reports(report_files, report_contents(summary))
     return summary
 
 

@@ -19,8 +19,11 @@ class ClusterSummary(Summary):
     # tasks ran, and its frames per second over them.
     workers_detail: list[dict] = field(default_factory=list)
 
-    def format_text(self) -> str:
-        lines = [super().format_text()]
+    def format_text(self, verbose: bool = False) -> str:
+        """:meth:`Summary.format_text`; ``verbose`` adds what each Dask worker did."""
+        if not verbose:
+            return super().format_text()
+        lines = [super().format_text(verbose)]
         lines.append(
             f"  cluster {self.scheduler}: {self.tasks} task(s) on "
             f"{len(self.workers_detail)} Dask worker(s)"

@@ -84,7 +84,8 @@ def cvtcolor_luma_is_exact() -> bool:
     verdict = check_cvtcolor_luma()
     verdicts[key] = verdict
     try:
-        write_atomic(path, (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode())
+        data = (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode()
+        write_atomic(path, data, make_folder=True)  # the cache is edgecli's folder
     except OutputError:
         pass  # read-only home, say: the verdict holds for this process only
     return verdict
@@ -112,9 +113,10 @@ def detect_frame(frame_bgr: np.ndarray, options: Options) -> np.ndarray:
 
 
 def above(magnitude: np.ndarray, limit: int | float) -> np.ndarray:
-    """255 where ``magnitude`` > ``limit``, else 0, as uint8. (cv2.compare takes a 1x1
-    array for a scalar of its own and refuses to compare the two: NumPy does that one.)"""
-    if magnitude.size == 1:
+    """255 where ``magnitude`` > ``limit``, else 0, as uint8. (OpenCV's Python binding takes
+    an array of at most 4 values in one column for a cv::Scalar, not an image: cv2.compare
+    refuses a 1x1 one and compares a 4x1 one wrongly, so NumPy does those.)"""
+    if magnitude.size <= 4:
         return (magnitude > limit).view(np.uint8) * np.uint8(255)
     return cv2.compare(magnitude, limit, cv2.CMP_GT)
 

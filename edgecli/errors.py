@@ -70,6 +70,11 @@ class FrameError(InputError):
         self.frames = frames
 
 
+class FrameArrayError(InputError, ValueError):
+    """An array given as frames (:func:`edgecli.detect_edges`) is not 8-bit gray, BGR or BGRA
+    of a shape edgecli takes; the message names its dtype and shape, and the shapes taken."""
+
+
 class OutputError(EdgecliError):
     """The output folder or a file in it cannot be written."""
 

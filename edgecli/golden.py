@@ -1,6 +1,7 @@
 """Golden outputs for CI: a manifest of a run's edge maps, and a check of a folder against it.
 
-``edgecli run … --write-expected golden.json`` writes the manifest of a run (atomically);
+``edgecli run … --write-expected golden.json`` writes the manifest of a run (a report path:
+:class:`edgecli.sinks.ReportFile`);
 ``edgecli run … --expect golden.json`` compares the run's output folder against it and fails
 with exit code 5, listing the frames that differ, are missing or are extra, and whether the
 options differ. The manifest is JSON::
@@ -31,13 +32,13 @@ import json
 from pathlib import Path
 
 from .errors import ExpectationError, InputError
-from .sinks import TEMP_PREFIX, write_atomic
+from .sinks import TEMP_PREFIX, write_report
 
 MANIFEST_FORMAT = 1
 _KEYS = ("edgecli_manifest", "edgecli_version", "params", "decoders", "frames")
 
 # What edgecli keeps for itself in an output folder: its run record (.edgecli-run.json) and
-# the temporaries of sinks.write_atomic (.edgecli-<pid>-<n>@<host>.tmp) start with a dot;
+# the temporaries of edgecli.sinks (.edgecli-<pid>-<n>@<host>.tmp) start with a dot;
 # TEMP_PREFIX is named too should it ever stop doing so.
 _OWN_PREFIXES = (".", TEMP_PREFIX)
 
@@ -90,10 +91,15 @@ def build_manifest(out_dir: Path, params: dict, decoders: dict, version: str) ->
     }
 
 
+def manifest_bytes(manifest: dict) -> bytes:
+    """``manifest`` as the JSON a manifest file holds."""
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+
 def write_manifest(path: Path, manifest: dict) -> None:
-    """Write ``manifest`` as JSON, whole or not at all (OutputError if it cannot be)."""
-    text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
-    write_atomic(Path(path), text.encode("utf-8"))
+    """Write ``manifest`` as JSON, whole or not at all, by the rules of a report path
+    (:class:`edgecli.sinks.ReportFile`; OutputError if it cannot be)."""
+    write_report(path, "manifest", manifest_bytes(manifest))
 
 
 def read_manifest(path: Path) -> dict:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import OptionError
+from .resume import MANIFEST_NAME
+from .sinks import MAX_LINK_HOPS
 from .sources import FRAME_INDEX_DIGITS, folder_files
 
 
@@ -27,7 +30,8 @@ def refuse_overwriting_inputs(
     outputs, but they may as well be the user's own - unless ``own_output`` says the folder is
     edgecli's (it holds a run's record: :mod:`edgecli.resume`). The run writes each
     image's PNG, every frame name a video or multi-frame file may have, and ``reports``
-    ({what: path}: the JSON summary, the timings CSV).
+    ({what: path}: the JSON summary, the timings CSV, the manifest), written through a link.
+    Nor may a report land on an output.
     """
     given = _GivenFiles()
     for source in sources:
@@ -55,12 +59,110 @@ def refuse_overwriting_inputs(
             if found is not None:
                 refuse(found, f"the output of {source.path}")
     for what, report in reports.items():
-        found = given.get(Path(report))
+        # The name given, and where it leads: a report is written through a link.
+        found = given.get(Path(report)) or given.get(Path(os.path.realpath(report)))
         if found is not None:
             refuse(found, f"the {what}", f"another name for the {what}")
+    refuse_reports_over_outputs(sources, out_dir, reports)
 
 
-MAX_LINK_HOPS = 40  # as the kernel follows at most (ELOOP past that)
+def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> None:
+    """Refuse a report (``{what: path}``) that lands on a file the run writes in the output
+    folder: a PNG, a frame name, the folder's record. The one written last would be all that
+    is left of both."""
+    out_real = Path(os.path.realpath(out_dir))
+    for what, report in reports.items():
+        target = Path(os.path.realpath(report))
+        if not target.is_relative_to(out_real):
+            continue
+        name = target.relative_to(out_real).as_posix().lower()
+        clash = {".": "the output folder", MANIFEST_NAME.lower(): "the output folder's record"}
+        clash = clash.get(name)
+        for source in sources if clash is None else ():
+            if source.multi_frame:
+                stem = re.escape(Path(source.out_stem).as_posix().lower())
+                if re.fullmatch(rf"{stem}_\d{{{FRAME_INDEX_DIGITS}}}\.png", name):
+                    clash = f"a frame of {source.path}"
+            elif Path(source.out_name).as_posix().lower() == name:
+                clash = f"the output of {source.path}"
+            if clash is not None:
+                break
+        if clash is not None:
+            raise OptionError(
+                f"{report}: the {what} would overwrite {clash}; choose another name for the {what}"
+            )
+
+
+def refuse_special_outputs(sources: list, out_dir: Path) -> None:
+    """Refuse, before any work, a run whose output name (a PNG's, the folder's record), or
+    an output subfolder, holds something other than a regular file or folder: a symbolic
+    link, a device, a FIFO. The rename that writes a PNG would replace it, a link the user
+    made included; edgecli replaces only its own kind of file in the output folder. One
+    listing of each output folder, not a look at each output name."""
+    specials: dict[Path, dict[str, tuple[str, str]]] = {}
+
+    def special_entries(folder: Path) -> dict[str, tuple[str, str]]:
+        if folder not in specials:
+            specials[folder] = _special_entries(folder, out_dir)
+        return specials[folder]
+
+    record = special_entries(out_dir).get(MANIFEST_NAME.lower())
+    if record is not None:
+        _refuse_special(out_dir, *record)
+    for source in sources:
+        if source.multi_frame:
+            stem = out_dir / source.out_stem
+            digits = rf"_\d{{{FRAME_INDEX_DIGITS}}}\.png"
+            frame_name = re.compile(re.escape(stem.name.lower()) + digits)
+            folder, entries = stem.parent, special_entries(stem.parent)
+            found = next((entries[n] for n in entries if frame_name.fullmatch(n)), None)
+        else:
+            out = out_dir / source.out_name
+            folder, found = out.parent, special_entries(out.parent).get(out.name.lower())
+        if found is not None:
+            _refuse_special(folder, *found)
+
+
+def _refuse_special(folder: Path, name: str, kind: str) -> None:
+    raise OptionError(
+        f"{folder / name}: {kind} lies at an output name, and edgecli replaces only regular "
+        "files in the output folder; remove it or choose another output folder"
+    )
+
+
+def _special_entries(folder: Path, out_dir: Path) -> dict[str, tuple[str, str]]:
+    """The entries of ``folder`` (in ``out_dir``) that are neither regular files nor
+    folders, by lowercase name, each as its name and what it is; OptionError if ``folder``,
+    or a folder between it and ``out_dir``, is a link (PNGs would be written where it
+    leads)."""
+    for above in (folder, *folder.parents):
+        if above == out_dir or not above.is_relative_to(out_dir):
+            break
+        if os.path.islink(above):
+            raise OptionError(
+                f"{above}: an output subfolder is a symbolic link, and edgecli writes only "
+                "into the output folder; remove it or choose another output folder"
+            )
+    found = {}
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    found[entry.name.lower()] = (entry.name, "a symbolic link")
+                elif not entry.is_file(follow_symlinks=False) and not entry.is_dir(
+                    follow_symlinks=False
+                ):
+                    kind = _kind(entry.stat(follow_symlinks=False).st_mode)
+                    found[entry.name.lower()] = (entry.name, kind)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # made by the run: nothing there yet
+    return found
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
 
 
 class _GivenFiles:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OptionError
-from .params import Options, check_path
+from .params import Options, check_path, parse_rule
 from .sheet import DEFAULT_WIDTH, Row, Tile, render, tile_width
 
 PREVIEW_FRAMES = 4
@@ -24,12 +24,25 @@ PREVIEW_FRAMES = 4
 SPREAD = (0.5, 0.75, 1.0, 1.5)
 
 
-def default_thresholds(sample: list, options: Options, notify) -> tuple[list[int], int]:
-    """A spread around the threshold ``-t auto`` chooses from its ``sample``, and that one."""
+def chosen_thresholds(
+    thresholds: list | None, sample: list, options: Options, notify
+) -> tuple[list[int], dict[int, str]]:
+    """The numbers to show, ascending, and the rule that chose each one chosen by a rule
+    (``auto``, ``5%``): ``thresholds`` as given, each rule replaced by the number it picks from
+    ``sample`` as ``run -t`` would; by default a spread around the one ``-t auto`` picks."""
+    from .params import parse_rule
     from .threshold import resolve
 
-    chosen = resolve(replace(options, threshold="auto"), [], notify, sample).threshold
-    return sorted({max(0, round(chosen * factor)) for factor in SPREAD}), chosen
+    rules: dict[int, str] = {}
+    for rule in ["auto"] if thresholds is None else thresholds:
+        if parse_rule(rule) is not None:
+            chosen = resolve(replace(options, threshold=rule), [], notify, sample).threshold
+            rules[chosen] = f"{rules[chosen]}, {rule}" if chosen in rules else rule
+    if thresholds is None:
+        (auto,) = rules
+        return sorted({max(0, round(auto * factor)) for factor in SPREAD}), rules
+    numbers = {t for t in thresholds if parse_rule(t) is None} | set(rules)
+    return sorted(numbers), rules
 
 
 def preview(
@@ -38,16 +51,36 @@ def preview(
     notify=None,
 ) -> dict:  # fmt: skip
     """Write the contact sheet of ``inputs`` to ``sheet`` (a .png path) and, with ``html``, a
-    page showing it with the shares of edge pixels as a table (both written atomically);
-    return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
-    [...], "auto": T or None, "shares": [{T: percent, ...} per frame], "backend": ...}``."""
-    from .sampling import sample_frame_sets
-    from .sinks import write_atomic
-    from .sources import discover_inputs, select_frames
-    from .threshold import AUTO_SAMPLE
+    page showing it with the shares of edge pixels as a table, both report paths
+    (:class:`edgecli.sinks.ReportFile`: opened before any frame is decoded, written whole at
+    the end, into a device or FIFO, through a link); ``thresholds``: numbers and rules
+    (``"auto"``, ``"5%"``) as ``run -t`` takes them, each rule replaced by the number it picks.
+    Return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
+    [...], "auto": T or None, "rules": {T: rule}, "shares": [{T: percent, ...} per frame],
+    "backend": ...}``."""
+    from .sinks import discard_reports, open_reports, write_reports
 
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)
+    reports = open_reports({"sheet": sheet} | ({"page": Path(html)} if html is not None else {}))
+    try:
+        shown, png = _sheet(inputs, sheet, html, options, thresholds, frames, width, notify)
+    except BaseException:  # a failed preview leaves neither file, not even an empty one
+        discard_reports(reports)
+        raise
+    write_reports(
+        reports,
+        {"sheet": lambda: png, "page": lambda: page(png, shown, options).encode("utf-8")},
+    )
+    return shown
+
+
+def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> tuple[dict, bytes]:
+    """What the preview shows, and its sheet as a PNG."""
+    from .sampling import sample_frame_sets
+    from .sources import discover_inputs, select_frames
+    from .threshold import AUTO_SAMPLE
+
     sources = select_frames(discover_inputs(inputs, recursive=options.recursive), options.selection)
     written = {sheet.resolve(), _resolved(html)}
     if any(source.path.resolve() in written for source in sources):
@@ -61,11 +94,13 @@ def preview(
         tile_width(1 + len(thresholds or SPREAD), width)  # before any frame is decoded
     except ValueError as exc:
         raise OptionError(f"{exc}: give a larger --width or fewer thresholds") from None
-    auto = None
-    if thresholds is None:  # -t auto's sample and the frames shown, decoded in one pass
+    rules: dict[int, str] = {}
+    if thresholds is None or any(parse_rule(t) is not None for t in thresholds):
+        # the rules' sample and the frames shown, decoded in one pass
         auto_sample, sample = sample_frame_sets(sources, [AUTO_SAMPLE, frames], options.max_pixels)
-        thresholds, auto = default_thresholds(auto_sample, options, notify)
+        thresholds, rules = chosen_thresholds(thresholds, auto_sample, options, notify)
     else:
+        thresholds = sorted(set(thresholds))
         sample = sample_frame_sets(sources, [frames], options.max_pixels)[0]
     if not sample:
         raise InputError("no frame of the input could be decoded for the preview")
@@ -74,18 +109,15 @@ def preview(
         "frames": [frame.source for frame in sample],
         "outputs": [frame.out_name for frame in sample],
         "thresholds": thresholds,
-        "auto": auto,
+        "auto": next((t for t, rule in rules.items() if "auto" in rule.split(", ")), None),
+        "rules": rules,
         "shares": [
             {t: 100 * np.count_nonzero(edges_at[t][k]) / edges_at[t][k].size for t in thresholds}
             for k in range(len(sample))
         ],
         "backend": backend,
     }
-    png = _sheet_png(sheet, sample, edges_at, shown, width)
-    write_atomic(sheet, png)
-    if html is not None:
-        write_atomic(Path(html), page(png, shown, options).encode("utf-8"))
-    return shown
+    return shown, _sheet_png(sheet, sample, edges_at, shown, width)
 
 
 def _checked_paths(sheet, html) -> Path:
@@ -102,7 +134,8 @@ def _resolved(path) -> Path | None:
 
 
 def _label(t: int, shown: dict) -> str:
-    return f"T={t} (auto)" if t == shown["auto"] else f"T={t}"
+    """``T=57``, or with the rule that chose it: ``T=57 (auto)``, ``T=40 (5%)``."""
+    return f"T={t} ({shown['rules'][t]})" if t in shown["rules"] else f"T={t}"
 
 
 def _sheet_png(sheet: Path, sample: list, edges_at: dict, shown: dict, width: int) -> bytes:

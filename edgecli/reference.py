@@ -15,6 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from .errors import FrameArrayError
 from .params import Options
 
 LUMA_R, LUMA_G, LUMA_B = 9798, 19235, 3735
@@ -34,13 +35,39 @@ def check_frames(frames: np.ndarray) -> np.ndarray:
     """Return ``frames`` as an (N, H, W, 3) uint8 view, or raise naming what is wrong."""
     frames = np.asarray(frames)
     if frames.dtype != np.uint8 or frames.ndim not in (3, 4) or frames.shape[-1] != 3:
-        raise ValueError(
+        raise FrameArrayError(
             "expected 8-bit BGR frames shaped (H, W, 3) or (N, H, W, 3), "
             f"got dtype {frames.dtype} and shape {frames.shape}"
         )
     if min(frames.shape[-3:-1], default=0) == 0:
-        raise ValueError(f"frames must be at least 1x1, got shape {frames.shape}")
+        raise FrameArrayError(f"frames must be at least 1x1, got shape {frames.shape}")
     return frames if frames.ndim == 4 else frames[np.newaxis]
+
+
+def as_bgr_frames(frames) -> tuple[np.ndarray, bool]:
+    """``frames`` as cv2 users hold them, made (N, H, W, 3) uint8 BGR as the contract's step 0
+    decodes: a gray frame (H, W) replicated into B, G and R, a BGRA one (H, W, 4) with its
+    alpha dropped, a batch (N, H, W, 3 or 4) alike; and whether it was one frame.
+    FrameArrayError for anything else, naming its dtype and shape."""
+    try:
+        array = np.asarray(frames)
+    except ValueError:  # a ragged list
+        raise FrameArrayError("frames of a batch must all have one shape") from None
+    colour = array.ndim in (3, 4) and array.shape[-1] in (3, 4)
+    if array.dtype != np.uint8 or not (array.ndim == 2 or colour):
+        raise FrameArrayError(
+            "expected 8-bit frames shaped (H, W) gray, (H, W, 3) BGR or (H, W, 4) BGRA, or a "
+            f"batch of BGR or BGRA ones (N, H, W, 3|4); got dtype {array.dtype} and shape "
+            f"{array.shape}"
+        )
+    if min(array.shape if array.ndim == 2 else array.shape[-3:-1]) == 0:
+        raise FrameArrayError(f"frames must be at least 1x1, got shape {array.shape}")
+    if array.ndim == 2:
+        # Replicated gray is exact: its luma, (9798 + 19235 + 3735) * g + 16384 >> 15, is g.
+        array = np.repeat(array[..., np.newaxis], 3, axis=-1)
+    elif array.shape[-1] == 4:
+        array = np.ascontiguousarray(array[..., :3])
+    return check_frames(array), array.ndim == 3
 
 
 def luma(frames_bgr: np.ndarray) -> np.ndarray:

@@ -1,10 +1,10 @@
 """Frames in: turn an INPUT argument into an ordered list of frame sources.
 
-INPUT is a folder of images, a video file, a single image, a multi-frame image (animated
-GIF/WebP/APNG, multi-page TIFF) or a quoted glob. Every frame comes out as the contract's
-step 0 defines it: 8-bit BGR, H x W x 3, as ``cv2.imread(path, cv2.IMREAD_COLOR)`` or
-``cv2.VideoCapture.read()`` yields it (alpha dropped, gray replicated, 16-bit scaled to 8);
-the decoding is :mod:`edgecli.decode.cpu`'s.
+INPUT is a video file, a single image, a multi-frame image (animated GIF/WebP/APNG,
+multi-page TIFF), a folder of any of these (:data:`FOLDER_EXTENSIONS`) or a quoted glob.
+Every frame comes out as the contract's step 0 defines it: 8-bit BGR, H x W x 3, as
+``cv2.imread(path, cv2.IMREAD_COLOR)`` or ``cv2.VideoCapture.read()`` yields it (alpha
+dropped, gray replicated, 16-bit scaled to 8); the decoding is :mod:`edgecli.decode.cpu`'s.
 
 Output names are fixed here, before any work starts: an image ``a/b.jpg`` becomes
 ``a/b.png``; frame 12 of ``clip.mp4`` becomes ``clip_000012.png``.
@@ -17,7 +17,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -38,9 +38,12 @@ from .decode.cpu import (
 )
 from .decode.mp4 import MP4_CONTAINERS, frame_count
 from .errors import FrameError, InputError, OptionError
+from .resume import MANIFEST_NAME
 from .selection import SELECTION_FLAGS, FrameRange, Selection
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+# What a folder INPUT takes: every file a file INPUT takes, by its extension.
+FOLDER_EXTENSIONS = IMAGE_EXTENSIONS + ANIMATION_EXTENSIONS + VIDEO_EXTENSIONS
 FRAME_INDEX_DIGITS = 6
 GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -175,10 +178,18 @@ def classify(path: Path, out_stem: str):
     )
 
 
-def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
-    """The images in ``folder`` (and, ``recursive``, its subfolders; those under ``exclude``
-    left out), in natural order of their paths below it: files (or links to files) with an
-    image extension whose names do not start with a dot."""
+def folder_files(
+    folder: Path,
+    recursive: bool,
+    exclude: Path | None,
+    notify: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """The files in ``folder`` (and, ``recursive``, in its subfolders; those under ``exclude``
+    left out) that a run takes, in natural order of their paths below it: files (or links to
+    files) with an extension a file INPUT takes (:data:`FOLDER_EXTENSIONS`) whose names do not
+    start with a dot. A recursive scan does not enter dot-folders (``.git``, ``.cache``), nor
+    a subfolder holding an edgecli run's record (:func:`holds_outputs`), of which it tells
+    ``notify``: its PNGs are edge maps, not frames."""
     if not recursive:
         # One scandir: a regular file's type comes with its name, no stat a file. With the
         # overwrite check's strings (edgecli.overwrites), listing and checking 2400 files
@@ -189,32 +200,86 @@ def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Pa
                 entry.name
                 for entry in entries
                 if not entry.name.startswith(".")
-                and os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS
+                and os.path.splitext(entry.name)[1].lower() in FOLDER_EXTENSIONS
                 and entry.is_file()
             ]
         return [folder / name for name in sorted(names, key=natural_key)]
-    files = [
-        p
-        for p in folder.glob("**/*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not p.name.startswith(".")
-    ]
-    if exclude is not None:  # an output folder inside the input: its PNGs are not frames
-        exclude = exclude.resolve()
-        files = [p for p in files if not p.resolve().is_relative_to(exclude)]
+    output = exclude.resolve() if exclude is not None else None
+    files = []
+    # Links to folders are not followed (nor were they by Path.glob's "**"): a link to a
+    # folder above it would be a walk without end.
+    for top, folders, names in os.walk(folder):
+        here = Path(top)
+        entered = []
+        for name in folders:
+            if name.startswith("."):
+                continue
+            if holds_outputs(here / name):
+                if notify is not None and (here / name).resolve() != output:
+                    notify(f"{here / name}: left out, it holds edgecli's output ({MANIFEST_NAME})")
+                continue
+            entered.append(name)
+        folders[:] = entered
+        files += [
+            here / name
+            for name in names
+            if not name.startswith(".")
+            and os.path.splitext(name)[1].lower() in FOLDER_EXTENSIONS
+            and (here / name).is_file()
+        ]
+    if output is not None:  # an output folder inside the input: its PNGs are not frames
+        files = [p for p in files if not p.resolve().is_relative_to(output)]
     return sorted(files, key=lambda p: natural_key(p.relative_to(folder).as_posix()))
 
 
+def holds_outputs(folder: Path) -> bool:
+    """Whether ``folder`` is an edgecli output folder: it holds a run's record
+    (:mod:`edgecli.resume`)."""
+    return os.path.isfile(folder / MANIFEST_NAME)
+
+
+def _without_outputs(files: list[Path]) -> list[Path]:
+    """``files``, one folder's, less the PNGs an earlier run wrote there from the others: those
+    named as another file's output (``a.png`` beside ``a.jpg``, ``clip_000012.png`` beside
+    ``clip.mp4`` or an animated ``clip.png``)."""
+    stems = {p.stem.lower() for p in files}
+    image_stems = {p.stem.lower() for p in files if p.suffix.lower() != ".png"}
+    frame_name = re.compile(rf"^(.*)_\d{{{FRAME_INDEX_DIGITS}}}$")
+
+    def is_output(path: Path) -> bool:
+        if path.suffix.lower() != ".png":
+            return False
+        stem = path.stem.lower()
+        match = frame_name.match(stem)
+        return stem in image_stems or (match is not None and match[1] in stems)
+
+    return [p for p in files if not is_output(p)]
+
+
 def discover(
-    input_arg: str | os.PathLike, *, recursive: bool = False, exclude: Path | None = None
+    input_arg: str | os.PathLike,
+    *,
+    recursive: bool = False,
+    exclude: Path | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> list:
     """Every source INPUT names, in order, with output names fixed and collisions refused.
 
-    Files under ``exclude`` (the output folder) are left out of a recursive folder scan.
+    Files under ``exclude`` (the output folder) are left out of a recursive folder scan; where
+    a folder INPUT is itself the output folder of an earlier run, the PNGs that run wrote
+    there are left out (:func:`_without_outputs`). ``notify`` hears of subfolders left out.
     """
     text = os.fspath(input_arg)
     path = Path(text)
     if path.is_dir():
-        files = folder_files(path, recursive, exclude if recursive else None)
+        files = folder_files(path, recursive, exclude if recursive else None, notify)
+        if (
+            not recursive
+            and exclude is not None
+            and holds_outputs(path)
+            and os.path.realpath(path) == os.path.realpath(exclude)
+        ):
+            files = _without_outputs(files)
         if not files and recursive and exclude is not None and folder_files(path, True, None):
             raise OptionError(
                 f"{path}: every image in this folder lies in the output folder {exclude}, which "
@@ -225,7 +290,7 @@ def discover(
             where = "or its subfolders " if recursive else ""
             raise InputError(
                 f"{path}: no frames in this folder {where}(looked for "
-                f"{', '.join(IMAGE_EXTENSIONS)})"
+                f"{', '.join(FOLDER_EXTENSIONS)})"
             )
         if recursive:
             sources = [classify(f, f.relative_to(path).with_suffix("").as_posix()) for f in files]
@@ -265,16 +330,17 @@ def discover_inputs(
     *,
     recursive: bool = False,
     exclude: Path | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> list:
     """Every source of one INPUT or several, in the order given, output names checked across
     all of them (as :func:`discover` does for one); a file that two INPUTs name is refused."""
     texts = input_list(inputs)
     if len(texts) == 1:
-        return discover(texts[0], recursive=recursive, exclude=exclude)
+        return discover(texts[0], recursive=recursive, exclude=exclude, notify=notify)
     sources: list = []
     given: dict[tuple[int, int], Path] = {}  # (device, inode) of a file -> the path named first
     for text in texts:
-        found = discover(text, recursive=recursive, exclude=exclude)
+        found = discover(text, recursive=recursive, exclude=exclude, notify=notify)
         named_here = {}
         for source in found:
             info = source.path.stat()
@@ -406,4 +472,6 @@ def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | Non
         capture.release()
     rate = Fraction(fps).limit_denominator(1_000_000) if fps > 0 else None
     exact = source.path.suffix.lower() in EXACT_COUNT_CONTAINERS and frames > 0
+    if exact and source.path.suffix.lower() in MP4_CONTAINERS:  # cv2 declares the samples
+        exact = _mp4_frame_count(source.path) == frames
     return rate, frames if exact else None

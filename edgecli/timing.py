@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import threading
 import time
@@ -58,17 +59,18 @@ class StageClock:
         finally:
             self.record(stage, (time.perf_counter() - start) * 1e3, frame)
 
-    def write_csv(self, path) -> None:
+    def csv_text(self) -> str:
         """One row per frame: its output name, then milliseconds per stage."""
         with self._lock:
             rows = dict(self._rows or {})
         stages = [s for s in STAGE_ORDER if s in self._ms]
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle, lineterminator="\n")  # csv's default is \r\n
-            writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
-            for frame, times in rows.items():
-                cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
-                writer.writerow([frame, *cells])
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")  # csv's default is \r\n
+        writer.writerow(["frame", *(f"{s}_ms" for s in stages)])
+        for frame, times in rows.items():
+            cells = ("" if s not in times else f"{times[s]:.3f}" for s in stages)
+            writer.writerow([frame, *cells])
+        return text.getvalue()
 
     def stats(self) -> dict[str, dict[str, float]]:
         with self._lock:
@@ -240,7 +242,25 @@ class Summary:
     def dumps(self) -> str:
         return json.dumps(self.as_json(), indent=2)
 
-    def format_text(self) -> str:
+    def format_text(self, verbose: bool = False) -> str:
+        """What the run did, for stderr: by default one line (frames, time, fps, what went
+        wrong) and the bottleneck in words; ``verbose``: every stage's times, the decoders, the
+        GPU's and the main thread's time too."""
+        if not verbose:
+            outcome = "".join(
+                f"; {what}"
+                for count, what in (
+                    (self.frames_failed, f"{self.frames_failed} failed"),
+                    (self.skipped_existing, f"{self.skipped_existing} kept (already written)"),
+                    (self.interrupted, "interrupted"),
+                )
+                if count
+            )
+            return (
+                f"edgecli: {self.frames} frame(s) -> {printable(self.output)} in "
+                f"{self.wall_s:.2f} s ({self.fps:.1f} fps) on {self.backend}{outcome}\n"
+                f"  {self.bottleneck()[1]}"
+            )
         lines = [
             f"edgecli: {self.frames} frame(s) -> {printable(self.output)} in {self.wall_s:.2f} s "
             f"({self.fps:.1f} fps, {self.megapixels_per_s:.1f} MP/s) "

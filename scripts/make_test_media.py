@@ -9,7 +9,9 @@ imageio-ffmpeg wheel carries (dev-only; not a dependency of edgecli):
 The clip is 322x238 (H.264 4:2:0 needs even sides; neither is a multiple of 16). The NVDEC
 clips: odd sizes (1918x1080, whose coded height 1088 is cropped; 250x142; 66x18, near NVDEC's
 smallest), B-frames and short GOPs (so segments start between keyframes), a BT.709-tagged clip
-and a Matroska one (both of which stay on the CPU decoder under --decode auto).
+and a Matroska one (both of which stay on the CPU decoder under --decode auto); and three stream
+copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded (a portrait phone clip's
+display matrix, a cut by edit list, a first keyframe dropped), which stay on the CPU too.
 """
 
 from __future__ import annotations
@@ -92,6 +94,27 @@ def nvdec_clips() -> None:
         print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
 
 
+# name: (ffmpeg input options, output options) for a stream copy of nvdec_250x142.mp4
+REMUXED_CLIPS = {
+    "nvdec_rotated.mp4": (["-display_rotation", "90"], []),  # as a phone held upright writes
+    "nvdec_cut.mp4": (["-ss", "1.6"], []),  # an edit list that starts mid-GOP
+    "nvdec_headless.mp4": ([], ["-bsf:v", "noise=drop=lt(n\\,3)"]),  # no first keyframe
+}
+
+
+def remuxed_clips() -> None:
+    source = OUT.parent / "nvdec_250x142.mp4"
+    for name, (before, after) in REMUXED_CLIPS.items():
+        path = OUT.parent / name
+        command = [
+            imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error", *before,
+            "-i", str(source), "-c", "copy", *after, "-movflags", "+faststart", str(path),
+        ]  # fmt: skip
+        subprocess.run(command, check=True)
+        print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
+
+
 if __name__ == "__main__":
     main()
     nvdec_clips()
+    remuxed_clips()

@@ -60,3 +60,17 @@ def read_frames(path: Path) -> list[np.ndarray]:
         frames.append(frame)
     capture.release()
     return frames
+
+
+def cv2_layouts(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Frames as cv2 users hold them (a 17x31 gray frame, a BGRA one, a batch of BGRA ones),
+    each with its BGR conversion by cv2.cvtColor."""
+    bgra = cv2.cvtColor(photo(17, 31, seed=seed), cv2.COLOR_BGR2BGRA)
+    bgra[..., 3] = np.arange(17 * 31).reshape(17, 31) % 256  # an alpha that must not matter
+    gray = cv2.cvtColor(photo(17, 31, seed=seed + 1), cv2.COLOR_BGR2GRAY)
+    batch = np.stack([bgra, bgra[::-1].copy()])
+    return {
+        "gray": (gray, cv2.cvtColor(gray, cv2.COLOR_GRAY2BGR)),
+        "bgra": (bgra, cv2.cvtColor(bgra, cv2.COLOR_BGRA2BGR)),
+        "bgra batch": (batch, np.stack([cv2.cvtColor(f, cv2.COLOR_BGRA2BGR) for f in batch])),
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -43,20 +44,59 @@ def test_version():
 
 
 def test_run_writes_pngs_and_summary(frames_dir, tmp_path):
-    """A run exits 0, writes one PNG per frame and a summary on stderr."""
+    """A run exits 0, writes one PNG per frame and a two-line summary on stderr: frames, time
+    and fps, then the bottleneck in words."""
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
     assert result.exit_code == 0, result.output
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == [MANIFEST_NAME, "f0.png", "f1.png", "f2.png"]
     assert result.stdout == ""
-    assert "edgecli: 3 frame(s) ->" in result.stderr
-    assert "-bound: " in result.stderr or "not bound: " in result.stderr
+    result_line, bottleneck = result.stderr.splitlines()
+    assert re.fullmatch(
+        rf"edgecli: 3 frame\(s\) -> {re.escape(str(tmp_path / 'out'))} in \d+\.\d\d s "
+        r"\(\d+\.\d fps\) on cpu",
+        result_line,
+    )
+    assert re.match(r"  (\w+-bound|not bound): ", bottleneck)
+
+
+def test_verbose_adds_every_stage(frames_dir, tmp_path):
+    """-v adds the time of every stage, the workers and the decoders to the summary."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-v")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    stages = [line.split()[0] for line in lines if re.match(r"  \w+ +total ", line)]
+    assert stages == ["decode", "compute", "encode", "write"]
+    assert any(
+        re.fullmatch(r"edgecli: 3 frame.* on cpu \[cpu\], \d+ worker\(s\)", x) for x in lines
+    )
+    assert "  decoded by: cpu 3" in lines
 
 
 def test_quiet_prints_nothing(frames_dir, tmp_path):
     """-q leaves stdout and stderr empty on success."""
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "-q")
     assert result.exit_code == 0 and result.output == ""
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_skipped_frame_is_said_even_under_quiet(frames_dir, tmp_path, quiet):
+    """A frame skipped under --on-error skip is named on stderr, and the run ends with its
+    Error line (exit 3), with or without -q; -q leaves out only the summary."""
+    (frames_dir / "f1.png").write_bytes(b"not a png")
+    args = ["run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu", "--on-error", "skip"]
+    result = invoke(*args, *(["-q"] if quiet else []))
+    assert result.exit_code == 3
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        f"edgecli: skipped {frames_dir / 'f1.png'}: not a decodable image (corrupt, truncated "
+        "or wrong type)"
+    )
+    assert lines[-1] == "Error: 1 frame(s) skipped after errors"
+    summary = [line for line in lines if line.startswith("edgecli: 2 frame(s) -> ")]
+    assert len(summary) == (0 if quiet else 1)
+    assert quiet or summary[0].endswith(" on cpu; 1 failed")
+    assert len(lines) == (2 if quiet else 4)
 
 
 @pytest.mark.parametrize("how", ["library", "command -q"])
@@ -302,25 +342,89 @@ def test_cuda_requested_but_unusable(frames_dir, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(cuda_unusable_reason() is None, reason="a CUDA device is usable here")
-def test_auto_falls_back_with_a_notice(frames_dir, tmp_path):
-    """--backend auto without CUDA runs on the CPU and says so in one stderr line."""
-    result = invoke("run", frames_dir, "-o", tmp_path / "out")
+MISSING_DRIVER = "libedgecli-no-such-driver.so.1"  # as libcuda.so.1 is where no driver is
+NO_DRIVER = f"no NVIDIA GPU (the NVIDIA driver, {MISSING_DRIVER}, is not installed)"
+NO_CUPY = (
+    "CuPy is not importable (import of cupy halted; None in sys.modules); install "
+    "edgecli[cuda12] or edgecli[cuda13]"
+)
+
+
+@pytest.fixture(params=["no driver", "driver, no CuPy"])
+def machine(request, monkeypatch):
+    """A machine without an NVIDIA driver, or with a GPU and its driver but without CuPy."""
+    from edgecli.cuda import driver
+
+    if request.param == "no driver":
+        monkeypatch.setattr(driver, "DRIVER_LIBRARY", MISSING_DRIVER)
+    else:
+        monkeypatch.setattr(driver, "absence_reason", lambda: None)
+        monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    return request.param
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_auto_on_the_cpu_says_why_where_it_helps(frames_dir, tmp_path, machine, verbose):
+    """--backend auto runs on the CPU: without a GPU it says so only under -v, in words that
+    name no package; with a GPU but no CuPy it always gives the install hint, once."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", *(["-v"] if verbose else []))
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.stderr.splitlines() if "GPU" in line or "CUDA" in line]
+    if machine == "no driver":
+        assert notices == (["edgecli: no NVIDIA GPU: using the CPU"] if verbose else [])
+    else:
+        assert notices == [f"edgecli: using the CPU backend; CUDA unusable: {NO_CUPY}"]
+
+
+def test_cuda_asked_for_says_why_not(frames_dir, tmp_path, machine):
+    """--backend cuda where it cannot run: exit 4, the reason (the install hint only where a
+    GPU is there), nothing written."""
+    result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cuda")
+    assert result.exit_code == 4
+    reason = NO_DRIVER if machine == "no driver" else NO_CUPY
+    assert result.stderr == f"Error: CUDA backend unusable: {reason}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_info_says_why_cuda_is_not_used(machine):
+    """info's last line: no GPU, using the CPU (and why) on a machine without a driver; the
+    install hint on one with a GPU but without CuPy."""
+    result = invoke("info")
     assert result.exit_code == 0
-    notices = [line for line in result.stderr.splitlines() if "using the CPU backend" in line]
-    assert notices == [f"edgecli: using the CPU backend; CUDA unusable: {cuda_unusable_reason()}"]
+    expected = {
+        "no driver": f"cuda: no NVIDIA GPU: using the CPU (the NVIDIA driver, {MISSING_DRIVER}, "
+        "is not installed)",
+        "driver, no CuPy": f"cuda: unusable: {NO_CUPY}",
+    }
+    assert result.stdout.splitlines()[-1] == expected[machine]
+
+
+def test_a_driver_without_a_device_node_is_no_gpu(monkeypatch, tmp_path):
+    """A driver library but no /dev/nvidia* (a container started without a GPU) is no GPU;
+    with a device node there, the GPU may be usable."""
+    from edgecli.cuda import driver
+
+    monkeypatch.setattr(driver, "DRIVER_LIBRARY", "libc.so.6")  # loads, as a driver would
+    monkeypatch.setattr(driver, "DEVICE_NODES", (str(tmp_path / "nvidia[0-9]*"),))
+    assert driver.absence_reason() == "no NVIDIA device node (/dev/nvidia*)"
+    (tmp_path / "nvidia0").touch()
+    assert driver.absence_reason() is None
 
 
 def test_info_reports_cuda_state():
-    """info lists versions and says whether CUDA is usable, and why not."""
+    """info lists versions and ends with whether CUDA is usable."""
     result = invoke("info")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0] == f"edgecli {__version__}"
     assert any(line.startswith("opencv-python-headless ") for line in lines)
     reason = cuda_unusable_reason()
-    expected = "cuda: usable: " if reason is None else f"cuda: unusable: {reason}"
-    assert lines[-1].startswith(expected)
+    if reason is None:
+        assert lines[-1].startswith("cuda: usable: ")
+    elif reason.startswith("no NVIDIA GPU"):
+        assert lines[-1] == f"cuda: no NVIDIA GPU: using the CPU{reason[len('no NVIDIA GPU') :]}"
+    else:
+        assert lines[-1] == f"cuda: unusable: {reason}"
 
 
 def test_info_names_the_png_encoder(monkeypatch):

@@ -14,7 +14,7 @@ from edgecli import cpu, reference
 from edgecli.params import BORDERS, NORMS, Options
 from edgecli.reference import detect_batch, detect_frame, luma
 
-from .media import EDGE_OPTIONS, gray_frame, option_id, photo
+from .media import EDGE_OPTIONS, cv2_layouts, gray_frame, option_id, photo
 from .oracle import plain_edges, plain_luma
 
 
@@ -121,6 +121,18 @@ def test_one_row_constant_border(threshold, expected):
     np.testing.assert_array_equal(edges, expected)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (3, 1), (4, 1), (1, 4), (5, 1)])
+def test_tiny_columns_match_the_plain_implementation(shape):
+    """Frames of at most 4 pixels in a column (which OpenCV's binding can take for a scalar):
+    both implementations equal the plain oracle at every threshold around the gradient."""
+    frame = np.zeros((*shape, 3), np.uint8)
+    frame.flat[0] = 5  # luma 1 at the first pixel: |G| = 4 beside it
+    for threshold in (3, 4):
+        for implementation in (reference, cpu):
+            got = implementation.detect_frame(frame, Options(threshold=threshold))
+            np.testing.assert_array_equal(got, plain_edges(frame, threshold, "l1", "replicate"))
+
+
 def test_magnitude_is_not_clamped():
     """l1 magnitudes above 255 still compare against T (the course code clamped at 255)."""
     values = np.zeros((5, 5), np.uint8)
@@ -182,16 +194,50 @@ def test_detect_edges_api_shapes(rng):
     np.testing.assert_array_equal(single, plain_edges(frame, 60, "l1", "replicate"))
 
 
+@pytest.mark.parametrize("layout", ["gray", "bgra", "bgra batch"])
+@pytest.mark.parametrize("options", EDGE_OPTIONS, ids=option_id)
+def test_detect_edges_takes_gray_and_bgra_as_cv2_converts_them(layout, options):
+    """A gray (H, W) or BGRA (H, W, 4) frame, or a BGRA batch, gives the edges of its
+    cv2.cvtColor conversion to BGR (gray replicated, alpha dropped), in the same layout."""
+    given, bgr = cv2_layouts()[layout]
+    edges = edgecli.detect_edges(given, backend="cpu", **options)
+    np.testing.assert_array_equal(edges, edgecli.detect_edges(bgr, backend="cpu", **options))
+    assert edges.shape == bgr.shape[:-1]
+
+
+def test_a_gray_frame_s_luma_is_its_gray():
+    """The contract's luma of a gray replicated into B, G and R is that gray, for all 256."""
+    gray = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    np.testing.assert_array_equal(luma(cv2.cvtColor(gray, cv2.COLOR_GRAY2BGR)), gray)
+
+
+TAKEN = (
+    "expected 8-bit frames shaped (H, W) gray, (H, W, 3) BGR or (H, W, 4) BGRA, or a batch of "
+    "BGR or BGRA ones (N, H, W, 3|4); got "
+)
+
+
 @pytest.mark.parametrize(
     "bad, message",
     [
-        (np.zeros((4, 4), np.uint8), "shape (4, 4)"),
-        (np.zeros((4, 4, 4), np.uint8), "shape (4, 4, 4)"),
-        (np.zeros((4, 4, 3), np.float32), "dtype float32"),
-        (np.zeros((0, 4, 3), np.uint8), "at least 1x1"),
+        (np.zeros((4, 4, 2), np.uint8), TAKEN + "dtype uint8 and shape (4, 4, 2)"),
+        (np.zeros((2, 4, 5), np.uint8), TAKEN + "dtype uint8 and shape (2, 4, 5)"),  # gray batch
+        (np.zeros((3, 4, 4, 1), np.uint8), TAKEN + "dtype uint8 and shape (3, 4, 4, 1)"),
+        (np.zeros((1, 2, 4, 4, 3), np.uint8), TAKEN + "dtype uint8 and shape (1, 2, 4, 4, 3)"),
+        (np.zeros(4, np.uint8), TAKEN + "dtype uint8 and shape (4,)"),
+        (np.zeros((4, 4, 3), np.float32), TAKEN + "dtype float32 and shape (4, 4, 3)"),
+        (np.zeros((4, 4), np.uint16), TAKEN + "dtype uint16 and shape (4, 4)"),
+        ([], TAKEN + "dtype float64 and shape (0,)"),
+        (np.zeros((0, 4, 3), np.uint8), "frames must be at least 1x1, got shape (0, 4, 3)"),
+        (np.zeros((4, 0), np.uint8), "frames must be at least 1x1, got shape (4, 0)"),
+        ([np.zeros((4, 4, 3), np.uint8), np.zeros((5, 4, 3), np.uint8)],
+         "frames of a batch must all have one shape"),
     ],
-)
-def test_detect_edges_rejects_bad_frames(bad, message):
-    """A frame that is not 8-bit BGR is refused with the offending dtype or shape."""
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+)  # fmt: skip
+def test_detect_edges_refuses_other_arrays_naming_the_shapes_taken(bad, message):
+    """Any other array is refused with edgecli's FrameArrayError (a ValueError too), saying
+    the shapes it takes and the dtype and shape it got."""
+    with pytest.raises(edgecli.FrameArrayError) as caught:
         edgecli.detect_edges(bad, backend="cpu")
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError)

@@ -203,8 +203,13 @@ def test_write_atomic_steps_over_a_dead_runs_temporaries_of_the_same_names(tmp_p
     assert temporaries(out) == []
 
 
-def test_write_atomic_makes_a_missing_folder(tmp_path, writes_in):
-    write_atomic(tmp_path / "sub" / "deeper" / "a.png", b"png")
+def test_write_atomic_makes_a_missing_folder_only_when_asked(tmp_path, writes_in):
+    """A missing folder is made with make_folder (a folder edgecli owns), and otherwise the
+    write fails naming the file, with nothing made."""
+    with pytest.raises(OutputError, match=r"sub/deeper/a\.png: cannot write \(No such file"):
+        write_atomic(tmp_path / "sub" / "deeper" / "a.png", b"png")
+    assert list(tmp_path.iterdir()) == []
+    write_atomic(tmp_path / "sub" / "deeper" / "a.png", b"png", make_folder=True)
     assert (tmp_path / "sub" / "deeper" / "a.png").read_bytes() == b"png"
 
 

@@ -29,7 +29,10 @@ from .media import photo
 pytestmark = pytest.mark.gpu
 
 EXACT_CLIPS = ["nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4"]
-CPU_CLIPS = ["nvdec_bt709.mp4", "nvdec_bframes.mkv"]  # auto leaves these on the CPU
+# Stream copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded: turned upright, cut
+# by an edit list, begun without a keyframe (scripts/make_test_media.py).
+REMUXED_CLIPS = ["nvdec_rotated.mp4", "nvdec_cut.mp4", "nvdec_headless.mp4"]
+CPU_CLIPS = ["nvdec_bt709.mp4", "nvdec_bframes.mkv", *REMUXED_CLIPS]  # auto leaves these on the CPU
 SAMPLING = {
     "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
     "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
@@ -223,6 +226,29 @@ def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
     assert auto.decoders == {"cpu": cpu.frames}
 
 
+# The display matrices of a half turn, a quarter turn the other way and a mirror (a, b, c, d).
+TURNS = {"180": (-1, 0, 0, -1), "90": (0, 1, -1, 0), "mirror": (-1, 0, 0, 1)}
+
+
+@pytest.mark.parametrize("decode", ["auto", "gpu"])
+@pytest.mark.parametrize("turn", TURNS)
+def test_turned_clips_stay_on_the_cpu(nvdec, turn, decode, tmp_path):
+    """A clip whose display matrix turns or mirrors its frames is decoded by cv2, which shows
+    them turned, under either GPU decode mode: NVDEC's frames would be upright."""
+    data = bytearray((DATA / "nvdec_250x142.mp4").read_bytes())
+    matrix = data.index(b"tkhd") + 4 + 40  # a version 0 tkhd's matrix, 16.16 fixed point
+    struct.pack_into(">iiiii", data, matrix, TURNS[turn][0] << 16, TURNS[turn][1] << 16, 0,
+                     TURNS[turn][2] << 16, TURNS[turn][3] << 16)  # fmt: skip
+    clip = tmp_path / "turned.mp4"
+    clip.write_bytes(data)
+    cpu = edgecli.process(clip, tmp_path / "cpu", backend="cuda", decode="cpu")
+    gpu = edgecli.process(clip, tmp_path / "gpu", backend="cuda", decode=decode)
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+    assert cpu.frames == 90 and gpu.decoders == {"cpu": 90}
+    first = cv2.imread(str(tmp_path / "gpu" / "turned_000000.png"), cv2.IMREAD_GRAYSCALE)
+    assert first.shape == ((250, 142) if turn == "90" else (142, 250))  # cv2 turned it
+
+
 def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
     """All the clips in one folder, with a segment length that splits the longer ones into
     segments decoded side by side (at their keyframes): the CPU's frames."""
@@ -369,7 +395,7 @@ def test_a_signal_mid_run_stops_gpu_decoding_cleanly(gpu_decode, tmp_path, sig, 
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == code, stderr
-    assert f"Error: interrupted by {name}; " in stderr and "interrupted:" in stderr
+    assert f"Error: interrupted by {name}; " in stderr and "; interrupted\n" in stderr
     assert [p.name for p in out.iterdir() if p.suffix != ".png"] in ([], [MANIFEST_NAME])
     written = sorted(p.name for p in out.glob("*.png"))
     assert 24 <= len(written) < 720

@@ -188,8 +188,9 @@ def test_decode_gpu_takes_the_cuda_backend_only_without_engines(folder, monkeypa
 
 def test_decode_gpu_on_videos_only_does_not_wait_for_the_jpeg_engines(tmp_path, monkeypatch):
     """Opening the JPEG engines takes 0.6-0.9 s: --decode gpu asks for them where there are
-    JPEGs (or nothing NVDEC decodes), not for a run of videos only, before listing (by the
-    INPUTs' names) or after; without NVDEC, that run names only what it lacks."""
+    JPEGs (or nothing NVDEC decodes), not for a run of videos only (files, globs or a folder),
+    before listing (by the INPUTs' names) or after; without NVDEC, that run names only what
+    it lacks."""
     asked = []
     monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda b, **_: asked.append(b))
     monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
@@ -199,13 +200,14 @@ def test_decode_gpu_on_videos_only_does_not_wait_for_the_jpeg_engines(tmp_path, 
     assert chosen(gpu, discover(str(clip))) == {"jpeg": None, "video": True, "notice": None}
     assert asked == []
     assert not decoders.engines_wanted(gpu, [str(clip), str(tmp_path / "more" / "*.MOV")])
-    assert decoders.engines_wanted(gpu, [str(clip), str(tmp_path)])  # a folder: images
+    assert not decoders.engines_wanted(gpu, [str(clip), str(tmp_path)])  # a folder of videos
+    (tmp_path / "still.jpg").write_bytes(jpeg(photo(5, 6)))
+    assert decoders.engines_wanted(gpu, [str(clip), str(tmp_path)])  # a folder with an image
     monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no NVDEC library")
     with pytest.raises(CudaUnavailableError) as error:
         decoders.plan(gpu, discover(str(clip)))
     assert str(error.value) == "--decode gpu: no GPU decoder can run here; video: no NVDEC library"
     assert asked == []
-    (tmp_path / "still.jpg").write_bytes(jpeg(photo(5, 6)))
     monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
     assert chosen(gpu, discover(str(tmp_path / "*"))) == {
         "jpeg": "hardware", "video": True, "notice": None,

@@ -18,7 +18,7 @@ import edgecli
 from edgecli.params import BORDERS, NORMS
 
 from .helpers import H264_CLIP, invoke, same_bytes
-from .media import photo
+from .media import cv2_layouts, photo
 
 pytestmark = pytest.mark.gpu
 
@@ -91,6 +91,16 @@ def test_detect_edges_api_on_gpu(gpu):
     )
 
 
+@pytest.mark.parametrize("layout", ["gray", "bgra", "bgra batch"])
+def test_detect_edges_takes_gray_and_bgra_on_gpu(gpu, layout):
+    """backend='cuda' takes a gray or BGRA frame, or a BGRA batch, as the CPU does: the edges
+    of its cv2.cvtColor conversion to BGR."""
+    given, bgr = cv2_layouts()[layout]
+    np.testing.assert_array_equal(
+        edgecli.detect_edges(given, backend="cuda"), edgecli.detect_edges(bgr, backend="cpu")
+    )
+
+
 def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
     """`edgecli run` with the default backend picks CUDA here and says so in its summary."""
     result = invoke("run", mixed_folder, "-o", tmp_path, "-q", "--json-summary", "-")
@@ -138,7 +148,7 @@ def test_a_preview_is_the_same_on_both_backends(gpu, mixed_folder, tmp_path):
     for backend in ("cpu", "cuda"):
         sheet = tmp_path / f"{backend}.png"
         result = invoke("preview", mixed_folder, H264_CLIP, "-o", sheet, "--backend", backend,
-                        "--frames", "6")  # fmt: skip
+                        "--samples", "6")  # fmt: skip
         assert result.exit_code == 0, result.output
         assert f"({backend})" in result.stderr
         sheets[backend] = sheet.read_bytes()

@@ -257,10 +257,16 @@ def test_optional_clips(tmp_path, name):
 
 
 def test_repository_clips():
+    """The clips the GPU tests use get the verdicts those tests expect of them."""
     assert h264.stream_reason(H264_CLIP) is None
-    bt709 = DATA / "nvdec_bt709.mp4"
-    if bt709.exists():
-        assert h264.stream_reason(bt709) == "matrix bt709"
+    for name in ("nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4"):
+        assert h264.stream_reason(DATA / name) is None, name
+    assert h264.stream_reason(DATA / "nvdec_bt709.mp4") == "matrix bt709"
+    assert h264.stream_reason(DATA / "nvdec_rotated.mp4") == "rotated 270°"
+    cut = "an edit list that starts after the first frame"
+    assert h264.stream_reason(DATA / "nvdec_cut.mp4") == cut
+    headless = "the first frame is not a keyframe"
+    assert h264.stream_reason(DATA / "nvdec_headless.mp4") == headless
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1089,7 +1095,7 @@ def test_frame_count_with_b_frames_and_variable_rates(tmp_path, options):
 
 def test_frame_count_of_a_clip_cut_with_an_edit_list(tmp_path):
     """A stream copy from 1 s in keeps the GOP before it, hidden by an edit list: cv2 declares
-    the samples, as frame_count does (and decodes fewer)."""
+    the samples but shows fewer frames, so frame_count gives no count."""
     source = encode(tmp_path / "gop.mp4", [*YUV420, "-g", "10", "-bf", "2"], frames=30)
     path = tmp_path / "cut.mp4"
     subprocess.run(
@@ -1097,7 +1103,8 @@ def test_frame_count_of_a_clip_cut_with_an_edit_list(tmp_path):
         check=True,
     )
     assert b"elst" in path.read_bytes()
-    assert mp4.frame_count(path) == declared(path) == 20
+    assert declared(path) == 20 and len(read_frames(path)) < 20
+    assert mp4.frame_count(path) is None
 
 
 def test_frame_count_of_compact_sample_sizes(clip, tmp_path):
@@ -1121,12 +1128,17 @@ def test_files_whose_tables_do_not_count_the_frames(long_clip, tmp_path):
 
 
 def test_repository_clips_are_counted_without_a_decoder(monkeypatch):
-    """count_frames (the progress bar's total) of MP4s opens no cv2 decoder; the Matroska clip
-    is still counted by cv2."""
+    """count_frames (the progress bar's total) of MP4s opens no cv2 decoder, but for those whose
+    samples are not all shown (counted by cv2, as the Matroska clip is)."""
     from edgecli.sources import count_frames, discover
 
     mkv = DATA / "nvdec_bframes.mkv"
-    expected = {p: declared(p) for p in [*sorted(DATA.glob("*.mp4")), mkv]}
+    counted = [p for p in sorted(DATA.glob("*.mp4")) if mp4.frame_count(p) is not None]
+    assert {p.name for p in DATA.glob("*.mp4")} - {p.name for p in counted} == {
+        "nvdec_cut.mp4",
+        "nvdec_headless.mp4",
+    }
+    expected = {p: declared(p) for p in [*counted, mkv]}
     mp4s = [source for p in expected if p != mkv for source in discover(str(p))]
     real = cv2.VideoCapture
 
@@ -1137,3 +1149,143 @@ def test_repository_clips_are_counted_without_a_decoder(monkeypatch):
     monkeypatch.setattr(cv2, "VideoCapture", no_decoder)
     assert count_frames(mp4s * 10) == 10 * sum(n for p, n in expected.items() if p != mkv)
     assert count_frames([*mp4s, *discover(str(mkv))]) == sum(expected.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# What FFmpeg does to a stream's frames beyond decoding them: turns, edits, the first keyframe
+
+# A 64x48 clip of 30 frames with B-frames (libx264's default preset): the mp4 muxer writes an
+# edit list whose start is the first frame's composition offset, which drops nothing.
+BFRAMES = [*YUV420[:2], "-pix_fmt", "yuv420p", "-g", "10"]
+
+
+def remux(source: Path, path: Path, *, before=(), after=()) -> Path:
+    """``source`` stream-copied into ``path`` (no re-encode), with input options ``before``
+    (``-display_rotation``, ``-ss``) and output options ``after`` (bitstream filters)."""
+    command = [FFMPEG, "-v", "error", *before, "-i", str(source), "-c", "copy", *after]
+    subprocess.run([*command, "-y", str(path)], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def bframes(tmp_path_factory):
+    return encode(tmp_path_factory.mktemp("edits") / "bframes.mp4", BFRAMES, frames=30)
+
+
+def test_bframe_clips_keep_every_sample(bframes):
+    """A B-frame clip's edit list drops no frame: cv2 returns one upright frame per sample."""
+    assert h264.stream_reason(bframes) is None
+    frames = read_frames(bframes)
+    assert len(frames) == mp4.frame_count(bframes) == 30
+    assert frames[0].shape == (48, 64, 3)
+
+
+def test_a_start_delay_is_admitted(bframes, tmp_path):
+    """An empty edit before the media's (``-itsoffset``) only delays it: every frame is kept."""
+    delayed = remux(bframes, tmp_path / "delayed.mp4", before=["-itsoffset", "1"])
+    assert h264.stream_reason(delayed) is None
+    assert len(read_frames(delayed)) == mp4.frame_count(delayed) == 30
+
+
+@pytest.mark.parametrize(
+    ("rotation", "reason", "shape"),
+    [
+        ("90", "rotated 270°", (64, 48, 3)),
+        ("180", "rotated 180°", (48, 64, 3)),
+        ("-90", "rotated 90°", (64, 48, 3)),
+    ],
+)
+def test_rotated_clips_are_refused(bframes, tmp_path, rotation, reason, shape):
+    """A display matrix that turns the frames (a phone's portrait clip) is refused, and cv2
+    really turns them: NVDEC's upright frames would be wrong."""
+    rotated = remux(bframes, tmp_path / "rotated.mp4", before=["-display_rotation", rotation])
+    assert h264.stream_reason(rotated) == reason
+    frames, upright = read_frames(rotated), read_frames(bframes)
+    assert len(frames) == len(upright)
+    assert frames[0].shape == shape
+    turn = {"90": cv2.ROTATE_90_COUNTERCLOCKWISE, "180": cv2.ROTATE_180,
+            "-90": cv2.ROTATE_90_CLOCKWISE}[rotation]  # fmt: skip
+    assert all(np.array_equal(f, cv2.rotate(u, turn)) for f, u in zip(frames, upright, strict=True))
+
+
+def test_mirrored_clips_are_refused(bframes, tmp_path):
+    """A mirroring display matrix is refused: cv2 shows such frames otherwise than decoded."""
+    mirrored = remux(bframes, tmp_path / "mirrored.mp4", before=["-display_hflip"])
+    assert h264.stream_reason(mirrored) == "display matrix [-1 0; 0 1]"
+    frames, upright = read_frames(mirrored), read_frames(bframes)
+    assert not all(np.array_equal(f, u) for f, u in zip(frames, upright, strict=True))
+
+
+def test_clips_cut_by_an_edit_list_are_refused(bframes, tmp_path):
+    """``ffmpeg -ss 1 -c copy`` keeps the samples from the keyframe before 1 s and an edit list
+    that starts at 1 s: cv2 drops the frames before it, NVDEC would decode them all."""
+    cut = remux(bframes, tmp_path / "cut.mp4", before=["-ss", "1.5"])
+    assert h264.stream_reason(cut) == "an edit list that starts after the first frame"
+    assert len(read_frames(cut)) < declared(cut)
+
+
+def test_clips_that_start_without_a_keyframe_are_refused(bframes, tmp_path):
+    """A clip whose first packets (its first keyframe) were dropped: cv2 returns no frame before
+    the next keyframe, NVDEC would conceal and return them."""
+    headless = remux(bframes, tmp_path / "headless.mp4", after=["-bsf:v", "noise=drop=lt(n\\,3)"])
+    assert h264.stream_reason(headless) == "the first frame is not a keyframe"
+    assert len(read_frames(headless)) < declared(headless)
+
+
+def edit_list_clip(tmp_path, bframes, edits: list[tuple[int, int]], version: int = 0) -> Path:
+    """``bframes`` with its elst box rewritten to ``edits`` ((duration in the movie's timescale,
+    media time) each; the box grows or shrinks, and the boxes holding it with it)."""
+    data = bytearray(bframes.read_bytes())
+    layout = ">QqhH" if version else ">IihH"
+    body = bytes([version, 0, 0, 0]) + struct.pack(">I", len(edits))
+    body += b"".join(struct.pack(layout, d, t, 1, 0) for d, t in edits)
+    start = data.index(b"elst") - 4
+    (old,) = struct.unpack_from(">I", data, start)
+    new = struct.pack(">I4s", 8 + len(body), b"elst") + body
+    grow = len(new) - old
+    for parent in (b"edts", b"trak", b"moov"):  # each holds the elst box: one size each
+        at = data.index(parent) - 4
+        struct.pack_into(">I", data, at, struct.unpack_from(">I", data, at)[0] + grow)
+    data[start : start + old] = new
+    assert data.index(b"mdat") < data.index(b"moov"), "moov moved: chunk offsets would be off"
+    path = tmp_path / f"edits-{version}-{len(edits)}.mp4"
+    path.write_bytes(data)
+    return path
+
+
+def test_edit_lists_are_read_as_ffmpeg_reads_them(bframes, tmp_path):
+    """Rewritten edit lists: a clip is admitted exactly where cv2 returns one frame a sample,
+    in either version of the box."""
+    scale = 1000  # mvhd's timescale as this muxer writes it; the clip is 3 s at 10 fps
+    full = (3 * scale, _first_composition_time(bframes))
+    cases = [
+        ([full], 0, None),
+        ([full], 1, None),
+        ([(0, -1), full], 0, None),  # an empty edit first: a delay
+        ([(2 * scale, full[1])], 0, "an edit list that ends before the last frame"),
+        ([full, full], 0, "an edit list of 2 edits"),  # cv2 plays the clip twice
+    ]
+    for edits, version, reason in cases:
+        path = edit_list_clip(tmp_path, bframes, edits, version)
+        assert h264.stream_reason(path) == reason, edits
+        kept = len(read_frames(path))
+        assert (kept == 30) == (reason is None), (edits, kept)
+
+
+def _first_composition_time(path: Path) -> int:
+    """The clip's edit start as its muxer wrote it (the first frame's composition offset)."""
+    data = path.read_bytes()
+    at = data.index(b"elst") + 4
+    return struct.unpack_from(">i", data, at + 12)[0]
+
+
+@pytest.mark.parametrize("name", ["nvdec_cut.mp4", "nvdec_headless.mp4"])
+def test_clips_that_show_fewer_frames_than_samples_are_not_truncated(name, tmp_path):
+    """A clip cut by an edit list or begun without a keyframe holds more samples than cv2 shows
+    frames: the CPU decoder takes it whole (no "ended early") and the frame count is unknown."""
+    import edgecli
+
+    path = DATA / name
+    assert mp4.frame_count(path) is None
+    summary = edgecli.process(path, tmp_path / "out", backend="cpu")
+    assert summary.failed == [] and summary.frames == len(read_frames(path))

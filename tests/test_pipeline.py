@@ -100,9 +100,9 @@ def test_frames_in_flight_are_bounded(tmp_path, monkeypatch):
 
         return wrapper
 
-    def slow_write(path, data):
+    def slow_write(path, data, **kwargs):
         time.sleep(0.003)  # a slow disk: decoding runs ahead unless the queues hold it back
-        real_write(path, data)
+        real_write(path, data, **kwargs)
 
     real_write = writer_module.write_atomic
     monkeypatch.setattr(ImageSource, "decode", counting(ImageSource.decode, +1))
@@ -308,9 +308,9 @@ def count_frames_in_flight(monkeypatch) -> dict:
             counts["peak"] = max(counts["peak"], counts["now"])
         return real_decode(source, max_pixels)
 
-    def write(path, data):
+    def write(path, data, **kwargs):
         time.sleep(0.01)  # a slow disk: decodes run ahead unless the budget holds them back
-        real_write(path, data)
+        real_write(path, data, **kwargs)
         with lock:
             counts["now"] -= 1
 

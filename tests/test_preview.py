@@ -84,8 +84,9 @@ def check_sheet(sheet: Path, shown: dict, folders: dict[int, Path], width=DEFAUL
     return image, boxes
 
 
-def auto_threshold(inputs, folder: Path, **options) -> int:
-    summary = edgecli.process(inputs, folder, threshold="auto", backend="cpu", **options)
+def auto_threshold(inputs, folder: Path, threshold="auto", **options) -> int:
+    """The number run -t picks by ``threshold``'s rule (auto, P%) for ``inputs``."""
+    summary = edgecli.process(inputs, folder, threshold=threshold, backend="cpu", **options)
     return summary.params["threshold"]
 
 
@@ -221,7 +222,7 @@ def test_cli_width(tmp_path):
 def test_cli_explicit_thresholds_are_the_run_outputs(tmp_path):
     sheet = tmp_path / "out" / "X.png"
     sheet.parent.mkdir()
-    args = ["-t", "140,60,100", "--frames", 3, "--width", 900, "--backend", "cpu"]
+    args = ["-t", "140,60,100", "--samples", 3, "--width", 900, "--backend", "cpu"]
     result = invoke("preview", H264_CLIP, "-o", sheet, *args)
     assert result.exit_code == 0, result.output
     assert "at thresholds 60, 100, 140" in result.stderr
@@ -305,6 +306,47 @@ def test_cli_too_many_thresholds_for_the_width(tmp_path):
     lines = sheet_lines(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("Error:"), result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "given, rules",
+    [
+        ("auto", ["auto"]),
+        ("5%", ["5%"]),
+        ("60,auto,7.5%,140", ["auto", "7.5%"]),
+    ],
+)
+def test_cli_thresholds_take_run_s_rules(given, rules, tmp_path):
+    """preview -t takes auto and P% as run -t does, alone or among numbers: each shows the
+    number run picks for that rule, labelled with the rule, beside the numbers given."""
+    sheet, page = tmp_path / "X.png", tmp_path / "X.html"
+    result = invoke("preview", SAMPLE_FRAMES, "-o", sheet, "--html", page, "--backend", "cpu",
+                    "-t", given)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    picked = {
+        rule: auto_threshold(SAMPLE_FRAMES, tmp_path / rule, threshold=rule) for rule in rules
+    }
+    numbers = [int(t) for t in given.split(",") if t.isdigit()]
+    expected = sorted(set(numbers) | set(picked.values()))
+    heads = re.findall(r"<th>(T=[^<]*)</th>", page.read_text(encoding="utf-8"))
+    by_number = {t: [r for r in rules if picked[r] == t] for t in expected}
+    assert heads == [
+        f"T={t} ({', '.join(by_number[t])})" if by_number[t] else f"T={t}" for t in expected
+    ]
+    assert f"at thresholds {', '.join(map(str, expected))} (cpu)" in result.stderr
+
+
+def test_preview_frames_means_what_run_frames_means(tmp_path):
+    """preview --frames N, as run's: at most N frames of each video; --samples M: M frames
+    shown, spread over those."""
+    sheet = tmp_path / "X.png"
+    result = invoke("preview", H264_CLIP, "-o", sheet, "--frames", 3, "--samples", 6, "-t", 100,
+                    "--backend", "cpu")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"{sheet}: 3 frame(s) at thresholds 100 (cpu)" in result.stderr
+    shown = preview([H264_CLIP], sheet, Options(backend="cpu", max_frames=3), thresholds=[100],
+                    frames=6)  # fmt: skip
+    assert shown["outputs"] == [f"pan_h264_{i:06d}.png" for i in range(3)]
 
 
 # 5. Selection ---------------------------------------------------------------------------------
@@ -392,7 +434,7 @@ def test_the_html_page_holds_the_sheet_and_the_shares(tmp_path):
 
     sheet, page = tmp_path / "sheet.png", tmp_path / "sheet.html"
     result = invoke("preview", H264_CLIP, "-o", sheet, "--html", page, "--backend", "cpu",
-                    "-t", "60,140", "--frames", "3")  # fmt: skip
+                    "-t", "60,140", "--samples", "3")  # fmt: skip
     assert result.exit_code == 0, result.output
     text = page.read_text(encoding="utf-8")
     embedded = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)", text).group(1)

@@ -206,45 +206,52 @@ def test_output_below_a_file(tmp_path):
     )
 
 
-@pytest.mark.parametrize("option", ["--timings-csv", "--json-summary"])
+REPORTS = {"--timings-csv": "timings CSV", "--json-summary": "JSON summary",
+           "--write-expected": "manifest"}  # fmt: skip
+
+
+@pytest.mark.parametrize("option", REPORTS)
 @pytest.mark.parametrize(
     "name, reason",
     [
-        ("missing/report", "No such file or directory"),
+        ("missing/report", "folder {tmp_path}/missing does not exist"),
         ("file/report", "Not a directory"),  # a folder that cannot be written into
         ("bad\ud800name", "its name is not valid in the file system's encoding"),
     ],
     ids=["missing-folder", "below-a-file", "unencodable-name"],
 )
 def test_report_that_cannot_be_written_fails_before_any_frame(tmp_path, option, name, reason):
-    """--timings-csv/--json-summary that cannot be written: exit 1 and one line before any
-    PNG is written, and the other report (valid) is not left behind, not even empty."""
+    """A report that cannot be written: exit 1 and one line before any frame is read, no
+    folder made (neither the report's nor the output folder), and the other report (valid)
+    not left behind, not even empty."""
     (tmp_path / "file").write_text("x")
     other = "--json-summary" if option == "--timings-csv" else "--timings-csv"
     out, target = tmp_path / "out", tmp_path / name
     result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu",
                     other, tmp_path / "other", option, target)  # fmt: skip
-    what = "timings CSV" if option == "--timings-csv" else "JSON summary"
     assert result.exit_code == 1, result.output
     shown = str(target).encode("utf-8", "backslashreplace").decode()  # as stderr prints it
-    assert result.stderr == f"Error: {shown}: cannot write {what} ({reason})\n"
-    assert list(out.iterdir()) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "in", "out"]
+    because = reason.format(tmp_path=tmp_path)
+    assert result.stderr == f"Error: {shown}: cannot write {REPORTS[option]} ({because})\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "in"]
 
 
 def test_reports_are_written_whole_or_not_at_all(mixed_folder, tmp_path):
     """An earlier timings CSV is kept as it was when the JSON summary cannot be written,
-    and when the run stops on a bad frame (exit 1); neither leaves a report or temporary."""
+    and when the run stops on a bad frame (exit 1); neither leaves a report (the manifest
+    neither) or temporary."""
     old_csv = tmp_path / "old.csv"
     old_csv.write_text("earlier")
     good = make_folder(tmp_path / "good", 2)
     for folder, json_summary in ((good, tmp_path / "missing" / "s.json"),
                                  (mixed_folder, tmp_path / "s.json")):  # fmt: skip
         result = invoke("run", folder, "-o", tmp_path / "out", "--backend", "cpu",
-                        "--timings-csv", old_csv, "--json-summary", json_summary)  # fmt: skip
+                        "--timings-csv", old_csv, "--json-summary", json_summary,
+                        "--write-expected", tmp_path / "g.json")  # fmt: skip
         assert result.exit_code == 1
         assert old_csv.read_text() == "earlier"
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["good", "in", "old.csv", "out"]
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name != "out")
+        assert left == ["good", "in", "old.csv"]
     assert result.stderr.splitlines()[-1].startswith(f"Error: {mixed_folder}/")  # a bad frame
 
 
@@ -349,7 +356,7 @@ def test_signal_stops_cleanly(slow_folder, tmp_path, sig, code, name):
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
-    assert f"Error: interrupted by {name}; " in stderr and "interrupted:" in stderr
+    assert f"Error: interrupted by {name}; " in stderr and "; interrupted\n" in stderr
     written = assert_outputs_whole(out)
     assert 3 <= len(written) < 400
 

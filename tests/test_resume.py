@@ -141,7 +141,7 @@ def test_manifest_that_cannot_be_written_leaves_nothing(tmp_path, monkeypatch):
     real_write = os.write
 
     def full_disk_write(fd, data):
-        if ".edgecli-" in os.readlink(f"/proc/self/fd/{fd}") and bytes(data[:1]) == b"{":
+        if ".edgecli-" in os.readlink(f"/proc/self/fd/{fd}") and b'"schema"' in bytes(data):
             real_write(fd, data[: len(data) // 2])
             raise OSError(28, os.strerror(28))
         return real_write(fd, data)

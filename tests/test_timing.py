@@ -78,13 +78,12 @@ def test_a_resource_busy_just_over_the_threshold_is_the_bottleneck():
     assert find_bottleneck(stages, wall_s=1.01, workers=2)[0] == "none"
 
 
-def test_timings_csv_ends_lines_with_newline_only(tmp_path):
+def test_timings_csv_ends_lines_with_newline_only():
     """The timings CSV uses \\n line ends, not csv's default \\r\\n."""
     clock = StageClock(per_frame=True)
     clock.record("decode", 1.5, "a.png")
     clock.record("write", 0.25, "a.png")
-    clock.write_csv(tmp_path / "t.csv")
-    assert (tmp_path / "t.csv").read_bytes() == b"frame,decode_ms,write_ms\na.png,1.500,0.250\n"
+    assert clock.csv_text() == "frame,decode_ms,write_ms\na.png,1.500,0.250\n"
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 10, 101])
@@ -93,3 +92,54 @@ def test_percentiles_are_numpy_s_linear_ones(size, rng):
     values = rng.random(size) * 100
     for q in (0, 50, 95, 100):
         assert timing.percentile(values, q) == pytest.approx(np.percentile(values, q), abs=1e-9)
+
+
+def _summary(cls=timing.Summary, **fields):
+    values = dict(frames=40, failed=[], wall_s=2.0, backend="cuda", device="NVIDIA H200",
+                  params={}, workers=16, output="out",
+                  stages={"decode": {"total_ms": 24000.0, "mean_ms": 600.0, "p50_ms": 1.0,
+                                     "p95_ms": 2.0}})  # fmt: skip
+    return cls(**{**values, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields, outcome",
+    [
+        ({}, ""),
+        ({"failed": [{}, {}]}, "; 2 failed"),
+        ({"skipped_existing": 5, "interrupted": True}, "; 5 kept (already written); interrupted"),
+    ],
+)
+def test_the_default_summary_is_two_lines(fields, outcome):
+    """By default the summary is the result (frames, time, fps, what went wrong) and the
+    bottleneck in words; no stage times."""
+    assert _summary(**fields).format_text() == (
+        f"edgecli: 40 frame(s) -> out in 2.00 s (20.0 fps) on cuda{outcome}\n"
+        "  decode-bound: the 16 worker thread(s) were busy 75% of the wall time, 75% on decode"
+    )
+
+
+def test_the_verbose_summary_has_every_stage():
+    """verbose adds each stage's times, the device and the workers, then the bottleneck."""
+    lines = _summary(decoders={"nvjpeg-hw": 40}).format_text(verbose=True).splitlines()
+    assert lines == [
+        "edgecli: 40 frame(s) -> out in 2.00 s (20.0 fps, 0.0 MP/s) on cuda [NVIDIA H200], "
+        "16 worker(s)",
+        "  decode    total   24.000 s  mean  600.000 ms  p50    1.000 ms  p95    2.000 ms",
+        "  decoded by: nvjpeg-hw 40",
+        "  decode-bound: the 16 worker thread(s) were busy 75% of the wall time, 75% on decode",
+    ]
+
+
+def test_a_cluster_s_workers_show_only_when_verbose():
+    """A cluster run's summary is two lines too; verbose adds a line per Dask worker."""
+    from edgecli.cluster_summary import ClusterSummary
+
+    worker = {"worker": "tcp://a:1", "host": "a", "tasks": 2, "frames": 40, "busy_s": 1.5,
+              "fps": 26.7}  # fmt: skip
+    summary = _summary(ClusterSummary, scheduler="local:2", tasks=2, workers_detail=[worker])
+    assert summary.format_text() == _summary().format_text()
+    assert summary.format_text(verbose=True).splitlines()[-2:] == [
+        "  cluster local:2: 2 task(s) on 1 Dask worker(s)",
+        "    tcp://a:1 (a): 2 task(s), 40 frame(s) in 1.50 s (26.7 fps)",
+    ]

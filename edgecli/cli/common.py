@@ -61,11 +61,12 @@ edge_options = _bundle(
     ),
     click.option(
         "--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True,
-        help="auto: CUDA when usable, else the CPU (with a notice on stderr).",
+        help="auto: CUDA when usable, else the CPU (saying why on stderr where a GPU is there).",
     ),
 )  # fmt: skip
 
-# --recursive, --start, --end and --every: which frames of the INPUTs, as run and preview read.
+# --recursive, --start, --end, --every and --frames: which frames of the INPUTs, as run and
+# preview read.
 selection_options = _bundle(
     click.option("--recursive", is_flag=True, help="Include subfolders of a folder INPUT."),
     click.option(
@@ -80,5 +81,9 @@ selection_options = _bundle(
     click.option(
         "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
         help="... every Nth frame from --start (names keep the frame's index).",
+    ),
+    click.option(
+        "--frames", "max_frames", type=click.IntRange(min=1), default=None,
+        help="... at most N frames of each.",
     ),
 )  # fmt: skip

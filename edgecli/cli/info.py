@@ -26,7 +26,7 @@ def info(device: int) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     from .. import native
-    from ..backends import cuda_unusable_reason
+    from ..backends import NO_GPU, cuda_unusable_reason
 
     click.echo(f"edgecli {__version__}")
     click.echo(f"python {platform.python_version()} ({sys.executable})")
@@ -52,6 +52,8 @@ def info(device: int) -> None:
         click.echo(f"png compression (--png-bits 1): {deflate.description(device)}")
         for line in decoder_lines():
             click.echo(line)
+    elif reason.startswith(NO_GPU):  # the why after it, in parentheses
+        click.echo(f"cuda: {NO_GPU}: using the CPU{reason.removeprefix(NO_GPU)}")
     else:
         click.echo(f"cuda: unusable: {reason}")
 

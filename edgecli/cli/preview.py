@@ -32,16 +32,16 @@ from .types import Thresholds
     "--thresholds",
     type=Thresholds(),
     default=None,
-    help="Thresholds to show, e.g. 60,80,100,140.  [default: the one -t auto chooses, and "
-    "0.5, 0.75 and 1.5 times it]",
+    help="Thresholds to show, each as run -t takes it: e.g. 60,80,100,140 or auto,5%,100.  "
+    "[default: the one -t auto chooses, and 0.5, 0.75 and 1.5 times it]",
 )
 @click.option(
-    "--frames",
+    "--samples",
     "count",
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
-    help="Frames to show, spread over the input.",
+    help="Frames to show, spread over the selected frames.",
 )
 @click.option(
     "--width",
@@ -64,7 +64,9 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     from ..preview import preview as make_preview
 
     def notify(message: str) -> None:
-        if not quiet:
+        from ..backends import Detail
+
+        if not quiet and not isinstance(message, Detail):
             say(message)
 
     try:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
 from ..errors import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
@@ -191,13 +190,6 @@ def stop_on_signals():
 )
 @selection_options
 @click.option(
-    "--frames",
-    "max_frames",
-    type=click.IntRange(min=1),
-    default=None,
-    help="... at most N frames of each.",
-)
-@click.option(
     "--write-expected",
     metavar="PATH",
     default=None,
@@ -211,8 +203,19 @@ def stop_on_signals():
     help="After the run, compare the output folder with the manifest at PATH: exit 5, "
     "listing each frame that differs, is missing or is extra, or the options that differ.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary text.")
-@click.option("-v", "--verbose", is_flag=True, help="Say what is being done before the run.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Nothing on success: no progress bar, no summary (frames skipped and errors are "
+    "still said, on stderr).",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Say what is being done before the run, and after it the time of every stage.",
+)
 def run(
     inputs,
     output,
@@ -246,7 +249,9 @@ def run(
     warn = say
 
     def notify(message: str) -> None:
-        if not quiet:
+        from ..backends import Detail
+
+        if not quiet and (verbose or not isinstance(message, Detail)):
             say(message)
 
     try:
@@ -266,14 +271,15 @@ def run(
                 warn=warn,
                 stop=stop,
                 json_summary=None if json_summary == "-" else json_summary,
+                write_expected=write_expected,
                 **extra,
             )
         if not quiet:
-            click.echo(summary.format_text(), err=True)
+            click.echo(summary.format_text(verbose), err=True)
         if json_summary == "-":
             click.echo(summary.dumps())
-        if not summary.interrupted:
-            compare_golden(summary, write_expected, expect, warn)
+        if not summary.interrupted and expect is not None:
+            compare_golden(summary, expect, warn)
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
     exit_for(summary, received)
@@ -337,26 +343,20 @@ def check_golden_options(write_expected, expect, shard) -> None:
         from ..golden import read_manifest
 
         read_manifest(Path(check_path("--expect path", expect)))
-    elif write_expected is not None:
-        check_path("--write-expected path", write_expected)
 
 
-def compare_golden(summary, write_expected, expect, warn) -> None:
-    """--write-expected: the run's manifest written; --expect: the output folder checked
-    against one, each difference on a line of its own before the error (exit 5)."""
+def compare_golden(summary, expect, warn) -> None:
+    """--expect: the output folder checked against a manifest, each difference on a line of
+    its own before the error (exit 5). (--write-expected's manifest is one of the run's
+    reports: :func:`edgecli.pipeline.run`.)"""
     from .. import golden
 
-    out_dir = Path(summary.output)
-    if write_expected is not None:
-        manifest = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
-        golden.write_manifest(Path(write_expected), manifest)
-    elif expect is not None:
-        try:
-            golden.check(Path(expect), out_dir, summary.params)
-        except ExpectationError as exc:
-            for problem in exc.problems:
-                warn(problem)
-            raise
+    try:
+        golden.check(Path(expect), Path(summary.output), summary.params)
+    except ExpectationError as exc:
+        for problem in exc.problems:
+            warn(problem)
+        raise
 
 
 def exit_for(summary, received: list[int]) -> None:

@@ -50,14 +50,14 @@ class Threshold(click.ParamType):
 
 
 class Thresholds(click.ParamType):
-    """``preview -t``: comma-separated whole numbers >= 0, such as ``60,80,100,140``."""
+    """``preview -t``: comma-separated thresholds, each as ``run -t`` takes it (a whole number
+    >= 0, ``auto`` or ``P%``), such as ``60,100,auto,5%``; each once, in the order given."""
 
     name = "T,T,..."
 
     def convert(self, value, param, ctx):
         if isinstance(value, list):
             return value
-        parts = [part.strip() for part in str(value).split(",")]
-        if not parts or not all(is_whole_number(part) for part in parts):
-            self.fail(f"{value!r} is not a list of thresholds such as 60,80,100,140", param, ctx)
-        return sorted({int(part) for part in parts})
+        one = Threshold()
+        parts = [one.convert(part, param, ctx) for part in str(value).split(",")]
+        return list(dict.fromkeys(parts))

@@ -165,7 +165,7 @@ def compiled_file(
         stale.unlink(missing_ok=True)
     try:
         cached = folder / f"{key}.{target}{suffix}"
-        write_atomic(cached, code)
+        write_atomic(cached, code, make_folder=True)  # the cache is edgecli's folder
         return cached, target
     except OutputError:
         fd, temp = tempfile.mkstemp(prefix="edgecli-kernel-", suffix=suffix)

@@ -11,9 +11,27 @@ made (the one it uses), and goes on at once. Only the standard library is import
 from __future__ import annotations
 
 import ctypes
+import glob
+import os
 import threading
 
 DRIVER_LIBRARY = "libcuda.so.1"
+# A GPU the driver can reach shows up as one of these: /dev/nvidia0, ... on Linux, /dev/dxg
+# under WSL 2 (which has no /dev/nvidia*).
+DEVICE_NODES = ("/dev/nvidia[0-9]*", "/dev/dxg")
+
+
+def absence_reason() -> str | None:
+    """Why this machine has no NVIDIA GPU to use at all (no driver library, or no device
+    node: a container started without one), in words; None where it may have one. Where
+    this says no, installing CuPy cannot help."""
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError:
+        return f"the NVIDIA driver, {DRIVER_LIBRARY}, is not installed"
+    if not any(glob.glob(pattern) for pattern in DEVICE_NODES):
+        return "no NVIDIA device node (/dev/nvidia*)"
+    return None
 
 
 def _primary_context(device: int):
@@ -56,8 +74,6 @@ def visible_devices() -> list[str]:
     """The CUDA devices this process may use, as the ids a child's ``CUDA_VISIBLE_DEVICES``
     takes to see each one alone (this process's own ``CUDA_VISIBLE_DEVICES`` entries, where it
     has one); [] where there is no driver or no device."""
-    import os
-
     try:
         driver = ctypes.CDLL(DRIVER_LIBRARY)
     except OSError:

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import FrameError
 from ..png import PNG_SIGNATURE
 from .jpeg_header import scan_damage
+from .mp4 import MP4_CONTAINERS, frame_count
 
 # Read as animations (imageio), whatever their frame count.
 ANIMATION_EXTENSIONS = (".gif",)
@@ -33,7 +34,7 @@ VIDEO_EXTENSIONS = (
     ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
 )  # fmt: skip
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
-EXACT_COUNT_CONTAINERS = (".mp4", ".m4v", ".mov", ".avi")
+EXACT_COUNT_CONTAINERS = (*MP4_CONTAINERS, ".avi")
 # Containers with no frame count (cv2 estimates one from the duration and the frame rate,
 # which a variable frame rate makes wrong either way) whose header declares their size: a
 # file shorter than that is cut, and the estimate then says about how many frames it lacks.
@@ -254,7 +255,7 @@ def video_frames(
     capture = cv2.VideoCapture(str(path))
     try:
         _check_video(capture, path, max_pixels)
-        expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        expected = _expected_frames(path, capture)
         index = 0
         while stop is None or index < stop:
             if index < start or (kept is not None and not kept(index)):
@@ -269,9 +270,10 @@ def video_frames(
         if index == 0:
             raise FrameError(str(path), "video has no decodable frames")
         if stop is None or index < stop:  # the decoder ran out of frames
-            reason = _ended_early(path, index, expected)
-            if reason is not None:
-                end = expected if stop is None else min(stop, expected)
+            shortfall = _shortfall(path, capture, index, expected)
+            if shortfall is not None:
+                total, reason = shortfall
+                end = total if stop is None else min(stop, total)
                 wanted = range(max(index, start), end)
                 lost = sum(1 for i in wanted if kept is None or kept(i))
                 raise FrameError(f"{path} [frame {index}]", reason, max(lost, 1))
@@ -279,24 +281,38 @@ def video_frames(
         capture.release()
 
 
-def _ended_early(path: Path, decoded: int, expected: int) -> str | None:
-    """Why the video at ``path``, whose decoder gave ``decoded`` frames of the ``expected``
-    its container gives, is cut short; None where it is not (as far as the container says)."""
+def _expected_frames(path: Path, capture) -> int | None:
+    """The frames a whole decode of the video gives, where its container says so exactly: an
+    MP4's sample table, where FFmpeg shows every sample (:func:`.mp4.frame_count`), an AVI's
+    index; None elsewhere."""
     suffix = path.suffix.lower()
-    if suffix in EXACT_COUNT_CONTAINERS:  # their index counts every frame
-        if decoded < expected:
-            return f"video ended early: {decoded} of {expected} frames decoded (truncated?)"
-        return None
-    if suffix in MATROSKA_CONTAINERS and decoded < expected:
-        # Both must hold: a file cut only in the index after its last frame (Cues) lost none,
-        # and a variable frame rate makes the estimate too high for a whole file.
-        sizes = matroska_sizes(path)
-        if sizes is not None and sizes[0] < sizes[1]:
-            return (
-                f"video ended early: {decoded} of about {expected} frames decoded (truncated: "
-                f"the file has {sizes[0]} of the {sizes[1]} bytes its header declares)"
-            )
+    if suffix in MP4_CONTAINERS:
+        return frame_count(path)
+    if suffix in EXACT_COUNT_CONTAINERS:
+        return int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     return None
+
+
+def _shortfall(path: Path, capture, decoded: int, exact: int | None) -> tuple[int, str] | None:
+    """The frames the video at ``path`` has, and why it is cut short, where its decoder
+    (``capture``) gave only ``decoded`` of them; None where it is not cut, as far as the
+    container says. ``exact``: the count :func:`_expected_frames` found, if any."""
+    if exact is not None:
+        if decoded >= exact:
+            return None
+        return exact, f"video ended early: {decoded} of {exact} frames decoded (truncated?)"
+    if path.suffix.lower() not in MATROSKA_CONTAINERS:
+        return None
+    # Both must hold: a file cut only in the index after its last frame (Cues) lost none,
+    # and a variable frame rate makes the estimate too high for a whole file.
+    estimate = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    sizes = matroska_sizes(path) if decoded < estimate else None
+    if sizes is None or sizes[0] >= sizes[1]:
+        return None
+    return estimate, (
+        f"video ended early: {decoded} of about {estimate} frames decoded (truncated: the "
+        f"file has {sizes[0]} of the {sizes[1]} bytes its header declares)"
+    )
 
 
 _EBML_HEADER, _MATROSKA_SEGMENT = 0x1A45DFA3, 0x18538067

@@ -35,6 +35,13 @@ What this cannot see: parameter sets sent in the stream rather than the sample e
 may carry all of them in-band; an ``avc1`` stream may repeat or change them), which could
 change the colour or format mid-stream. Files muxed from such streams are unusual.
 
+What FFmpeg does to the frames after decoding them (:mod:`.mp4`): it exports the display
+matrix of the track's ``tkhd`` box times the movie's ``mvhd`` box, which cv2 5.x applies (a
+phone's portrait clip comes out turned); it drops frames outside the span of an edit list
+(``elst``), which a ``-ss … -c copy`` cut starts mid-GOP; and its decoder returns nothing before
+the first keyframe. NVDEC does none of these, so such files are refused: a display matrix other
+than the identity, an edit list that drops a frame, a first sample that is no sync sample.
+
 Where the samples lie: a file cut short (a copy or a recording that stopped) still has its
 whole moov when moov comes first, and NVDEC then conceals and returns a couple of partial frames
 more than FFmpeg does (measured: cv2 decoded 32 of 90 frames, NVDEC 34), so a stream is admitted
@@ -66,6 +73,9 @@ from .mp4 import (
     Unreadable,
     child,
     children,
+    display_reason,
+    edit_reason,
+    first_frame_reason,
     fourcc,
     has_cover,
     moof_in,
@@ -94,11 +104,14 @@ def stream_reason(path: Path) -> str | None:
     """None when the file's first video track is H.264 (avc1/avc3 sample entry) with an SPS
     saying: chroma_format_idc 1 (4:2:0), 8-bit luma and chroma, frame_mbs_only_flag 1
     (progressive), and its colour as FFmpeg resolves it is BT.601-or-unspecified matrix and
-    limited-or-unspecified range, and every sample of the track lies within the file; else a
-    short reason string ("not H.264 (hvc1)", "4:2:2 chroma", "10-bit", "interlaced",
-    "matrix bt709", "full range", "no moov box", "unreadable SPS", "fragmented MP4",
-    "samples past the end of the file (truncated?)", ...). The codec and colour reasons come
-    before those of the sample layout."""
+    limited-or-unspecified range, FFmpeg shows every sample as decoded (no display matrix,
+    no edit list that drops a frame, a keyframe first), and every sample of the track lies
+    within the file; else a short reason string ("not H.264 (hvc1)", "4:2:2 chroma",
+    "10-bit", "interlaced", "matrix bt709", "full range", "rotated 90°", "an edit list that
+    starts after the first frame", "the first frame is not a keyframe", "no moov box",
+    "unreadable SPS", "fragmented MP4", "samples past the end of the file (truncated?)", ...).
+    The codec and colour reasons come before those of the presentation and the sample
+    layout."""
     try:
         with open(path, "rb") as f:
             return _file_reason(FileSource(f))
@@ -126,7 +139,12 @@ def _file_reason(source: Source) -> str | None:
             track = video_track(streams)
             if isinstance(track, str):
                 return track
-            reason = _entries_reason(track)
+            reason = (
+                _entries_reason(track)
+                or display_reason(source, box, track)
+                or edit_reason(source, box, track)
+                or first_frame_reason(source, track)
+            )
             if reason is not None:
                 return reason
             if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):

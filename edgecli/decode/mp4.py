@@ -156,6 +156,7 @@ class Track:
     handler: bytes
     entries: tuple[tuple[bytes, bytes], ...]  # (sample entry type, its bytes after the header)
     stbl: Box | None = field(default=None, compare=False)  # where its sample tables are
+    trak: Box | None = field(default=None, compare=False)  # its tkhd, edts and mdia
 
     @property
     def is_video(self) -> bool:  # as FFmpeg's mov demuxer types the stream
@@ -230,11 +231,15 @@ def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T
 def frame_count(path) -> int | None:
     """The frames of the MP4/QuickTime file's video track as its sample table counts them
     (FFmpeg's ``nb_frames``, which cv2 reports as ``CAP_PROP_FRAME_COUNT``), read without a
-    decoder; None where the file does not say: fragmented (the samples are in moof boxes), no
-    single video track, unreadable."""
+    decoder; None where that is not the count of frames FFmpeg shows (an edit list drops some,
+    or the first is no keyframe: :func:`edit_reason`, :func:`first_frame_reason`) or where the
+    file does not say: fragmented (the samples are in moof boxes), no single video track,
+    unreadable."""
 
     def count(source: Source, track: Track, moov: Box, rest: Iterator[Box]) -> int | None:
         if child(source, moov, b"mvex") is not None or moof_in(rest):
+            return None
+        if edit_reason(source, moov, track) or first_frame_reason(source, track):
             return None
         sizes = child(source, track.stbl, b"stsz") or child(source, track.stbl, b"stz2")
         return (_sample_sizes(source, sizes)[2] or None) if sizes is not None else None
@@ -250,7 +255,7 @@ def _track(source: Source, trak: Box) -> Track:
         return Track(handler, ())  # never video: its sample entries are not needed
     stbl = box_path(source, mdia, b"minf", b"stbl")
     stsd = box_path(source, stbl, b"stsd")
-    return Track(handler, _sample_entries(payload(source, stsd)) if stsd else (), stbl)
+    return Track(handler, _sample_entries(payload(source, stsd)) if stsd else (), stbl, trak)
 
 
 def _sample_entries(stsd: bytes) -> tuple[tuple[bytes, bytes], ...]:
@@ -387,3 +392,155 @@ def sync_samples(source: Source, stbl: Box) -> np.ndarray | None:
     (count,) = struct.unpack_from(">I", data, 4)
     numbers = _array(data, 8, count, ">u4", stss).astype(np.int64)
     return np.unique(numbers[numbers > 0] - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# What FFmpeg does to a track's frames beyond decoding them: its display matrix, its edit list
+
+# The identity display matrix: a, b, u / c, d, v / x, y, w; 16.16 fixed point, u, v, w 2.30.
+_IDENTITY = (1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30)
+
+
+def _matrix_at(source: Source, box: Box | None, v0: int, v1: int) -> tuple[int, ...] | None:
+    """The 9 matrix entries of an mvhd or tkhd box (at offset ``v0`` of a version 0 box, ``v1``
+    of a version 1 box), or None where there is no such box."""
+    if box is None:
+        return None
+    data = payload(source, box)
+    at = v1 if data[:1] == b"\x01" else v0
+    if len(data) < at + 36:
+        raise Unreadable(f"truncated {fourcc(box.type)} box")
+    return struct.unpack_from(">9i", data, at)
+
+
+def display_reason(source: Source, moov: Box, track: Track) -> str | None:
+    """None when the frames are shown as decoded; else how FFmpeg would turn them ("rotated
+    90°", "display matrix ..."). FFmpeg multiplies the track's tkhd matrix by the movie's mvhd
+    matrix and exports any result but the identity; cv2 5.x turns the frames by the angle it
+    reads from that (``CAP_PROP_ORIENTATION_AUTO``, on by default), a mirror included, which it
+    takes for a half turn. Either matrix not the identity keeps the file off NVDEC."""
+    matrices = [
+        _matrix_at(source, child(source, moov, b"mvhd"), 36, 48),
+        _matrix_at(source, child(source, track.trak, b"tkhd"), 40, 52),
+    ]
+    for matrix in matrices:
+        if matrix is None or matrix == _IDENTITY:
+            continue
+        a, b, u, c, d, v, x, y, w = matrix
+        turn = _TURNS.get((a, b, c, d))
+        if turn is not None and (u, v, x, y, w) == (0, 0, 0, 0, 1 << 30):
+            return f"rotated {turn}°"
+        return f"display matrix [{a / _ONE:g} {b / _ONE:g}; {c / _ONE:g} {d / _ONE:g}]"
+    return None
+
+
+# A quarter, half or three-quarter turn (a, b, c, d), by the angle cv2 reports for it
+# (CAP_PROP_ORIENTATION_META, clockwise): ``ffmpeg -display_rotation 90`` writes the first.
+_ONE = 1 << 16
+_TURNS = {(0, -_ONE, _ONE, 0): 270, (-_ONE, 0, 0, -_ONE): 180, (0, _ONE, -_ONE, 0): 90}
+
+
+def first_frame_reason(source: Source, track: Track) -> str | None:
+    """None when the track's first sample is a keyframe (a sync sample, or every sample is one);
+    else why not. FFmpeg's decoder returns no frame before the first keyframe, so cv2 starts
+    there, while NVDEC conceals what it cannot decode and returns those frames too; a file cut
+    from a stream without regard to its keyframes (a recording, a broken remux) starts so."""
+    if track.stbl is None:
+        return None
+    keyframes = sync_samples(source, track.stbl)
+    if keyframes is not None and (len(keyframes) == 0 or keyframes[0] != 0):
+        return "the first frame is not a keyframe"
+    return None
+
+
+# Samples a track may have for its edit list to be checked (2**26 is 25 days at 30 fps); a
+# table larger than this is refused rather than expanded.
+_MAX_SAMPLES = 1 << 26
+
+
+def edit_reason(source: Source, moov: Box, track: Track) -> str | None:
+    """None when FFmpeg's mov demuxer keeps every sample of the track as a frame; else why not.
+
+    An edit list (trak/edts/elst) tells FFmpeg which span of the media to present: it drops the
+    frames whose presentation time falls before the edit's start or at or past its end (a clip
+    cut with ``ffmpeg -ss 1 -c copy`` starts its edit mid-GOP), and cv2 never returns them,
+    while NVDEC decodes every sample. Admitted: no edit list, or empty edits (a start delay,
+    which drops nothing) before one edit at normal rate whose span holds every sample's
+    presentation time, as encoders with B-frames write it (the start is the first frame's
+    composition offset)."""
+    elst = box_path(source, track.trak, b"edts", b"elst")
+    if elst is None:
+        return None
+    data = _full_box_table(source, elst, 8)
+    version, count = data[0], struct.unpack_from(">I", data, 4)[0]
+    layout, size = (">QqhH", 20) if version == 1 else (">IihH", 12)
+    if len(data) < 8 + count * size:
+        raise Unreadable("truncated elst box")
+    edits = [struct.unpack_from(layout, data, 8 + i * size) for i in range(count)]
+    while edits and edits[0][1] == -1:  # an empty edit: the track starts later, whole
+        edits.pop(0)
+    if not edits:
+        return None
+    if len(edits) > 1:
+        return f"an edit list of {len(edits)} edits"
+    duration, start, rate, _ = edits[0]
+    if rate != 1:
+        return "an edit list at another rate"
+    movie_scale = _timescale(source, child(source, moov, b"mvhd"), 12, 20)
+    media_scale = _timescale(source, box_path(source, track.trak, b"mdia", b"mdhd"), 12, 20)
+    times = _presentation_times(source, track.stbl)
+    if times is None or len(times) == 0:
+        return None
+    if int(times.min()) < start:
+        return "an edit list that starts after the first frame"
+    # FFmpeg rescales the edit's duration to the media's timescale, rounding to nearest.
+    end = start + (duration * media_scale + movie_scale // 2) // movie_scale
+    if duration and int(times.max()) >= end:
+        return "an edit list that ends before the last frame"
+    return None
+
+
+def _timescale(source: Source, box: Box | None, v0: int, v1: int) -> int:
+    if box is None:
+        raise Unreadable("no mvhd or mdhd box")
+    data = payload(source, box)
+    at = v1 if data[:1] == b"\x01" else v0
+    if len(data) < at + 4:
+        raise Unreadable(f"truncated {fourcc(box.type)} box")
+    (scale,) = struct.unpack_from(">I", data, at)
+    if scale == 0:
+        raise Unreadable(f"{fourcc(box.type)} box with timescale 0")
+    return scale
+
+
+def _runs(source: Source, box: Box, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(count, value) of each entry of an stts or ctts box."""
+    data = _full_box_table(source, box, 8)
+    (count,) = struct.unpack_from(">I", data, 4)
+    if len(data) - 8 < count * 8:
+        raise Unreadable(f"truncated {fourcc(box.type)} box")
+    entries = np.frombuffer(data, np.dtype([("n", ">u4"), ("v", dtype)]), count, 8)
+    return entries["n"].astype(np.int64), entries["v"].astype(np.int64)
+
+
+def _presentation_times(source: Source, stbl: Box | None) -> np.ndarray | None:
+    """Each sample's presentation time in the media's timescale, as FFmpeg reads it: decoding
+    times from stts, plus the composition offsets of ctts (signed, as FFmpeg reads either
+    version); None where the track has no stts box."""
+    stts = child(source, stbl, b"stts") if stbl is not None else None
+    if stts is None:
+        return None
+    counts, deltas = _runs(source, stts, ">u4")
+    total = int(counts.sum())
+    if total > _MAX_SAMPLES:
+        raise Unreadable(f"stts box of {total} samples")
+    decode_times = np.concatenate(([0], np.cumsum(np.repeat(deltas, counts))))[:total]
+    ctts = child(source, stbl, b"ctts")
+    if ctts is None:
+        return decode_times
+    counts, offsets = _runs(source, ctts, ">i4")
+    counts = np.diff(np.minimum(np.cumsum(counts), total), prepend=0)  # none past the samples
+    offsets = np.repeat(offsets, counts)
+    if len(offsets) < total:  # FFmpeg takes samples past the table as offset 0
+        offsets = np.concatenate((offsets, np.zeros(total - len(offsets), np.int64)))
+    return decode_times + offsets

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import CudaUnavailableError
+from ..sources import FOLDER_EXTENSIONS
 from . import engines
 from .cpu import VIDEO_EXTENSIONS
 from .jpeg_header import JPEG_SUFFIXES
@@ -43,13 +44,27 @@ def open_early(options, inputs: list[str] | None = None, sources: list | None = 
 def engines_wanted(options, inputs: list[str]) -> bool:
     """Whether a run of ``inputs`` will decode JPEGs on the engines, as far as their names
     tell before the sources are listed: under ``--decode gpu`` unless every INPUT names videos
-    (a file or a glob: ``clip.mp4``, ``clips/*.mov``), or where a folder INPUT holds
-    JPEG_MIN_FILES JPEG names (not under ``--decode cpu``)."""
+    (a file or a glob: ``clip.mp4``, ``clips/*.mov``; a folder of video names only), or where a
+    folder INPUT holds JPEG_MIN_FILES JPEG names (not under ``--decode cpu``)."""
     if options.decode == "cpu":
         return False
     if options.decode == "gpu":
-        return not all(text.lower().endswith(VIDEO_EXTENSIONS) for text in inputs)
+        return not all(_names_videos(text) for text in inputs)
     return _jpeg_names_at_least(inputs, JPEG_MIN_FILES)
+
+
+def _names_videos(text: str) -> bool:
+    """Whether INPUT ``text`` names videos only, as far as names tell: a video's name, or a
+    folder whose files of frames (:data:`edgecli.sources.FOLDER_EXTENSIONS`) are all videos."""
+    if text.lower().endswith(VIDEO_EXTENSIONS):
+        return True
+    try:
+        with os.scandir(text) as entries:
+            names = [entry.name.lower() for entry in entries if not entry.name.startswith(".")]
+    except OSError:  # not a folder (an image, a glob, nothing)
+        return False
+    frames = [name for name in names if name.endswith(FOLDER_EXTENSIONS)]
+    return bool(frames) and all(name.endswith(VIDEO_EXTENSIONS) for name in frames)
 
 
 def _jpeg_names_at_least(inputs: list[str], count: int) -> bool:

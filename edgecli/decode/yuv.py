@@ -162,7 +162,8 @@ def load_table() -> np.ndarray:
     saved = io.BytesIO()
     np.save(saved, table)
     try:
-        write_atomic(path, saved.getbuffer())  # a concurrent reader never sees half a file
+        # A concurrent reader never sees half a file; the cache is edgecli's folder to make.
+        write_atomic(path, saved.getbuffer(), make_folder=True)
     except OutputError:
         pass  # an unwritable cache only costs a measurement next time
     return table

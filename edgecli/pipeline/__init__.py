@@ -20,6 +20,7 @@ from .runner import (
     WINDOW_PER_WORKER,
     checked_sources,
     listed_run,
+    report_contents,
     run,
     summary_params,
 )
@@ -27,5 +28,6 @@ from .writer import Writer
 
 __all__ = [
     "FOLLOWING_DEPTH", "SPARE_SLABS", "WINDOW_PER_WORKER", "Failure", "FrameReader", "RunAhead",
-    "Writer", "checked_sources", "listed_run", "run", "run_on_gpu", "summary_params",
+    "Writer", "checked_sources", "listed_run", "report_contents", "run", "run_on_gpu",
+    "summary_params",
 ]  # fmt: skip

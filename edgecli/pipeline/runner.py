@@ -11,10 +11,11 @@ from pathlib import Path
 
 from .. import resume
 from ..backends import select_backend
+from ..claims import claimed
 from ..decode.plan import open_early
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
-from ..overwrites import refuse_overwriting_inputs
+from ..overwrites import refuse_overwriting_inputs, refuse_special_outputs
 from ..params import Options, check_path
 from ..shards import format_shard, shard_of
 from ..sinks import (
@@ -140,10 +141,17 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     return said
 
 
-def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
-    """The sources of the whole run, once they are known not to collide and no output (a PNG,
-    a frame name, a report in ``reports``) would overwrite an input."""
-    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+def checked_sources(
+    inputs: list[str], output, options: Options, reports: dict, notify=None
+) -> list:
+    """The sources of the whole run, once they are known not to collide, no output (a PNG,
+    a frame name, a report in ``reports``) would overwrite an input, and no output name holds
+    a link, device or FIFO; ``notify`` hears of folders a recursive scan leaves out."""
+    sources = discover_inputs(
+        inputs, recursive=options.recursive, exclude=Path(output), notify=notify
+    )
+    # Before the folder's record is read: a FIFO there would hold the run up for good.
+    refuse_special_outputs(sources, Path(output))
     refuse_overwriting_inputs(
         inputs,
         sources,
@@ -159,7 +167,7 @@ def listed_run(inputs: list[str], output, options: Options, reports: dict, notif
     """:func:`checked_sources`, and ``options`` with the threshold that ``-t auto`` or ``-t P%``
     chooses from them: from the whole run's frames, before it is cut into shards or tasks, so
     that each one picks the same."""
-    sources = checked_sources(inputs, output, options, reports)
+    sources = checked_sources(inputs, output, options, reports, notify)
     return sources, resolve_threshold(options, sources, notify)
 
 
@@ -174,6 +182,7 @@ def run(
     stop: threading.Event | None = None,
     timings_csv: str | Path | None = None,
     json_summary: str | Path | None = None,
+    write_expected: str | Path | None = None,
     backend=None,
     sources: list | None = None,
 ) -> Summary:
@@ -183,9 +192,11 @@ def run(
     ``stop``, when set (by a signal handler, say), ends the run early: no new frame is
     started, frames in flight are finished (each PNG appears whole or not at all), and the
     summary says it was interrupted. ``timings_csv`` names a file for one row per frame,
-    ``json_summary`` one for the summary as JSON: both are written at the end, whole, and
-    only if the run returns (their names are checked, and their temporaries made, before any
-    frame is read).
+    ``json_summary`` one for the summary as JSON, ``write_expected`` one for the manifest of
+    the outputs (:mod:`edgecli.golden`; not for an interrupted run): each is written at the
+    end, only if the run returns, by the rules of :class:`edgecli.sinks.ReportFile` (their
+    names are checked against the inputs, and their temporaries made, before any frame is
+    read).
     ``backend``, if given, is used instead of the one ``options.backend`` selects: a
     stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark. ``sources``, if
     given, are this process's sources of ``inputs``, already listed, checked against the
@@ -199,11 +210,35 @@ def run(
     inputs = input_list(inputs)
     check_path("output folder", output)
     check_output_name(Path(output))
-    reports = {  # the files written at the end beside the PNGs, by what they hold
+    reports = {  # the files written at the end, by what they hold
         what: Path(check_path(f"{what} path", path))
-        for what, path in (("timings CSV", timings_csv), ("JSON summary", json_summary))
+        for what, path in (
+            ("timings CSV", timings_csv),
+            ("JSON summary", json_summary),
+            ("manifest", write_expected),
+        )
         if path is not None
     }
+    # Opened first, before any frame is read and any mark is made in the output folder: a
+    # report that cannot be written fails the run here, leaving everything as it was.
+    report_files = open_reports(reports, Path(output))
+    try:
+        summary, clock = _run_opened(
+            inputs, output, options, reports, progress, notify, warn, stop, backend, sources,
+            started, per_frame=timings_csv is not None,
+        )  # fmt: skip
+    except BaseException:  # a failed run leaves no report, not even an empty one
+        discard_reports(report_files)
+        raise
+    write_reports(report_files, report_contents(summary, clock))
+    return summary
+
+
+def _run_opened(
+    inputs, output, options, reports, progress, notify, warn, stop, backend, sources, started,
+    *, per_frame: bool,
+) -> tuple[Summary, StageClock]:  # fmt: skip
+    """:func:`run`, once its reports are open: the summary, and the clock that timed it."""
     run_size = None
     if sources is None:
         if backend is None:  # the JPEG engines' decoder opens while the sources are listed
@@ -214,7 +249,7 @@ def run(
             run_size = len(sources)
             sources = shard_of(sources, *options.shard)
     if options.shard is not None and not sources:
-        return _empty_shard(output, options, reports, started, backend, run_size, notify)
+        return _empty_shard(output, options, started, backend, run_size, notify, per_frame)
     if backend is None:
         open_early(options, sources=sources)  # or else now, while CuPy starts
         choice = select_backend(options)
@@ -225,25 +260,32 @@ def run(
     # where none can is an error (exit 4) with nothing written.
     gpu_decoding = gpu_decoders(options, backend, sources)
     out_dir = prepare_output_dir(Path(output))
-    # Opened now, before any mark is made in the output folder: a report that cannot be
-    # written fails the run here, leaving the folder as it was.
-    report_files = open_reports(reports)
-    try:
-        summary, clock = _run_into(
+    with claimed(out_dir, options):  # refuses a run of other options writing there now
+        return _run_into(
             out_dir, sources, options, backend, progress, warn, stop, started,
-            per_frame=timings_csv is not None, gpu_decoding=gpu_decoding,
+            per_frame=per_frame, gpu_decoding=gpu_decoding,
         )  # fmt: skip
-    except BaseException:  # a failed run leaves no report, not even an empty one
-        discard_reports(report_files)
-        raise
-    write_reports(
-        report_files,
-        {
-            "timings CSV": clock.write_csv,
-            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
-        },
-    )
-    return summary
+
+
+def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
+    """The bytes of each report the run may write, by what it holds, each made when asked:
+    the manifest of --write-expected only for a run that went to its end (an interrupted
+    one's folder is not the whole run)."""
+
+    def manifest() -> bytes | None:
+        if summary.interrupted:
+            return None
+        from .. import __version__, golden
+
+        out_dir = Path(summary.output)
+        made = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
+        return golden.manifest_bytes(made)
+
+    return {
+        "timings CSV": lambda: clock.csv_text().encode("utf-8"),
+        "JSON summary": lambda: (summary.dumps() + "\n").encode("utf-8"),
+        "manifest": manifest,
+    }
 
 
 def gpu_decoders(options: Options, backend, sources: list):
@@ -265,7 +307,9 @@ def gpu_decoders(options: Options, backend, sources: list):
     return plan(options, sources)
 
 
-def _empty_shard(output, options, reports: dict, started, backend, run_size, notify) -> Summary:
+def _empty_shard(
+    output, options, started, backend, run_size, notify, per_frame: bool
+) -> tuple[Summary, StageClock]:
     """The summary of a shard with no sources (of ``run_size`` in the run, if known): 0
     frames. The output folder is not touched; the reports asked for are written (a scheduler
     collecting one per shard finds it)."""
@@ -279,7 +323,7 @@ def _empty_shard(output, options, reports: dict, started, backend, run_size, not
     notify(
         f"shard {format_shard(options.shard)} has no sources ({of}); nothing to do, nothing written"
     )
-    clock = StageClock(per_frame="timings CSV" in reports)
+    clock = StageClock(per_frame=per_frame)
     summary = Summary(
         frames=0,
         failed=[],
@@ -290,14 +334,7 @@ def _empty_shard(output, options, reports: dict, started, backend, run_size, not
         workers=options.worker_count,
         output=str(output),
     )
-    write_reports(
-        open_reports(reports),
-        {
-            "timings CSV": clock.write_csv,
-            "JSON summary": lambda path: path.write_text(summary.dumps() + "\n", "utf-8"),
-        },
-    )
-    return summary
+    return summary, clock
 
 
 def summary_params(options: Options) -> dict:

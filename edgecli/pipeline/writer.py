@@ -54,7 +54,8 @@ class Writer:
             if done is not None:
                 done()
         with self.clock.timed("write", name):
-            write_atomic(self.out_dir / name, data)
+            # A --recursive run's subfolders of the output folder are made as they are needed.
+            write_atomic(self.out_dir / name, data, make_folder=True)
         if self.written is not None:
             self.written.append(name)
 

@@ -304,9 +304,10 @@ def _value(getter) -> str:
 def nvdec_reason(path) -> str | None:
     """None when NVDEC and ``nv12_to_bgr`` give exactly cv2.VideoCapture's frames of the video
     at ``path``: 8-bit 4:2:0 progressive H.264 in MP4 or QuickTime, BT.601 (or untagged)
-    limited range; else why not. The demuxer reports codec, depth and sampling, but not the
-    stream's colour tags (it said "unspecified" of a BT.709 clip): :mod:`edgecli.decode.h264` reads
-    those from the SPS and the container, as FFmpeg resolves them for cv2."""
+    limited range, shown as decoded (not turned, cut or begun past a keyframe); else why not.
+    The demuxer reports codec, depth and sampling, but not the stream's colour tags (it said
+    "unspecified" of a BT.709 clip) or how FFmpeg presents the frames: :mod:`edgecli.decode.h264`
+    reads those from the file, as FFmpeg resolves them for cv2."""
     nvc = import_nvc()
 
     if path.suffix.lower() not in NVDEC_CONTAINERS:
