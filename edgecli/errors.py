@@ -6,6 +6,8 @@ Library callers catch :class:`EdgecliError`; the CLI turns each one into a one-l
 
 from __future__ import annotations
 
+import re
+
 # Exit codes, documented in the README and asserted by the CLI tests.
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -15,6 +17,29 @@ EXIT_CUDA_UNUSABLE = 4
 EXIT_MISMATCH = 5
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+
+
+# C0 and C1 control characters, DEL, and the surrogates Python gives a file name's bytes that
+# are not UTF-8: each would break a message's one line, move the cursor or recolour the
+# terminal, or not print at all.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code - 0xDC00 if code >= 0xDC80 else code:02x}"  # a stray byte: its value
+
+
+def printable(text: str) -> str:
+    """``text`` fit for one line of a terminal: control characters escaped as ``\\n``,
+    ``\\r``, ``\\t`` or ``\\xNN`` (ESC is ``\\x1b``), and a file name's bytes that are not
+    UTF-8 as ``\\xNN``. Every line edgecli prints passes through it, so a path that holds
+    them (a file named with a newline) keeps its message on one line."""
+    return _UNPRINTABLE.sub(_escape, text)
 
 
 class EdgecliError(Exception):
@@ -34,12 +59,15 @@ class InputError(EdgecliError):
 
 
 class FrameError(InputError):
-    """One frame could not be decoded; ``source`` names the file (and frame)."""
+    """One frame could not be decoded; ``source`` names the file (and frame). ``frames`` is
+    how many frames it costs the run: more than one where a video ends before the frames its
+    container promises."""
 
-    def __init__(self, source: str, reason: str):
-        super().__init__(f"{source}: {reason}")
+    def __init__(self, source: str, reason: str, frames: int = 1):
+        super().__init__(f"{printable(source)}: {reason}")
         self.source = source
         self.reason = reason
+        self.frames = frames
 
 
 class FrameArrayError(InputError, ValueError):

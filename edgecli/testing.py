@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 from .params import Options
@@ -332,8 +333,9 @@ class StandInDeviceBatch:
 class StandInJpegDecoder:
     """Stands in for ``edgecli.decode.gpu.jpeg.JpegDecoder``: decodes each batch with cv2 on a
     thread of its own (the pipeline's grouping, ordering and error handling are what is tested), and
-    checks every batch shares one key. Files whose name holds "engine-refuses" fail the batch
-    as nvJPEG would, so the CPU decodes that batch instead."""
+    checks every batch shares one key. Like the engines, it decodes whatever cv2.imdecode
+    gives a frame for, damaged scans too; a file it cannot decode, or whose name holds
+    "engine-refuses", fails the batch as nvJPEG would, so the CPU decodes that batch instead."""
 
     name = "stand-in-jpeg"
 
@@ -364,6 +366,18 @@ class StandInJpegDecoder:
         from .errors import FrameError
 
         refused = any("engine-refuses" in item.source for item in items)
+        if not refused:
+            frames = [
+                cv2.imdecode(np.frombuffer(i.data, np.uint8), cv2.IMREAD_COLOR) for i in items
+            ]
+            if all(frame is not None for frame in frames):
+                names, sources = [i.out_name for i in items], [i.source for i in items]
+                batch = StandInDeviceBatch(
+                    names, sources, np.stack(frames), {self.name: len(names)}, []
+                )
+                self.batches.append(batch)
+                return batch
+            refused = True
         names, sources, frames, errors = [], [], [], []
         for item in items:
             try:

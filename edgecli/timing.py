@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .errors import printable
+
 # Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; "read", a
 # video's (or multi-frame file's) frames decoded in order, on its reader thread; the others on
 # the worker threads. Host stages are timed with perf_counter.
@@ -203,6 +205,11 @@ class Summary:
         return min(self.gpu_busy_s / self.wall_s, 1.0)
 
     @property
+    def frames_failed(self) -> int:
+        """Frames lost to errors: one a failure, or those a video that ended early lacks."""
+        return sum(f.get("frames", 1) for f in self.failed)
+
+    @property
     def fps(self) -> float:
         return self.frames / self.wall_s if self.wall_s > 0 else 0.0
 
@@ -243,23 +250,24 @@ class Summary:
             outcome = "".join(
                 f"; {what}"
                 for count, what in (
-                    (len(self.failed), f"{len(self.failed)} failed"),
+                    (self.frames_failed, f"{self.frames_failed} failed"),
                     (self.skipped_existing, f"{self.skipped_existing} kept (already written)"),
                     (self.interrupted, "interrupted"),
                 )
                 if count
             )
             return (
-                f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
-                f"({self.fps:.1f} fps) on {self.backend}{outcome}\n  {self.bottleneck()[1]}"
+                f"edgecli: {self.frames} frame(s) -> {printable(self.output)} in "
+                f"{self.wall_s:.2f} s ({self.fps:.1f} fps) on {self.backend}{outcome}\n"
+                f"  {self.bottleneck()[1]}"
             )
         lines = [
-            f"edgecli: {self.frames} frame(s) -> {self.output} in {self.wall_s:.2f} s "
+            f"edgecli: {self.frames} frame(s) -> {printable(self.output)} in {self.wall_s:.2f} s "
             f"({self.fps:.1f} fps, {self.megapixels_per_s:.1f} MP/s) "
             f"on {self.backend} [{self.device}], {self.workers} worker(s)",
         ]
         if self.failed:
-            lines.append(f"  failed: {len(self.failed)} frame(s)")
+            lines.append(f"  failed: {self.frames_failed} frame(s)")
         if self.interrupted:
             lines.append("  interrupted: frames in flight were finished, the rest not started")
         if self.skipped_existing:

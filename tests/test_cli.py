@@ -240,7 +240,7 @@ def test_corrupt_frame(frames_dir, tmp_path):
     result = invoke("run", frames_dir, "-o", tmp_path / "out", "--backend", "cpu")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == (
-        f"Error: {frames_dir / 'f1.png'}: not a decodable image (corrupt, truncated or wrong type)"
+        f"Error: {frames_dir / 'f1.png'}: not a decodable image (corrupt PNG: no IHDR chunk first)"
     )
     assert "Traceback" not in result.output
 

@@ -93,12 +93,18 @@ def test_stand_in_decode_cpu_decodes_everything_on_the_cpu(folder, tmp_path):
 
 
 def test_damaged_files_fail_as_on_the_cpu(folder, tmp_path):
+    """Truncated, empty and garbled JPEGs give the GPU path the CPU's failures and errors."""
     whole = (folder / "a0.jpg").read_bytes()
     (folder / "a1.jpg").write_bytes(whole[: len(whole) // 2])  # truncated: no EOI
     (folder / "a2.jpg").write_bytes(b"")
+    garbled = bytearray(whole)  # a stray marker mid-scan, EOI intact: the engines decode it
+    middle = (whole.index(b"\xff\xda") + len(whole)) // 2
+    garbled[middle : middle + 2] = b"\xff\x37"
+    (folder / "c2.jpg").write_bytes(garbled)
     cpu = run(folder, tmp_path / "cpu", Options(backend="cpu", on_error="skip"))
     gpu, _ = stand_in_run(folder, tmp_path / "gpu", on_error="skip")
-    assert gpu.failed == cpu.failed and len(gpu.failed) == 2
+    assert gpu.failed == cpu.failed and len(gpu.failed) == 3
+    assert "corrupt JPEG data (marker 0x37" in cpu.failed[2]["reason"]
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")
     with pytest.raises(FrameError) as on_cpu:
         run(folder, tmp_path / "cpu2", Options(backend="cpu"))

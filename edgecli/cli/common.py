@@ -7,7 +7,7 @@ import os
 
 import click
 
-from ..errors import EdgecliError
+from ..errors import EdgecliError, printable
 from ..params import BACKENDS, BORDERS, NORMS, Options
 
 
@@ -15,8 +15,13 @@ class EdgecliClickError(click.ClickException):
     """A library error, printed as ``Error: <message>`` with the error's exit code."""
 
     def __init__(self, error: EdgecliError):
-        super().__init__(str(error))
+        super().__init__(printable(str(error)))
         self.exit_code = error.exit_code
+
+
+def say(message: str) -> None:
+    """``edgecli: <message>`` on stderr, on one line whatever paths it names."""
+    click.echo(f"edgecli: {printable(message)}", err=True)
 
 
 def keep_standard_streams_open() -> None:

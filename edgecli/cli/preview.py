@@ -12,6 +12,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
+    say,
     selection_options,
 )
 from .types import Thresholds
@@ -66,7 +67,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
         from ..backends import Detail
 
         if not quiet and not isinstance(message, Detail):
-            click.echo(f"edgecli: {message}", err=True)
+            say(message)
 
     try:
         options = Options(**fields)

@@ -34,6 +34,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
+    say,
     selection_options,
 )
 from .types import ByteSize, Threshold
@@ -245,14 +246,13 @@ def run(
     fields["device"] = devices[0] if devices else 0
     prepare_process(fields, devices, verbose)
 
-    def warn(message: str) -> None:
-        click.echo(f"edgecli: {message}", err=True)
+    warn = say
 
     def notify(message: str) -> None:
         from ..backends import Detail
 
         if not quiet and (verbose or not isinstance(message, Detail)):
-            warn(message)
+            say(message)
 
     try:
         shard = None if shard is None else parse_shard(shard)
@@ -366,7 +366,7 @@ def exit_for(summary, received: list[int]) -> None:
         click.echo(f"Error: interrupted by {name}; {summary.frames} frame(s) written", err=True)
         sys.exit(EXIT_SIGTERM if name == "SIGTERM" else EXIT_SIGINT)
     if summary.failed:
-        click.echo(f"Error: {len(summary.failed)} frame(s) skipped after errors", err=True)
+        click.echo(f"Error: {summary.frames_failed} frame(s) skipped after errors", err=True)
         sys.exit(EXIT_SKIPPED)
 
 

@@ -13,6 +13,7 @@ import re
 import stat
 import struct
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..errors import FrameError
 from ..png import PNG_SIGNATURE
+from .jpeg_header import scan_damage
 from .mp4 import MP4_CONTAINERS, frame_count
 
 # Read as animations (imageio), whatever their frame count.
@@ -33,6 +35,10 @@ VIDEO_EXTENSIONS = (
 )  # fmt: skip
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
 EXACT_COUNT_CONTAINERS = (*MP4_CONTAINERS, ".avi")
+# Containers with no frame count (cv2 estimates one from the duration and the frame rate,
+# which a variable frame rate makes wrong either way) whose header declares their size: a
+# file shorter than that is cut, and the estimate then says about how many frames it lacks.
+MATROSKA_CONTAINERS = (".mkv", ".webm")
 
 
 def to_bgr8(pixels: np.ndarray, source: str) -> np.ndarray:
@@ -181,6 +187,9 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     # that imdecode refuses, with a warning on stderr.) The file is read once: its header's
     # size is checked in the bytes read, before they are decoded.
     check_size(source, declared_pixels(data), max_pixels)
+    damage = png_damage(data) if data[:8] == PNG_SIGNATURE else scan_damage(data)
+    if damage is not None:
+        raise FrameError(source, damage)
     tiff = path.suffix.lower() in (".tif", ".tiff")
     try:
         with opencv_silenced() if tiff else nullcontext():
@@ -190,6 +199,42 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     if frame is None:
         raise FrameError(source, "not a decodable image (corrupt, truncated or wrong type)")
     return frame
+
+
+def png_damage(data: bytes) -> str | None:
+    """Why the PNG file ``data`` is cut short or corrupt, from its chunks' lengths and the
+    CRCs of its critical chunks; None where they are whole.
+
+    libpng refuses such a file, but says why in a line of its own, written to the process's
+    stderr (``libpng error: ...``) by its default error handler, which OpenCV keeps and whose
+    output no log level of OpenCV's governs. Only the decoding thread could catch that line,
+    and fd 2 is shared by every thread (the progress bar, other frames' messages), so the file
+    is checked before libpng sees it: a truncation or any damage to its critical chunks fails
+    here, with edgecli's reason, and libpng then decodes only files whose chunks are whole.
+    (zlib.crc32 lets go of the GIL, and reads the data far faster than libpng inflates it.)
+    A file whose compressed data was made wrong with the CRCs made to match is not damage
+    this finds: libpng still has its say on that one.
+    """
+    view = memoryview(data)
+    position = len(PNG_SIGNATURE)
+    while position + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, position)
+        name = kind.decode("latin-1")
+        if position == len(PNG_SIGNATURE) and kind != b"IHDR":
+            return "not a decodable image (corrupt PNG: no IHDR chunk first)"
+        if not kind.isalpha():
+            return f"not a decodable image (corrupt PNG: no chunk at byte {position})"
+        end = position + 12 + length
+        if end > len(data):
+            return f"not a decodable image (truncated PNG: the file ends inside its {name} chunk)"
+        if kind[0] <= ord("Z"):  # critical (IHDR, PLTE, IDAT, IEND): libpng checks these
+            (crc,) = struct.unpack_from(">I", data, end - 4)
+            if zlib.crc32(view[position + 4 : end - 4]) != crc:
+                return f"not a decodable image (corrupt PNG: its {name} chunk fails its CRC check)"
+        if kind == b"IEND":
+            return None
+        position = end
+    return "not a decodable image (truncated PNG: no IEND chunk)"
 
 
 def _check_video(capture, path: Path, max_pixels: int) -> None:
@@ -224,13 +269,14 @@ def video_frames(
             index += 1
         if index == 0:
             raise FrameError(str(path), "video has no decodable frames")
-        # Only these containers index every frame, so only their count can be trusted.
-        ended = stop is None or index < stop
-        if ended and expected is not None and 0 < index < expected:
-            raise FrameError(
-                f"{path} [frame {index}]",
-                f"video ended early: {index} of {expected} frames decoded (truncated?)",
-            )
+        if stop is None or index < stop:  # the decoder ran out of frames
+            shortfall = _shortfall(path, capture, index, expected)
+            if shortfall is not None:
+                total, reason = shortfall
+                end = total if stop is None else min(stop, total)
+                wanted = range(max(index, start), end)
+                lost = sum(1 for i in wanted if kept is None or kept(i))
+                raise FrameError(f"{path} [frame {index}]", reason, max(lost, 1))
     finally:
         capture.release()
 
@@ -245,6 +291,81 @@ def _expected_frames(path: Path, capture) -> int | None:
     if suffix in EXACT_COUNT_CONTAINERS:
         return int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     return None
+
+
+def _shortfall(path: Path, capture, decoded: int, exact: int | None) -> tuple[int, str] | None:
+    """The frames the video at ``path`` has, and why it is cut short, where its decoder
+    (``capture``) gave only ``decoded`` of them; None where it is not cut, as far as the
+    container says. ``exact``: the count :func:`_expected_frames` found, if any."""
+    if exact is not None:
+        if decoded >= exact:
+            return None
+        return exact, f"video ended early: {decoded} of {exact} frames decoded (truncated?)"
+    if path.suffix.lower() not in MATROSKA_CONTAINERS:
+        return None
+    # Both must hold: a file cut only in the index after its last frame (Cues) lost none,
+    # and a variable frame rate makes the estimate too high for a whole file.
+    estimate = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    sizes = matroska_sizes(path) if decoded < estimate else None
+    if sizes is None or sizes[0] >= sizes[1]:
+        return None
+    return estimate, (
+        f"video ended early: {decoded} of about {estimate} frames decoded (truncated: the "
+        f"file has {sizes[0]} of the {sizes[1]} bytes its header declares)"
+    )
+
+
+_EBML_HEADER, _MATROSKA_SEGMENT = 0x1A45DFA3, 0x18538067
+
+
+def matroska_sizes(path: Path) -> tuple[int, int] | None:
+    """The size of the Matroska or WebM file at ``path`` and the size its Segment element
+    declares (where it ends); None where the file is not one or does not declare its size
+    (a live stream's Segment has an unknown size)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(64)
+    except OSError:
+        return None
+    position = 0
+    for expected_id in (_EBML_HEADER, _MATROSKA_SEGMENT):
+        element = _ebml_id(head, position)
+        if element is None or element[0] != expected_id:
+            return None
+        length = _ebml_size(head, element[1])
+        if length is None:
+            return None
+        body, declared = length
+        if declared is None:  # unknown size
+            return None
+        if expected_id == _MATROSKA_SEGMENT:
+            return size, body + declared
+        position = body + declared
+        if position > len(head):
+            return None  # an EBML header this long is not one ffmpeg or mkvmerge writes
+    return None
+
+
+def _ebml_id(data: bytes, position: int) -> tuple[int, int] | None:
+    """An EBML element ID at ``position`` (its marker bits kept) and where it ends."""
+    if position >= len(data) or data[position] == 0:
+        return None
+    width = 8 - data[position].bit_length() + 1
+    if width > 4 or position + width > len(data):
+        return None
+    return int.from_bytes(data[position : position + width], "big"), position + width
+
+
+def _ebml_size(data: bytes, position: int) -> tuple[int, int | None] | None:
+    """An EBML size at ``position``: where it ends and its value (None: unknown, all ones)."""
+    if position >= len(data) or data[position] == 0:
+        return None
+    width = 8 - data[position].bit_length() + 1
+    if position + width > len(data):
+        return None
+    value = int.from_bytes(data[position : position + width], "big") & ((1 << (7 * width)) - 1)
+    return position + width, None if value == (1 << (7 * width)) - 1 else value
 
 
 # Sampling a video, a frame this many or fewer ahead is decoded on to; one further ahead is

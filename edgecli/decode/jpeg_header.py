@@ -8,6 +8,10 @@ file: microseconds) that gives the frame's size, subsampling and the EXIF orient
 applies, and says why a file must stay on the CPU (progressive or arithmetic coding, 12-bit
 samples, RGB or CMYK colour, 4:1:1 and other samplings, no EOI at the end, EXIF that OpenCV may
 read differently...).
+
+``scan_damage``, which both decoders' callers ask before decoding, does read the entropy-coded
+data, but only for the markers in it (numpy's speed, no Huffman decoding): damage that shows
+there is refused, where libjpeg-turbo (CPU) and nvJPEG (GPU) would decode past it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .jpeg_planes import CHROMA_FACTORS
 
@@ -339,3 +345,98 @@ class EncodedJpeg:
         """What the files of one batch share: size, sampling, orientation."""
         h = self.header
         return (h.width, h.height, h.subsampling, h.orientation)
+
+
+# Markers that may follow a scan other than EOI: the tables, restart interval, comments and
+# application data of the next scan, its SOS, and DNL. What follows them is not checked.
+_BETWEEN_SCANS = frozenset({0xC4, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE, *range(0xE0, 0xF0)})
+
+
+def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
+    """Why the scans of the JPEG file ``data`` are corrupt, from the markers in their
+    entropy-coded data; None where those are as they should be (or ``data`` is no JPEG whose
+    scans this finds: the decoder says why).
+
+    libjpeg-turbo decodes past damage to the entropy-coded data with only a warning
+    ("Corrupt JPEG data: ..."), which it writes to the process's stderr, and gives a frame
+    with grey or shifted blocks; nvJPEG decodes such a file too. So the callers of both ask
+    this first, and give a damaged file the same verdict whichever decoder has it. What it
+    finds is what the markers show, at memory speed, with no Huffman decoding: a byte pair
+    FF xx that no scan can hold (random bytes over the data hold one most often), restart
+    markers out of order and, in a file of one scan with a restart interval, too few or too
+    many of them (data lost or added). Damage that leaves the markers right (a flipped bit,
+    zeroed bytes in a file without restart markers) only the Huffman decoder finds: libjpeg's
+    warning is then all there is.
+    """
+    mv = memoryview(data).cast("B")
+    n = len(mv)
+    if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
+        return None
+    coded = np.frombuffer(mv, np.uint8)
+    pos, restart_interval, sof, scans = 2, 0, None, 0
+    while True:  # segment by segment, as parse_header walks them; a scan's data after SOS
+        if pos + 4 > n or mv[pos] != 0xFF:
+            return None
+        marker = mv[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker == 0xD9:
+            return None
+        if marker in _STANDALONE:
+            pos += 2
+            continue
+        length = (mv[pos + 2] << 8) | mv[pos + 3]
+        start, pos = pos + 4, pos + 2 + length
+        if length < 2 or pos > n:
+            return None
+        if marker == 0xDD and length >= 4:
+            restart_interval = (mv[start] << 8) | mv[start + 1]
+        elif marker in _SOF_REASONS and length >= 8:
+            sof = mv[start:pos]
+        elif marker == 0xDA:
+            scans += 1
+            marks = pos + np.flatnonzero(coded[pos:-1] == 0xFF)
+            codes = coded[marks + 1]
+            restart = (codes >= 0xD0) & (codes <= 0xD7)
+            ends = np.flatnonzero((codes != 0x00) & (codes != 0xFF) & ~restart)
+            if len(ends) == 0:
+                return None  # no end-of-image marker: the decoders refuse it, saying so
+            end = int(ends[0])
+            code = int(codes[end])
+            if code != 0xD9 and code not in _BETWEEN_SCANS:
+                return f"corrupt JPEG data (marker 0x{code:02x} inside the image data)"
+            restarts = codes[:end][restart[:end]]
+            order = np.arange(len(restarts)) % 8 + 0xD0
+            if not np.array_equal(restarts, order):
+                first = int(np.flatnonzero(restarts != order)[0])
+                return (
+                    f"corrupt JPEG data (restart marker RST{restarts[first] - 0xD0} "
+                    f"where RST{order[first] - 0xD0} belongs)"
+                )
+            if restart_interval and code == 0xD9 and scans == 1 and sof is not None:
+                mcus = _mcus(sof, mv[start] if length >= 3 else 0)
+                wanted = None if mcus is None else -(-mcus // restart_interval) - 1
+                if wanted is not None and len(restarts) != wanted:
+                    return (
+                        f"corrupt JPEG data ({len(restarts)} restart markers where its "
+                        f"{mcus} blocks call for {wanted})"
+                    )
+            pos = int(marks[end])
+
+
+def _mcus(sof: memoryview, scanned: int) -> int | None:
+    """The MCUs of a scan of ``scanned`` components in the frame whose SOF body is ``sof``:
+    an interleaved scan of them all, or the blocks of a frame of one component; None else."""
+    if len(sof) < 6:
+        return None
+    height, width, count = struct.unpack_from(">HHB", sof, 1)
+    if scanned != count or len(sof) < 6 + 3 * count or not height or not width:
+        return None
+    if count == 1:
+        return -(-width // 8) * -(-height // 8)
+    h_max = max(sof[7 + 3 * i] >> 4 for i in range(count))
+    v_max = max(sof[7 + 3 * i] & 15 for i in range(count))
+    if not h_max or not v_max:
+        return None
+    return -(-width // (8 * h_max)) * -(-height // (8 * v_max))

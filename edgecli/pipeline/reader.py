@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
-from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header
+from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header, scan_damage
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
@@ -26,10 +26,12 @@ from ..workers import Raised, start_thread
 
 @dataclass(frozen=True)
 class Failure:
-    """A frame (or a whole source) that could not be decoded, in --on-error skip mode."""
+    """A frame (or a whole source) that could not be decoded, in --on-error skip mode;
+    ``frames``: the frames it costs (those missing from a video that ended early)."""
 
     source: str
     reason: str
+    frames: int = 1
 
 
 class _End:
@@ -190,7 +192,7 @@ class FrameReader:
     def _failure(self, exc: FrameError) -> Failure:
         if self.options.on_error == "fail":
             raise exc
-        return Failure(exc.source, exc.reason)
+        return Failure(exc.source, exc.reason, exc.frames)
 
     def _sequence_items(self, source, turn: threading.Event) -> Iterator[Frame | Failure]:
         frames = source.frames(self.options.max_pixels)
@@ -246,6 +248,9 @@ class FrameReader:
                 pixels = decode_image(source.path, data, self.options.max_pixels)
             return Frame(source.out_name, str(source.path), pixels)
         check_size(str(source.path), header.width * header.height, self.options.max_pixels)
+        damage = scan_damage(data)  # as decode_image checks it: nvJPEG decodes past damage
+        if damage is not None:
+            raise FrameError(str(source.path), damage)
         # The GPU decodes it into memory of its own: no host frame to reserve room for.
         self.budget.release(source.out_name)
         return EncodedJpeg(source.out_name, str(source.path), source.path, data, header)

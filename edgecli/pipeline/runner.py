@@ -469,14 +469,16 @@ class RunState:
     def _failed(self, failure: Failure) -> None:
         self.failures.append(failure)
         self.warn(f"skipped {failure.source}: {failure.reason}")
-        self.bar.update(1)
+        self.bar.update(failure.frames)
 
     def summary(self, backend, started, gpu_busy_s, writer, gpu, *, on_host: bool) -> Summary:
         stats = self.clock.stats()
         reader, options = self.reader, self.options
         return Summary(
             frames=stats.get("write", {}).get("count", 0),
-            failed=[{"source": f.source, "reason": f.reason} for f in self.failures],
+            failed=[
+                {"source": f.source, "reason": f.reason, "frames": f.frames} for f in self.failures
+            ],
             wall_s=time.perf_counter() - started,
             backend=backend.name,
             device=backend.device_name,
