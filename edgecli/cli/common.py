@@ -24,6 +24,18 @@ def say(message: str) -> None:
     click.echo(f"edgecli: {printable(message)}", err=True)
 
 
+def notifier(*, quiet: bool, verbose: bool):
+    """The ``notify`` of a command: information said with :func:`say`, none under ``quiet``,
+    and a :class:`edgecli.backends.Detail` (what is expected anyway) only under ``verbose``."""
+    from ..backends import Detail
+
+    def notify(message: str) -> None:
+        if not quiet and (verbose or not isinstance(message, Detail)):
+            say(message)
+
+    return notify
+
+
 def keep_standard_streams_open() -> None:
     """Put /dev/null on whichever of file descriptors 0, 1 and 2 is closed (``2>&-``).
 

@@ -12,7 +12,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
-    say,
+    notifier,
     selection_options,
 )
 from .types import Thresholds
@@ -63,11 +63,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     keep_standard_streams_open()
     from ..preview import preview as make_preview
 
-    def notify(message: str) -> None:
-        from ..backends import Detail
-
-        if not quiet and not isinstance(message, Detail):
-            say(message)
+    notify = notifier(quiet=quiet, verbose=False)
 
     try:
         options = Options(**fields)

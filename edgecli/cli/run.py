@@ -34,6 +34,7 @@ from .common import (
     EdgecliClickError,
     edge_options,
     keep_standard_streams_open,
+    notifier,
     say,
     selection_options,
 )
@@ -248,11 +249,7 @@ def run(
 
     warn = say
 
-    def notify(message: str) -> None:
-        from ..backends import Detail
-
-        if not quiet and (verbose or not isinstance(message, Detail)):
-            say(message)
+    notify = notifier(quiet=quiet, verbose=verbose)
 
     try:
         shard = None if shard is None else parse_shard(shard)
