@@ -9,6 +9,7 @@ import click
 
 from ..errors import EdgecliError
 from ..params import BACKENDS, BORDERS, NORMS, Options
+from .types import WholeNumber
 
 
 class EdgecliClickError(click.ClickException):
@@ -73,7 +74,7 @@ selection_options = _bundle(
         help="... up to, not including, this frame or time.",
     ),
     click.option(
-        "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
+        "--every", type=WholeNumber(1), default=Options.every, show_default=True,
         help="... every Nth frame from --start (names keep the frame's index).",
     ),
 )  # fmt: skip

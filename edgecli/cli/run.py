@@ -37,7 +37,7 @@ from .common import (
     keep_standard_streams_open,
     selection_options,
 )
-from .types import ByteSize, Threshold
+from .types import ByteSize, Threshold, WholeNumber
 
 # sys.setswitchinterval for a run (see prepare_process).
 SWITCH_INTERVAL_S = 0.0005
@@ -107,21 +107,21 @@ def stop_on_signals():
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=None,
     help="Worker threads: they decode, encode and write; at most 4 per usable CPU core.  "
     "[default: one per usable CPU core]",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.batch,
     show_default=True,
     help="Same-size frames per GPU launch.",
 )
 @click.option(
     "--streams",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.streams,
     show_default=True,
     help="CUDA streams to overlap copies with compute.",
@@ -149,7 +149,7 @@ def stop_on_signals():
 )
 @click.option(
     "--max-pixels",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.max_pixels,
     show_default=True,
     help="Refuse frames whose header declares more pixels than this.",
@@ -192,7 +192,7 @@ def stop_on_signals():
 @click.option(
     "--frames",
     "max_frames",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=None,
     help="... at most N frames of each.",
 )
