@@ -12,6 +12,7 @@ Output names are fixed here, before any work starts: an image ``a/b.jpg`` become
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -175,10 +176,31 @@ def classify(path: Path, out_stem: str):
     )
 
 
-def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Path]:
+def _is_file(entry: os.DirEntry | Path, notify) -> bool:
+    """Whether a folder's entry, or a glob's match, is a file or a link to one. A link that
+    loops or leads nowhere is not, and ``notify`` names it: the user put it there for a
+    reason, and a run that leaves it out without a word looks like one that read it."""
+    try:
+        if entry.is_file():
+            return True
+    except OSError:  # a DirEntry raises for a loop, where Path.is_file says False
+        pass
+    if entry.is_symlink():
+        try:
+            os.stat(entry)
+        except OSError as exc:
+            why = "loops" if exc.errno == errno.ELOOP else "leads nowhere"
+            notify(f"{os.fspath(entry)}: skipped, a symbolic link that {why}")
+    return False
+
+
+def folder_files(
+    folder: Path, recursive: bool, exclude: Path | None, notify=lambda message: None
+) -> list[Path]:
     """The images in ``folder`` (and, ``recursive``, its subfolders; those under ``exclude``
     left out), in natural order of their paths below it: files (or links to files) with an
-    image extension whose names do not start with a dot."""
+    image extension whose names do not start with a dot; ``notify`` names each link among
+    them that loops or leads nowhere."""
     if not recursive:
         # One scandir: a regular file's type comes with its name, no stat a file. With the
         # overwrite check's strings (edgecli.overwrites), listing and checking 2400 files
@@ -190,13 +212,15 @@ def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Pa
                 for entry in entries
                 if not entry.name.startswith(".")
                 and os.path.splitext(entry.name)[1].lower() in IMAGE_EXTENSIONS
-                and entry.is_file()
+                and _is_file(entry, notify)
             ]
         return [folder / name for name in sorted(names, key=natural_key)]
     files = [
         p
         for p in folder.glob("**/*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file() and not p.name.startswith(".")
+        if p.suffix.lower() in IMAGE_EXTENSIONS
+        and not p.name.startswith(".")
+        and _is_file(p, notify)
     ]
     if exclude is not None:  # an output folder inside the input: its PNGs are not frames
         exclude = exclude.resolve()
@@ -205,16 +229,21 @@ def folder_files(folder: Path, recursive: bool, exclude: Path | None) -> list[Pa
 
 
 def discover(
-    input_arg: str | os.PathLike, *, recursive: bool = False, exclude: Path | None = None
+    input_arg: str | os.PathLike,
+    *,
+    recursive: bool = False,
+    exclude: Path | None = None,
+    notify=lambda message: None,
 ) -> list:
     """Every source INPUT names, in order, with output names fixed and collisions refused.
 
-    Files under ``exclude`` (the output folder) are left out of a recursive folder scan.
+    Files under ``exclude`` (the output folder) are left out of a recursive folder scan;
+    ``notify`` names the links it skips (see :func:`folder_files`).
     """
     text = os.fspath(input_arg)
     path = Path(text)
     if path.is_dir():
-        files = folder_files(path, recursive, exclude if recursive else None)
+        files = folder_files(path, recursive, exclude if recursive else None, notify)
         if not files and recursive and exclude is not None and folder_files(path, True, None):
             raise OptionError(
                 f"{path}: every image in this folder lies in the output folder {exclude}, which "
@@ -235,7 +264,7 @@ def discover(
         sources = [classify(path, path.stem)]
     elif GLOB_CHARS.search(text):
         matches = sorted(
-            (Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file()),
+            (Path(m) for m in glob.glob(text, recursive=True) if _is_file(Path(m), notify)),
             key=lambda p: natural_key(p.as_posix()),
         )
         if not matches:
@@ -265,16 +294,17 @@ def discover_inputs(
     *,
     recursive: bool = False,
     exclude: Path | None = None,
+    notify=lambda message: None,
 ) -> list:
     """Every source of one INPUT or several, in the order given, output names checked across
     all of them (as :func:`discover` does for one); a file that two INPUTs name is refused."""
     texts = input_list(inputs)
     if len(texts) == 1:
-        return discover(texts[0], recursive=recursive, exclude=exclude)
+        return discover(texts[0], recursive=recursive, exclude=exclude, notify=notify)
     sources: list = []
     given: dict[tuple[int, int], Path] = {}  # (device, inode) of a file -> the path named first
     for text in texts:
-        found = discover(text, recursive=recursive, exclude=exclude)
+        found = discover(text, recursive=recursive, exclude=exclude, notify=notify)
         named_here = {}
         for source in found:
             info = source.path.stat()

@@ -140,10 +140,15 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     return said
 
 
-def checked_sources(inputs: list[str], output, options: Options, reports: dict) -> list:
+def checked_sources(
+    inputs: list[str], output, options: Options, reports: dict, notify=lambda message: None
+) -> list:
     """The sources of the whole run, once they are known not to collide and no output (a PNG,
-    a frame name, a report in ``reports``) would overwrite an input."""
-    sources = discover_inputs(inputs, recursive=options.recursive, exclude=Path(output))
+    a frame name, a report in ``reports``) would overwrite an input; ``notify`` names the
+    links skipped in folders (:func:`edgecli.sources.folder_files`)."""
+    sources = discover_inputs(
+        inputs, recursive=options.recursive, exclude=Path(output), notify=notify
+    )
     refuse_overwriting_inputs(
         inputs,
         sources,
@@ -159,7 +164,7 @@ def listed_run(inputs: list[str], output, options: Options, reports: dict, notif
     """:func:`checked_sources`, and ``options`` with the threshold that ``-t auto`` or ``-t P%``
     chooses from them: from the whole run's frames, before it is cut into shards or tasks, so
     that each one picks the same."""
-    sources = checked_sources(inputs, output, options, reports)
+    sources = checked_sources(inputs, output, options, reports, notify)
     return sources, resolve_threshold(options, sources, notify)
 
 
