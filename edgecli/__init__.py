@@ -10,20 +10,39 @@ Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
 
 from __future__ import annotations
 
-from .allocator import keep_freed_memory
-from .errors import (
-    CudaUnavailableError,
-    EdgecliError,
-    ExpectationError,
-    FrameError,
-    InputError,
-    OptionError,
-    OutputError,
-    ResourceError,
-)
-from .params import Options
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+# The public names, imported when first used (PEP 562): importing the package then costs
+# next to nothing, so the command's own code (edgecli.cli) runs, and can take Ctrl-C over,
+# before the 40-50 ms these modules take to import.
+_LAZY = {
+    "CudaUnavailableError": "errors",
+    "EdgecliError": "errors",
+    "ExpectationError": "errors",
+    "FrameError": "errors",
+    "InputError": "errors",
+    "OptionError": "errors",
+    "OutputError": "errors",
+    "ResourceError": "errors",
+    "Options": "params",
+    "keep_freed_memory": "allocator",
+}
+
+if TYPE_CHECKING:
+    from .allocator import keep_freed_memory
+    from .errors import (
+        CudaUnavailableError,
+        EdgecliError,
+        ExpectationError,
+        FrameError,
+        InputError,
+        OptionError,
+        OutputError,
+        ResourceError,
+    )
+    from .params import Options
 
 __all__ = [
     "CudaUnavailableError",
@@ -40,6 +59,20 @@ __all__ = [
     "keep_freed_memory",
     "process",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def detect_edges(
@@ -59,6 +92,7 @@ def detect_edges(
     import numpy as np
 
     from .backends import select_backend
+    from .params import Options
     from .reference import check_frames
 
     options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
@@ -76,6 +110,7 @@ def process(input, output, **options):
     sources (:mod:`edgecli.shards`). (The command line also calls :func:`keep_freed_memory`
     first; a script may too.)
     """
+    from .params import Options
     from .pipeline import run
 
     return run(input, output, Options(**options))
