@@ -255,7 +255,7 @@ def run(
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
         check_golden_options(write_expected, expect, shard)
-        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv)
+        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv, options.backend)
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -302,14 +302,18 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv):
+def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv, backend: str):
     """The function that runs the job (one pipeline, or a cluster of them) and the keyword
-    arguments it takes beyond the common ones."""
+    arguments it takes beyond the common ones. Several GPUs (``--device 0,1`` or ``all``)
+    make a cluster of one worker a GPU only where the CUDA backend may run and this process
+    sees a GPU; elsewhere it is one run, which says why CUDA is unusable (a notice under
+    --backend auto, exit 4 under --backend cuda)."""
     from ..pipeline import run as run_pipeline
 
     extra = {"timings_csv": timings_csv}
     # One device needs no look at the others (cuInit on this thread: start-up time).
-    gpus = gpu_ids(devices) if devices is None or len(devices) > 1 else []
+    several = (devices is None or len(devices) > 1) and backend != "cpu"
+    gpus = gpu_ids(devices) if several else []
     if len(gpus) > 1 and scheduler is not None:
         raise OptionError(
             "--device with several GPUs cannot be combined with --scheduler (a Dask "
@@ -373,10 +377,10 @@ def exit_for(summary, received: list[int]) -> None:
 def gpu_ids(devices: list[int] | None) -> list[str]:
     """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
     process's own ids where it sees the device, else the index as given (a worker then says
-    what is wrong with it, as a plain run would)."""
+    what is wrong with it, as a plain run would); none where it sees no GPU at all."""
     from ..cuda.driver import visible_devices
 
     visible = visible_devices()
-    if devices is None:
+    if devices is None or not visible:
         return visible
     return [visible[i] if i < len(visible) else str(i) for i in devices]
