@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import threading
-
-from ..errors import EXIT_SIGINT
 
 INTERRUPTED = "Error: interrupted by SIGINT while starting; nothing written"
 
@@ -27,27 +23,32 @@ def _say_interrupted() -> None:
 
 def _exit_while_importing(signum, frame) -> None:
     """Ctrl-C while the modules below import: nothing is written yet, so out at once (an
-    exception here would end in Python's traceback, raised from the import)."""
+    exception here would end in Python's traceback, raised from the import), with the code
+    of a death by SIGINT (130, as edgecli.errors has it: not imported yet)."""
     _say_interrupted()
-    os._exit(EXIT_SIGINT)
+    os._exit(128 + signum)
 
 
 def _take_sigint_while_importing():
     """The handler for SIGINT during this module's imports (70-80 ms: click, the commands),
-    and the one to put back after them; None where SIGINT is not Python's own (ignored, as in a
-    cluster's worker, or another program's) or this is not the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
+    and the one to put back after them; None where SIGINT is not Python's own (ignored, as in
+    a cluster's worker, or another program's) or this is not the main thread."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return None
-    return signal.signal(signal.SIGINT, _exit_while_importing)
+    try:
+        return signal.signal(signal.SIGINT, _exit_while_importing)
+    except ValueError:  # not the main thread, which alone takes signals
+        return None
 
 
 _SIGINT_BEFORE = _take_sigint_while_importing()
 
-import click  # noqa: E402 -- after the handler above
+import sys  # noqa: E402 -- the imports from here on take SIGINT as above
+
+import click  # noqa: E402
 
 from .. import __version__  # noqa: E402
+from ..errors import EXIT_SIGINT  # noqa: E402
 from . import info, preview, run  # noqa: E402
 
 if _SIGINT_BEFORE is not None:  # Python's own again: KeyboardInterrupt, which console takes
