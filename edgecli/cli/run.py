@@ -255,7 +255,7 @@ def run(
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
         check_golden_options(write_expected, expect, shard)
-        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv, options.backend)
+        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv, options)
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -302,29 +302,34 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv, backend: str):
+def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv, options):
     """The function that runs the job (one pipeline, or a cluster of them) and the keyword
     arguments it takes beyond the common ones. Several GPUs (``--device 0,1`` or ``all``)
-    make a cluster of one worker a GPU only where the CUDA backend may run and this process
-    sees a GPU; elsewhere it is one run, which says why CUDA is unusable (a notice under
-    --backend auto, exit 4 under --backend cuda)."""
+    make a cluster of one worker a GPU where this process sees a GPU; where it sees none,
+    one run, which says why CUDA is unusable (a notice under --backend auto, exit 4 under
+    --backend cuda) rather than workers named for GPUs that are not there."""
     from ..pipeline import run as run_pipeline
 
     extra = {"timings_csv": timings_csv}
     # One device needs no look at the others (cuInit on this thread: start-up time).
-    several = (devices is None or len(devices) > 1) and backend != "cpu"
-    gpus = gpu_ids(devices) if several else []
-    if len(gpus) > 1 and scheduler is not None:
-        raise OptionError(
-            "--device with several GPUs cannot be combined with --scheduler (a Dask "
-            "worker's GPU is its CUDA_VISIBLE_DEVICES)"
-        )
+    listed = devices is not None and len(devices) > 1
+    gpus = gpu_ids(devices) if devices is None or listed else []
+    if listed or len(gpus) > 1:  # what cannot be combined with several GPUs, wherever run
+        what = "--device with several GPUs"
+        if scheduler is not None:
+            raise OptionError(
+                f"{what} cannot be combined with --scheduler (a Dask worker's GPU is its "
+                "CUDA_VISIBLE_DEVICES)"
+            )
+        if timings_csv is not None:
+            raise OptionError(f"--timings-csv cannot be combined with {what}")
+        if options.shard is not None:
+            raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
     if scheduler is not None or len(gpus) > 1:
         from ..cluster import run_on_cluster as run_pipeline  # imports Dask
 
-        what = "--scheduler" if scheduler is not None else "--device with several GPUs"
         if timings_csv is not None:
-            raise OptionError(f"--timings-csv cannot be combined with {what}")
+            raise OptionError("--timings-csv cannot be combined with --scheduler")
         extra = {"scheduler": scheduler} if scheduler is not None else {"devices": gpus}
     return run_pipeline, extra
 
