@@ -318,14 +318,6 @@ def test_several_devices_without_a_gpu_under_cuda_is_exit_4(media, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_several_devices_under_the_cpu_backend_is_one_run(media, tmp_path):
-    """--device all --backend cpu is one CPU run, whatever GPUs the host has."""
-    result = invoke("run", *inputs(media), "-o", tmp_path / "out", "--device", "all",
-                    "--backend", "cpu")  # fmt: skip
-    assert result.exit_code == 0, result.output
-    assert "cluster" not in result.stderr and " on cpu [cpu]" in result.stderr
-
-
 # Tells the test when edgecli's command line has taken SIGINT over: at its first import after
 # that, click's. Before it, for a millisecond or two of edgecli's own code (the package's
 # __init__, the first lines of edgecli.cli), Python's KeyboardInterrupt still ends in a
@@ -371,6 +363,47 @@ def test_sigint_at_any_moment_is_exit_130_and_one_line(tmp_path, delay_ms):
     assert process.returncode == 130, stderr
     assert the_error(stderr).startswith("Error: interrupted by SIGINT")
     assert stderr.count("\n") == 1, stderr
+
+
+def test_processes_started_with_a_cluster_write_their_stderr_aside(tmp_path, capfd):
+    """A process started while a cluster starts (a Dask worker) writes its stderr to the
+    cluster's file, not the user's terminal, while edgecli's own messages still reach it."""
+    from edgecli.cluster import _stderr_of_children
+
+    with open(tmp_path / "workers", "w+b") as file:
+        with _stderr_of_children(file):
+            child = "import sys; sys.stderr.write('Traceback: a worker\\n')"
+            subprocess.run([sys.executable, "-c", child], check=True)
+            print("edgecli: a notice", file=sys.stderr)
+        file.seek(0)
+        assert file.read() == b"Traceback: a worker\n"
+    err = capfd.readouterr().err
+    assert "edgecli: a notice" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "workers_said, raised, error",
+    [
+        ("RuntimeError: can't start new thread\n", RuntimeError("Nanny failed to start."),
+         "ResourceError"),
+        ("", RuntimeError("can't start new thread"), "ResourceError"),
+        ("", OSError(11, "Resource temporarily unavailable"), "ResourceError"),
+        ("", OSError(98, "Address already in use"), "ClusterError"),
+    ],
+)  # fmt: skip
+def test_a_cluster_refused_threads_is_a_resource_error(tmp_path, workers_said, raised, error):
+    """A cluster whose workers (or this process) the system refused a thread or a process is
+    a ResourceError saying so; any other failure to start, a ClusterError with its reason."""
+    from edgecli.cluster import _start_error
+
+    with open(tmp_path / "workers", "w+b") as file:
+        file.write(workers_said.encode())
+        found = _start_error("local:8", raised, file)
+    assert type(found).__name__ == error
+    if error == "ResourceError":
+        assert str(found).startswith("scheduler local:8: cannot start its worker processes")
+    else:
+        assert str(found) == f"scheduler local:8: cannot start ({raised})"
 
 
 @pytest.mark.parametrize("module", ["edgecli", "edgecli.cli"])
