@@ -10,21 +10,40 @@ Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
 
 from __future__ import annotations
 
-from .allocator import keep_freed_memory
-from .errors import (
-    CudaUnavailableError,
-    EdgecliError,
-    ExpectationError,
-    FrameArrayError,
-    FrameError,
-    InputError,
-    OptionError,
-    OutputError,
-    ResourceError,
-)
-from .params import Options
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (2-3 ms)
 __version__ = "0.1.0"
+
+# The public names, imported when first used (PEP 562): importing the package then costs
+# next to nothing, so the command's own code (edgecli.cli) runs, and can take Ctrl-C over,
+# before the 40-50 ms these modules take to import.
+_LAZY = {
+    "CudaUnavailableError": "errors",
+    "EdgecliError": "errors",
+    "ExpectationError": "errors",
+    "FrameArrayError": "errors",
+    "FrameError": "errors",
+    "InputError": "errors",
+    "OptionError": "errors",
+    "OutputError": "errors",
+    "ResourceError": "errors",
+    "Options": "params",
+    "keep_freed_memory": "allocator",
+}
+
+if TYPE_CHECKING:
+    from .allocator import keep_freed_memory
+    from .errors import (
+        CudaUnavailableError,
+        EdgecliError,
+        ExpectationError,
+        FrameArrayError,
+        FrameError,
+        InputError,
+        OptionError,
+        OutputError,
+        ResourceError,
+    )
+    from .params import Options
 
 __all__ = [
     "CudaUnavailableError",
@@ -44,6 +63,20 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def detect_edges(
     frame_bgr,
     *,
@@ -61,6 +94,7 @@ def detect_edges(
     is 'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
     """
     from .backends import select_backend
+    from .params import Options
     from .reference import as_bgr_frames
 
     options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
@@ -78,6 +112,7 @@ def process(input, output, **options):
     sources (:mod:`edgecli.shards`). (The command line also calls :func:`keep_freed_memory`
     first; a script may too.)
     """
+    from .params import Options
     from .pipeline import run
 
     return run(input, output, Options(**options))

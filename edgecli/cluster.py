@@ -19,9 +19,12 @@ import json
 import os
 import signal
 import socket
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from .allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from .claims import claimed
 from .cluster_summary import ClusterSummary, merge
 from .cluster_warmup import WARM_UP_ENV
-from .errors import ClusterError, EdgecliError, OptionError
+from .errors import ClusterError, EdgecliError, OptionError, ResourceError
 from .params import Options, check_path, parse_scheduler, usable_cpus
 from .pipeline import listed_run, report_contents
 from .shards import partition
@@ -182,12 +185,10 @@ def _start_cluster(kind: str, target, warm_up: dict | None):
     # only the client may act on it, stopping the tasks through their stop event.
     ignoring = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
+    preload = {"preload": [warmup.__name__], "env": {WARM_UP_ENV: json.dumps(warm_up or {})}}
+    workers_stderr = tempfile.TemporaryFile()
     try:
-        preload = {
-            "preload": [warmup.__name__],
-            "env": {WARM_UP_ENV: json.dumps(warm_up or {})},
-        }
-        with dask.config.set(WORKER_ENVIRONMENT):
+        with _stderr_of_children(workers_stderr), dask.config.set(WORKER_ENVIRONMENT):
             if kind == "local":
                 cluster = LocalCluster(
                     n_workers=target,
@@ -201,11 +202,59 @@ def _start_cluster(kind: str, target, warm_up: dict | None):
                 cluster = gpu_cluster(target, preload)
     except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
         what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
-        raise ClusterError(f"scheduler {what}: cannot start ({exc})") from None
+        raise _start_error(what, exc, workers_stderr) from None
     finally:
+        workers_stderr.close()  # the workers keep theirs open
         if ignoring:
             signal.signal(signal.SIGINT, previous)
     return cluster
+
+
+# What a worker process prints when the system refuses it a thread or a process.
+_REFUSED = ("can't start new thread", "Resource temporarily unavailable")
+
+
+def _start_error(what: str, exc: BaseException, workers_stderr) -> EdgecliError:
+    """The one error of a cluster that did not start: a ResourceError where the system
+    refused its workers a thread or a process (their stderr says so), else a ClusterError."""
+    workers_stderr.seek(0)
+    said = workers_stderr.read().decode("utf-8", "replace")
+    if any(refusal in f"{said}{exc}" for refusal in _REFUSED):
+        return ResourceError(
+            f"scheduler {what}: cannot start its worker processes: the system refused them a "
+            "thread or a process (a limit such as ulimit -u or a container's pids.max); ask "
+            "for fewer workers or raise the limit"
+        )
+    return ClusterError(f"scheduler {what}: cannot start ({exc})")
+
+
+@contextmanager
+def _stderr_of_children(file):
+    """Processes started in this block write their stderr to ``file``, not the user's
+    terminal; this process's own Python output still reaches it.
+
+    A worker process that cannot start prints its traceback from multiprocessing, before
+    any of edgecli's code runs in it, one per worker; the run says it in one line instead
+    (:func:`_start_error`). Later, the workers' stderr holds only what Dask logs at CRITICAL:
+    their failures reach the client as errors.
+    """
+    saved = os.dup(2)
+    stderr = sys.stderr
+    if stderr is not None:
+        stderr.flush()
+        sys.stderr = open(  # noqa: SIM115 -- closed below
+            saved, "w", encoding=stderr.encoding, errors=stderr.errors, buffering=1,
+            closefd=False,
+        )  # fmt: skip
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        if stderr is not None:
+            sys.stderr.close()
+            sys.stderr = stderr
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def gpu_cluster(devices: list[str], preload: dict):

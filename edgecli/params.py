@@ -6,12 +6,14 @@ downstream re-checks.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 from .errors import OptionError
+from .numerals import DECIMAL, is_whole_number
 from .selection import Selection
 from .shards import check_shard
 
@@ -27,15 +29,25 @@ ON_ERROR = ("fail", "skip")
 # 16384 x 16384 is twice 8K UHD in each direction.
 DEFAULT_MAX_PIXELS = 16384 * 16384
 
+# --batch and --streams above these are refused: each of the streams + 2 slabs of a GPU run
+# holds --batch frames, in pinned host and in device memory, and the readers hold --batch
+# frames more ahead of them. Sweeps found no gain past batches of 32 and 4 streams.
+MAX_BATCH = 256
+MAX_STREAMS = 32
+# A CUDA device index is a C int.
+MAX_DEVICE = 2**31 - 1
+
+# edgecli preview: the sheet's width, the frames and thresholds it shows, and its pixels at
+# most (as a frame's, 16384 x 16384 by default), so that the frames it holds and the sheet it
+# draws stay a few GB at worst, whatever the numbers asked for.
+MIN_WIDTH, MAX_WIDTH = 200, 16384
+MAX_SHOWN = 64
+MAX_THRESHOLDS = 16
+MAX_SHEET_PIXELS = DEFAULT_MAX_PIXELS
+
 # --workers above this many per usable CPU core is refused: threads past the cores only queue
 # for them, while each holds its frames in memory (99999999999 of them ran a host out of it).
 MAX_WORKERS_PER_CPU = 4
-
-
-def is_whole_number(text: str) -> bool:
-    """Whether ``text`` is ASCII digits only: what ``int()`` reads as a whole number >= 0 (it
-    refuses the superscripts ``str.isdigit`` also takes, and the text comes from users)."""
-    return text.isascii() and text.isdigit()
 
 
 def usable_cpus() -> int:
@@ -57,7 +69,7 @@ def max_workers() -> int:
 MAX_L1_MAGNITUDE = 2040
 
 
-_PERCENT = re.compile(r"(\d+(?:\.\d*)?|\.\d+)%")
+_PERCENT = re.compile(f"({DECIMAL})%")
 
 
 def parse_rule(value) -> tuple[str, Fraction | None] | None:
@@ -80,11 +92,13 @@ def parse_rule(value) -> tuple[str, Fraction | None] | None:
     return "density", percent
 
 
-def _check_int(name: str, value: object, minimum: int) -> None:
+def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise OptionError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise OptionError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise OptionError(f"{name} must be <= {maximum}, got {value}")
 
 
 def _check_choice(name: str, value: object, choices: tuple) -> None:
@@ -103,14 +117,50 @@ def check_path(name: str, value: str | os.PathLike) -> str | os.PathLike:
 
 def parse_scheduler(text: str) -> tuple[str, int | str]:
     """``--scheduler``: ``("local", N)`` for ``local:N`` (a LocalCluster of N worker
-    processes) or ``("tcp", "tcp://HOST:PORT")`` for a running Dask scheduler."""
+    processes, at most as many as --workers allows threads) or ``("tcp", "tcp://HOST:PORT")``
+    for a running Dask scheduler (HOST a name, an IPv4 address or an IPv6 one in brackets;
+    PORT 1 to 65535)."""
+    usage = f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}"
     kind, _, rest = text.partition(":")
     if kind == "local" and is_whole_number(rest) and int(rest) >= 1:
+        if int(rest) > max_workers():
+            raise OptionError(
+                f"scheduler {text}: at most {max_workers()} worker processes "
+                f"({MAX_WORKERS_PER_CPU} per usable CPU core, {usable_cpus()} here)"
+            )
         return "local", int(rest)
-    host, _, port = rest.removeprefix("//").rpartition(":")
-    if kind == "tcp" and rest.startswith("//") and host and is_whole_number(port):
-        return "tcp", text
-    raise OptionError(f"scheduler must be local:N (N >= 1) or tcp://HOST:PORT, got {text!r}")
+    if kind != "tcp" or not rest.startswith("//"):
+        raise OptionError(usage)
+    address = rest[2:]
+    if address.startswith("["):  # an IPv6 address: its colons are not the port's
+        host, bracket, after = address.partition("]")
+        host, colon, port = host + bracket, after[:1], after[1:]
+    else:
+        host, colon, port = address.rpartition(":")
+    if colon != ":" or not host:
+        raise OptionError(usage)
+    if not _is_host(host):
+        raise OptionError(
+            f"scheduler {text}: {host!r} is not a host name or address (an IPv6 address goes "
+            "in brackets: tcp://[::1]:8786)"
+        )
+    if not is_whole_number(port) or not 1 <= int(port) <= 65535:
+        raise OptionError(f"scheduler {text}: the port must be a number from 1 to 65535")
+    return "tcp", text
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?")
+
+
+def _is_host(host: str) -> bool:
+    """Whether ``host`` is a host name, an IPv4 address or an IPv6 address in brackets."""
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return ipaddress.ip_address(host[1:-1]).version == 6
+        except ValueError:
+            return False
+    labels = host.removesuffix(".").split(".")
+    return len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
 
 
 def parse_devices(text: str) -> list[int] | None:
@@ -122,6 +172,8 @@ def parse_devices(text: str) -> list[int] | None:
     if not parts or not all(is_whole_number(part) for part in parts):
         raise OptionError(f"device must be an index, a list such as 0,2, or all; got {text!r}")
     devices = [int(part) for part in parts]
+    if max(devices) > MAX_DEVICE:
+        raise OptionError(f"device index must be <= {MAX_DEVICE}, got {max(devices)}")
     if len(set(devices)) != len(devices):
         raise OptionError(f"device lists a GPU more than once: {text!r}")
     return devices
@@ -179,9 +231,9 @@ class Options:
                     f"workers must be <= {max_workers()} ({MAX_WORKERS_PER_CPU} per usable CPU "
                     f"core, {usable_cpus()} here), got {self.workers}"
                 )
-        _check_int("batch", self.batch, 1)
-        _check_int("streams", self.streams, 1)
-        _check_int("device", self.device, 0)
+        _check_int("batch", self.batch, 1, MAX_BATCH)
+        _check_int("streams", self.streams, 1, MAX_STREAMS)
+        _check_int("device", self.device, 0, MAX_DEVICE)
         _check_choice("on_error", self.on_error, ON_ERROR)
         _check_int("max_pixels", self.max_pixels, 1)
         if self.max_memory is not None:

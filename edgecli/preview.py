@@ -16,8 +16,17 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OptionError
-from .params import Options, check_path, parse_rule
-from .sheet import DEFAULT_WIDTH, Row, Tile, render, tile_width
+from .params import (
+    MAX_SHEET_PIXELS,
+    MAX_SHOWN,
+    MAX_THRESHOLDS,
+    MAX_WIDTH,
+    MIN_WIDTH,
+    Options,
+    check_path,
+    parse_rule,
+)
+from .sheet import CAPTION_H, DEFAULT_WIDTH, LABEL_H, MARGIN, ROW_GAP, Row, Tile, render, tile_width
 
 PREVIEW_FRAMES = 4
 # The default thresholds: the automatic one times these (rounded, each once).
@@ -81,19 +90,13 @@ def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> t
     from .sources import discover_inputs, select_frames
     from .threshold import AUTO_SAMPLE
 
-    sources = select_frames(discover_inputs(inputs, recursive=options.recursive), options.selection)
+    found = discover_inputs(inputs, recursive=options.recursive, notify=notify)
+    sources = select_frames(found, options.selection)
     written = {sheet.resolve(), _resolved(html)}
     if any(source.path.resolve() in written for source in sources):
         raise OptionError(f"{sheet if html is None else f'{sheet} or {html}'} is an input; write "
                           "the preview elsewhere")  # fmt: skip
-    if frames < 1:
-        raise OptionError(f"frames must be >= 1, got {frames}")
-    if thresholds is not None and not thresholds:
-        raise OptionError("no thresholds to show: give at least one")
-    try:
-        tile_width(1 + len(thresholds or SPREAD), width)  # before any frame is decoded
-    except ValueError as exc:
-        raise OptionError(f"{exc}: give a larger --width or fewer thresholds") from None
+    check_sheet(frames, len(SPREAD) if thresholds is None else len(thresholds), width)
     rules: dict[int, str] = {}
     if thresholds is None or any(parse_rule(t) is not None for t in thresholds):
         # the rules' sample and the frames shown, decoded in one pass
@@ -118,6 +121,28 @@ def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> t
         "backend": backend,
     }
     return shown, _sheet_png(sheet, sample, edges_at, shown, width)
+
+
+def check_sheet(frames: int, thresholds: int, width: int) -> None:
+    """OptionError, before any frame is decoded, for a sheet of ``frames`` rows of a source
+    and ``thresholds`` edge maps, ``width`` pixels wide, that could not be drawn or would be
+    larger than the limits (the tallest sheet: every frame square, as tall as a tile is wide)."""
+    if not 1 <= frames <= MAX_SHOWN:
+        raise OptionError(f"frames must be from 1 to {MAX_SHOWN}, got {frames}")
+    if not 1 <= thresholds <= MAX_THRESHOLDS:
+        raise OptionError(f"give from 1 to {MAX_THRESHOLDS} thresholds to show, not {thresholds}")
+    if not MIN_WIDTH <= width <= MAX_WIDTH:
+        raise OptionError(f"width must be from {MIN_WIDTH} to {MAX_WIDTH} pixels, got {width}")
+    try:
+        tile_w = tile_width(1 + thresholds, width)
+    except ValueError as exc:
+        raise OptionError(f"{exc}: give a larger --width or fewer thresholds") from None
+    height = 2 * MARGIN + frames * (CAPTION_H + tile_w + LABEL_H) + (frames - 1) * ROW_GAP
+    if width * height > MAX_SHEET_PIXELS:
+        raise OptionError(
+            f"a sheet {width} px wide showing {frames} frame(s) may be {height} px tall, more "
+            f"than {MAX_SHEET_PIXELS} pixels in all; give a smaller --width or fewer --frames"
+        )
 
 
 def _checked_paths(sheet, html) -> Path:

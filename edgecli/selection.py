@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .errors import OptionError
+from .numerals import DECIMAL, WHOLE
 
 SELECTION_FLAGS = "--start, --end, --every and --frames"
-_TIME = re.compile(r"(?:(?:(\d+):)?(\d+):)?(\d+(?:\.\d*)?)(s?)")
+# [[H:]M:]S[s]
+_TIME = re.compile(rf"(?:(?:({WHOLE}):)?({WHOLE}):)?({DECIMAL})(s?)")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,9 @@ class Selection:
         contradict each other whatever the file (``--end`` not after ``--start``)."""
         first = None if start is None else parse_position(start, "--start")
         last = None if end is None else parse_position(end, "--end")
+        if last is not None and (last.index == 0 or last.seconds == 0):
+            # Frame 0 comes first in every file, so nothing comes before it.
+            raise OptionError(f"--end {last.text} keeps no frame: the end is not included")
         if first is not None and last is not None:
             both_index = first.index is not None and last.index is not None
             both_time = first.seconds is not None and last.seconds is not None
@@ -127,6 +132,8 @@ class Selection:
         start = 0 if self.start is None else self.start.frame(fps, name, "--start")
         stop = None if self.end is None else self.end.frame(fps, name, "--end")
         if stop is not None and stop <= start:
+            # A time may come before --start's frame in one file and not in another; --end 0
+            # (no frame in any file) is refused in from_options.
             raise OptionError(
                 f"--end {self.end.text} is not after --start {self.start.text} in {name} "
                 f"(frames {stop} and {start})"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 
 from .errors import OptionError
+from .numerals import WHOLE
 
-_SHARD = re.compile(r"(\d+)/(\d+)")
+_SHARD = re.compile(f"({WHOLE})/({WHOLE})")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -71,21 +72,28 @@ def partition(sources: list, n: int) -> list[list]:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise OptionError(f"shard count must be an integer >= 1, got {n!r}")
+    shards: list[list] = [[] for _ in range(n)]  # n lists: for one shard, see shard_of
+    for source, k in _shard_indices(sources, n):
+        shards[k].append(source)
+    return shards
+
+
+def _shard_indices(sources: list, n: int):
+    """Each source with the index of its shard of ``n`` (see :func:`partition`), in order."""
     sizes = [_size(source) for source in sources]
     total = sum(sizes)
     if total == 0:  # only empty files: balance their count instead
         sizes = [1] * len(sources)
         total = len(sources)
-    shards: list[list] = [[] for _ in range(n)]
     before = 0
     for source, size in zip(sources, sizes, strict=True):
         # floor(n * (before + size / 2) / total), in integers
-        shards[min(n * (2 * before + size) // (2 * total), n - 1)].append(source)
+        yield source, min(n * (2 * before + size) // (2 * total), n - 1)
         before += size
-    return shards
 
 
 def shard_of(sources: list, i: int, n: int) -> list:
-    """The sources of shard ``i`` of ``n``: ``partition(sources, n)[i]``."""
+    """The sources of shard ``i`` of ``n``: ``partition(sources, n)[i]``, in time and memory
+    that follow the sources, not ``n`` (a scheduler may ask for shard 0 of 10**30)."""
     check_shard((i, n))
-    return partition(sources, n)[i]
+    return [source for source, k in _shard_indices(sources, n) if k == i]

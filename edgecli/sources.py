@@ -12,6 +12,7 @@ Output names are fixed here, before any work starts: an image ``a/b.jpg`` become
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
@@ -178,18 +179,37 @@ def classify(path: Path, out_stem: str):
     )
 
 
+def _is_file(entry: os.DirEntry | Path, notify) -> bool:
+    """Whether a folder's entry, or a glob's match, is a file or a link to one. A link that
+    loops or leads nowhere is not, and ``notify`` names it: the user put it there for a
+    reason, and a run that leaves it out without a word looks like one that read it."""
+    try:
+        if entry.is_file():
+            return True
+    except OSError:  # a DirEntry raises for a loop, where Path.is_file says False
+        pass
+    if entry.is_symlink():
+        try:
+            os.stat(entry)
+        except OSError as exc:
+            why = "loops" if exc.errno == errno.ELOOP else "leads nowhere"
+            notify(f"{os.fspath(entry)}: skipped, a symbolic link that {why}")
+    return False
+
+
 def folder_files(
     folder: Path,
     recursive: bool,
     exclude: Path | None,
-    notify: Callable[[str], None] | None = None,
+    notify: Callable[[str], None] = lambda message: None,
 ) -> list[Path]:
     """The files in ``folder`` (and, ``recursive``, in its subfolders; those under ``exclude``
     left out) that a run takes, in natural order of their paths below it: files (or links to
     files) with an extension a file INPUT takes (:data:`FOLDER_EXTENSIONS`) whose names do not
     start with a dot. A recursive scan does not enter dot-folders (``.git``, ``.cache``), nor
-    a subfolder holding an edgecli run's record (:func:`holds_outputs`), of which it tells
-    ``notify``: its PNGs are edge maps, not frames."""
+    a subfolder holding an edgecli run's record (:func:`holds_outputs`). ``notify`` names what
+    is left out that a user may have meant: such a subfolder (its PNGs are edge maps, not
+    frames), and each link that loops or leads nowhere."""
     if not recursive:
         # One scandir: a regular file's type comes with its name, no stat a file. With the
         # overwrite check's strings (edgecli.overwrites), listing and checking 2400 files
@@ -201,7 +221,7 @@ def folder_files(
                 for entry in entries
                 if not entry.name.startswith(".")
                 and os.path.splitext(entry.name)[1].lower() in FOLDER_EXTENSIONS
-                and entry.is_file()
+                and _is_file(entry, notify)
             ]
         return [folder / name for name in sorted(names, key=natural_key)]
     output = exclude.resolve() if exclude is not None else None
@@ -215,7 +235,7 @@ def folder_files(
             if name.startswith("."):
                 continue
             if holds_outputs(here / name):
-                if notify is not None and (here / name).resolve() != output:
+                if (here / name).resolve() != output:
                     notify(f"{here / name}: left out, it holds edgecli's output ({MANIFEST_NAME})")
                 continue
             entered.append(name)
@@ -225,7 +245,7 @@ def folder_files(
             for name in names
             if not name.startswith(".")
             and os.path.splitext(name)[1].lower() in FOLDER_EXTENSIONS
-            and (here / name).is_file()
+            and _is_file(here / name, notify)
         ]
     if output is not None:  # an output folder inside the input: its PNGs are not frames
         files = [p for p in files if not p.resolve().is_relative_to(output)]
@@ -261,13 +281,14 @@ def discover(
     *,
     recursive: bool = False,
     exclude: Path | None = None,
-    notify: Callable[[str], None] | None = None,
+    notify: Callable[[str], None] = lambda message: None,
 ) -> list:
     """Every source INPUT names, in order, with output names fixed and collisions refused.
 
     Files under ``exclude`` (the output folder) are left out of a recursive folder scan; where
     a folder INPUT is itself the output folder of an earlier run, the PNGs that run wrote
-    there are left out (:func:`_without_outputs`). ``notify`` hears of subfolders left out.
+    there are left out (:func:`_without_outputs`). ``notify`` hears of what a folder scan
+    leaves out (:func:`folder_files`).
     """
     text = os.fspath(input_arg)
     path = Path(text)
@@ -300,7 +321,7 @@ def discover(
         sources = [classify(path, path.stem)]
     elif GLOB_CHARS.search(text):
         matches = sorted(
-            (Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file()),
+            (Path(m) for m in glob.glob(text, recursive=True) if _is_file(Path(m), notify)),
             key=lambda p: natural_key(p.as_posix()),
         )
         if not matches:
@@ -330,7 +351,7 @@ def discover_inputs(
     *,
     recursive: bool = False,
     exclude: Path | None = None,
-    notify: Callable[[str], None] | None = None,
+    notify: Callable[[str], None] = lambda message: None,
 ) -> list:
     """Every source of one INPUT or several, in the order given, output names checked across
     all of them (as :func:`discover` does for one); a file that two INPUTs name is refused."""

@@ -9,13 +9,50 @@ itself is :func:`console`: :func:`main`, then out of the process at once.
 from __future__ import annotations
 
 import os
-import sys
+import signal
 
-import click
+INTERRUPTED = "Error: interrupted by SIGINT while starting; nothing written"
 
-from .. import __version__
-from ..errors import EXIT_SIGINT
-from . import info, preview, run
+
+def _say_interrupted() -> None:
+    try:
+        os.write(2, f"{INTERRUPTED}\n".encode())
+    except OSError:  # stderr closed: the exit code says it
+        pass
+
+
+def _exit_while_importing(signum, frame) -> None:
+    """Ctrl-C while the modules below import: nothing is written yet, so out at once (an
+    exception here would end in Python's traceback, raised from the import), with the code
+    of a death by SIGINT (130, as edgecli.errors has it: not imported yet)."""
+    _say_interrupted()
+    os._exit(128 + signum)
+
+
+def _take_sigint_while_importing():
+    """The handler for SIGINT during this module's imports (70-80 ms: click, the commands),
+    and the one to put back after them; None where SIGINT is not Python's own (ignored, as in
+    a cluster's worker, or another program's) or this is not the main thread."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+    try:
+        return signal.signal(signal.SIGINT, _exit_while_importing)
+    except ValueError:  # not the main thread, which alone takes signals
+        return None
+
+
+_SIGINT_BEFORE = _take_sigint_while_importing()
+
+import sys  # noqa: E402 -- the imports from here on take SIGINT as above
+
+import click  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..errors import EXIT_SIGINT  # noqa: E402
+from . import info, preview, run  # noqa: E402
+
+if _SIGINT_BEFORE is not None:  # Python's own again: KeyboardInterrupt, which console takes
+    signal.signal(signal.SIGINT, _SIGINT_BEFORE)
 
 
 class EdgecliGroup(click.Group):
@@ -23,11 +60,18 @@ class EdgecliGroup(click.Group):
     say) exits 130 with one ``Error:`` line, as one during the run does; click would print
     ``Aborted!`` and exit 1."""
 
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            _say_interrupted()
+            raise click.exceptions.Exit(EXIT_SIGINT) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("Error: interrupted by SIGINT while starting; nothing written", err=True)
+            _say_interrupted()
             ctx.exit(EXIT_SIGINT)
 
 
@@ -53,11 +97,15 @@ def console() -> None:
     its workers are done; what a normal exit adds is the interpreter's teardown (modules and
     caches freed one by one, CuPy's memory pools handed back): 0.16-0.20 s of a GPU run on the
     H200 host (benchmarks/RESULTS.md, "GPU decoding"), for nothing the user sees. An exception
-    other than SystemExit (a bug) still ends in Python's own report."""
+    other than SystemExit (a bug) still ends in Python's own report, but Ctrl-C at any moment
+    is exit 130 and one line."""
     try:
         main(prog_name="edgecli")
     except SystemExit as exc:
         code = exc.code
+    except KeyboardInterrupt:  # outside the command, where click would not turn it into 130
+        _say_interrupted()
+        code = EXIT_SIGINT
     else:  # pragma: no cover - click's standalone mode always ends in SystemExit
         code = 0
     if code is None:

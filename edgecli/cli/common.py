@@ -9,6 +9,7 @@ import click
 
 from ..errors import EdgecliError, printable
 from ..params import BACKENDS, BORDERS, NORMS, Options
+from .types import WholeNumber
 
 
 class EdgecliClickError(click.ClickException):
@@ -91,11 +92,11 @@ selection_options = _bundle(
         help="... up to, not including, this frame or time.",
     ),
     click.option(
-        "--every", type=click.IntRange(min=1), default=Options.every, show_default=True,
+        "--every", type=WholeNumber(1), default=Options.every, show_default=True,
         help="... every Nth frame from --start (names keep the frame's index).",
     ),
     click.option(
-        "--frames", "max_frames", type=click.IntRange(min=1), default=None,
+        "--frames", "max_frames", type=WholeNumber(1), default=None,
         help="... at most N frames of each.",
     ),
 )  # fmt: skip

@@ -8,6 +8,8 @@ import sys
 import click
 
 from .. import __version__
+from ..params import MAX_DEVICE
+from .types import WholeNumber
 
 DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")
 CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")
@@ -16,7 +18,7 @@ CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")
 @click.command()
 @click.option(
     "--device",
-    type=click.IntRange(min=0),
+    type=WholeNumber(0, MAX_DEVICE),
     default=0,
     show_default=True,
     help="CUDA device index to check.",

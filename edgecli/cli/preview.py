@@ -5,9 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import EdgecliError
-from ..params import (
-    Options,
-)
+from ..params import MAX_SHOWN, MAX_WIDTH, MIN_WIDTH, Options
 from .common import (
     EdgecliClickError,
     edge_options,
@@ -15,7 +13,7 @@ from .common import (
     notifier,
     selection_options,
 )
-from .types import Thresholds
+from .types import Thresholds, WholeNumber
 
 
 @click.command()
@@ -38,17 +36,17 @@ from .types import Thresholds
 @click.option(
     "--samples",
     "count",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1, MAX_SHOWN),
     default=4,
     show_default=True,
-    help="Frames to show, spread over the selected frames.",
+    help=f"Frames to show, spread over the selected frames (at most {MAX_SHOWN}).",
 )
 @click.option(
     "--width",
-    type=click.IntRange(min=200),
+    type=WholeNumber(MIN_WIDTH, MAX_WIDTH),
     default=1600,
     show_default=True,
-    help="Sheet width in pixels.",
+    help=f"Sheet width in pixels ({MIN_WIDTH} to {MAX_WIDTH}).",
 )
 @edge_options
 @selection_options

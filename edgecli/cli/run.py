@@ -38,7 +38,7 @@ from .common import (
     say,
     selection_options,
 )
-from .types import ByteSize, Threshold
+from .types import ByteSize, Threshold, WholeNumber
 
 # sys.setswitchinterval for a run (see prepare_process).
 SWITCH_INTERVAL_S = 0.0005
@@ -108,21 +108,21 @@ def stop_on_signals():
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=None,
     help="Worker threads: they decode, encode and write; at most 4 per usable CPU core.  "
     "[default: one per usable CPU core]",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.batch,
     show_default=True,
     help="Same-size frames per GPU launch.",
 )
 @click.option(
     "--streams",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.streams,
     show_default=True,
     help="CUDA streams to overlap copies with compute.",
@@ -150,7 +150,7 @@ def stop_on_signals():
 )
 @click.option(
     "--max-pixels",
-    type=click.IntRange(min=1),
+    type=WholeNumber(1),
     default=Options.max_pixels,
     show_default=True,
     help="Refuse frames whose header declares more pixels than this.",
@@ -257,7 +257,7 @@ def run(
         if verbose:
             notify(f"options: {json.dumps(options.as_dict())}")
         check_golden_options(write_expected, expect, shard)
-        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv)
+        run_pipeline, extra = choose_runner(devices, scheduler, timings_csv, options)
         with stop_on_signals() as (stop, received):
             summary = run_pipeline(
                 inputs,
@@ -305,25 +305,34 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv):
+def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv, options):
     """The function that runs the job (one pipeline, or a cluster of them) and the keyword
-    arguments it takes beyond the common ones."""
+    arguments it takes beyond the common ones. Several GPUs (``--device 0,1`` or ``all``)
+    make a cluster of one worker a GPU where this process sees a GPU; where it sees none,
+    one run, which says why CUDA is unusable (a notice under --backend auto, exit 4 under
+    --backend cuda) rather than workers named for GPUs that are not there."""
     from ..pipeline import run as run_pipeline
 
     extra = {"timings_csv": timings_csv}
     # One device needs no look at the others (cuInit on this thread: start-up time).
-    gpus = gpu_ids(devices) if devices is None or len(devices) > 1 else []
-    if len(gpus) > 1 and scheduler is not None:
-        raise OptionError(
-            "--device with several GPUs cannot be combined with --scheduler (a Dask "
-            "worker's GPU is its CUDA_VISIBLE_DEVICES)"
-        )
+    listed = devices is not None and len(devices) > 1
+    gpus = gpu_ids(devices) if devices is None or listed else []
+    if listed or len(gpus) > 1:  # what cannot be combined with several GPUs, wherever run
+        what = "--device with several GPUs"
+        if scheduler is not None:
+            raise OptionError(
+                f"{what} cannot be combined with --scheduler (a Dask worker's GPU is its "
+                "CUDA_VISIBLE_DEVICES)"
+            )
+        if timings_csv is not None:
+            raise OptionError(f"--timings-csv cannot be combined with {what}")
+        if options.shard is not None:
+            raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
     if scheduler is not None or len(gpus) > 1:
         from ..cluster import run_on_cluster as run_pipeline  # imports Dask
 
-        what = "--scheduler" if scheduler is not None else "--device with several GPUs"
         if timings_csv is not None:
-            raise OptionError(f"--timings-csv cannot be combined with {what}")
+            raise OptionError("--timings-csv cannot be combined with --scheduler")
         extra = {"scheduler": scheduler} if scheduler is not None else {"devices": gpus}
     return run_pipeline, extra
 
@@ -370,10 +379,10 @@ def exit_for(summary, received: list[int]) -> None:
 def gpu_ids(devices: list[int] | None) -> list[str]:
     """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
     process's own ids where it sees the device, else the index as given (a worker then says
-    what is wrong with it, as a plain run would)."""
+    what is wrong with it, as a plain run would); none where it sees no GPU at all."""
     from ..cuda.driver import visible_devices
 
     visible = visible_devices()
-    if devices is None:
+    if devices is None or not visible:
         return visible
     return [visible[i] if i < len(visible) else str(i) for i in devices]

@@ -1,12 +1,40 @@
-"""The command line's own value types: sizes in bytes, a threshold or its rule, a list of
-thresholds; each bad value a usage error (exit 2) naming the option."""
+"""The command line's own value types: whole numbers, sizes in bytes, a threshold or its rule,
+a list of thresholds; each bad value a usage error (exit 2) naming the option. Every number
+is read by :mod:`edgecli.numerals`' rule: ASCII digits only."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import click
 
 from ..errors import OptionError
-from ..params import is_whole_number, parse_rule
+from ..numerals import is_decimal, is_whole_number
+from ..params import parse_rule
+
+
+class WholeNumber(click.ParamType):
+    """A whole number from ``minimum`` to ``maximum`` (None: no upper limit), in ASCII digits:
+    every integer option takes this type, not click's, whose ``int()`` reads other scripts'
+    digits and underscores."""
+
+    name = "integer"
+
+    def __init__(self, minimum: int, maximum: int | None = None):
+        self.minimum, self.maximum = minimum, maximum
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):  # a default
+            number = value
+        else:
+            text = str(value).strip()
+            if not is_whole_number(text.removeprefix("-")):
+                self.fail(f"{value!r} is not a whole number in the digits 0-9", param, ctx)
+            number = int(text)
+        if number < self.minimum or (self.maximum is not None and number > self.maximum):
+            bounds = f"{self.minimum}<=x<={self.maximum}" if self.maximum else f"x>={self.minimum}"
+            self.fail(f"{number} is not in the range {bounds}.", param, ctx)
+        return number
 
 
 class ByteSize(click.ParamType):
@@ -20,10 +48,8 @@ class ByteSize(click.ParamType):
             return value
         text = str(value).strip().upper().removesuffix("B")
         unit = text[-1:] if text[-1:] in self.UNITS else ""
-        try:
-            size = int(float(text[: len(text) - len(unit)]) * self.UNITS[unit])
-        except (ValueError, OverflowError):  # "x", "inf"
-            size = 0
+        number = text[: len(text) - len(unit)]
+        size = int(Fraction(number) * self.UNITS[unit]) if is_decimal(number) else 0
         if size < 1:
             self.fail(f"{value!r} is not a size in bytes (e.g. 2000000000, 512M, 4G)", param, ctx)
         return size

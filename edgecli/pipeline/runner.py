@@ -142,11 +142,12 @@ def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
 
 
 def checked_sources(
-    inputs: list[str], output, options: Options, reports: dict, notify=None
+    inputs: list[str], output, options: Options, reports: dict, notify=lambda message: None
 ) -> list:
     """The sources of the whole run, once they are known not to collide, no output (a PNG,
     a frame name, a report in ``reports``) would overwrite an input, and no output name holds
-    a link, device or FIFO; ``notify`` hears of folders a recursive scan leaves out."""
+    a link, device or FIFO; ``notify`` hears of what a folder scan leaves out (links that
+    loop or lead nowhere, earlier output folders: :func:`edgecli.sources.folder_files`)."""
     sources = discover_inputs(
         inputs, recursive=options.recursive, exclude=Path(output), notify=notify
     )
