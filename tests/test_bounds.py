@@ -103,7 +103,13 @@ def test_run_refuses_numbers_in_other_digits(media, tmp_path, option, value):
 
 @pytest.mark.parametrize(
     "args",
-    [["--samples", "４"], ["--frames", "٣"], ["--width", "４００"], ["-t", "４"], ["--start", "١٠"]],
+    [
+        ["--samples", "４"],
+        ["--frames", "٣"],
+        ["--width", "４００"],
+        ["-t", "４"],
+        ["--start", "١٠"],
+    ],
 )
 def test_preview_refuses_numbers_in_other_digits(media, tmp_path, args):
     """Every numeric option of preview follows the same rule as run's."""
