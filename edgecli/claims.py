@@ -68,6 +68,8 @@ def claimed(out_dir: Path, options: Options) -> Iterator[None]:
         ended.set()
         refresher.join()
         claim.unlink(missing_ok=True)
+        for _ in _live_claims(out_dir):  # and those of runs that died meanwhile (a killed
+            pass  # worker of this run's cluster, say): a finished run leaves none behind
 
 
 @contextlib.contextmanager

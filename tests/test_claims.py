@@ -165,6 +165,27 @@ def test_a_killed_runs_claim_does_not_block(folder, clean, tmp_path):
     assert claims_in(out) == []
 
 
+def test_a_run_leaves_no_claim_of_a_run_that_died_during_it(folder, tmp_path, monkeypatch):
+    """A claim of the same options whose process dies while the run goes (a killed worker of
+    its cluster, say) is gone once the run ends: a finished folder holds only its outputs."""
+    import edgecli.pipeline.runner as runner
+
+    out = tmp_path / "out"
+    child = subprocess.Popen(["true"])
+    child.wait()  # its number now names no process
+    options = {"threshold": 100, "norm": "l1", "border": "replicate", "png_bits": 1}
+    real = runner._run_into
+
+    def run_into(out_dir, *args, **kwargs):  # the run holds its claim: another joins, dies
+        claim = out_dir / f"{CLAIM_PREFIX}{child.pid}-0@{HOST}.json"
+        claim.write_text(json.dumps({"pid": child.pid, "host": HOST, "options": options}))
+        return real(out_dir, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_run_into", run_into)
+    summary = edgecli.process(folder, out, backend="cpu")
+    assert summary.frames > 0 and claims_in(out) == []
+
+
 @pytest.mark.parametrize("host", ["elsewhere", HOST], ids=["another-host", "this-host"])
 @pytest.mark.parametrize("age_s, refused", [(0, True), (CLAIM_STALE_S + 60, False)])
 def test_a_claim_blocks_until_it_is_stale(folder, tmp_path, host, age_s, refused):

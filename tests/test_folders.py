@@ -16,9 +16,11 @@ import edgecli
 from edgecli.resume import MANIFEST_NAME
 from edgecli.sources import count_frames, discover
 
-from .clips import encode
 from .helpers import folder_bytes, invoke
 from .media import photo, write_video
+
+pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
+from .clips import encode  # noqa: E402
 
 
 def png_bytes(folder: Path) -> dict[str, bytes]:

@@ -12,9 +12,11 @@ import pytest
 
 import edgecli
 
-from .clips import FFMPEG
 from .helpers import edgecli_command, invoke
 from .media import photo, read_frames
+
+pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
+from .clips import FFMPEG  # noqa: E402
 
 ENV_TIMEOUT = 120
 
