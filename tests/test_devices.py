@@ -41,12 +41,14 @@ def summary_of_run(tmp_path, out, *args) -> dict:
 
 
 def test_several_devices_run_a_worker_each_and_equal_a_plain_run(folder, tmp_path, monkeypatch):
+    import dask
+
     monkeypatch.setattr("edgecli.cuda.driver.visible_devices", lambda: ["0", "1"])  # 2 GPUs
-    # Where a GPU is there, Dask's own NVML probe would refuse a worker the missing GPU 1.
-    monkeypatch.setenv("DASK_DISTRIBUTED__DIAGNOSTICS__NVML", "False")
     plain = invoke("run", folder, "-o", tmp_path / "plain", "--backend", "cpu", "-q")
     assert plain.exit_code == 0, plain.output
-    data = summary_of_run(tmp_path, tmp_path / "two", folder, "--device", "0,1")
+    # Where a GPU is there, Dask's own NVML probe would refuse a worker the missing GPU 1.
+    with dask.config.set({"distributed.diagnostics.nvml": False}):
+        data = summary_of_run(tmp_path, tmp_path / "two", folder, "--device", "0,1")
     assert pngs(tmp_path / "two") == pngs(tmp_path / "plain") and len(pngs(tmp_path / "two")) == 9
     assert data["scheduler"] == "devices:0,1" and data["frames"] == 9
     assert sorted(w["device"] for w in data["workers_detail"]) == ["0", "1"]
