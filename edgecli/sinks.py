@@ -90,18 +90,23 @@ def _write_whole(data: bytes, temp: Path, path: Path) -> None:
         return
     fd = os.open(temp, _NEW_FILE, 0o666)
     try:
-        try:
-            with memoryview(data) as view:
-                written = 0
-                while written < len(view):
-                    written += os.write(fd, view[written:])
-        finally:
-            os.close(fd)
+        _write_all(fd, data)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a write may take only part of it), then close ``fd``."""
+    try:
+        with memoryview(data) as view:
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+    finally:
+        os.close(fd)
 
 
 def _at_new_temporary(path: Path, make: Callable[[Path], T], make_folder: bool) -> T:
@@ -216,13 +221,7 @@ class ReportFile:
             else:
                 self.temp = self.temp or self._new_temporary()
                 fd = os.open(self.temp, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-            try:
-                with memoryview(data) as view:
-                    written = 0
-                    while written < len(view):
-                        written += os.write(fd, view[written:])
-            finally:
-                os.close(fd)
+            _write_all(fd, data)
             if not self.into:
                 _keep_mode(self.target, self.temp)
                 os.replace(self.temp, self.target)

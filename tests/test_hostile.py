@@ -235,18 +235,21 @@ KNOWN_PREVIEW = [[("--width", "100000")], [("--width", "1000000000")], [("-t", "
                  [("-t", "5%")], [("-o", "{image}")], [("-o", "{link}")]]  # fmt: skip
 
 
-@pytest.mark.parametrize("args", KNOWN_RUN, ids=lambda a: " ".join(f"{f} {v or ''}" for f, v in a))
-def test_run_with_the_values_once_found_to_break_it(args):
-    """Each value that once broke ``edgecli run``, alone: documented exit, no traceback."""
-    with sandbox() as box:
-        check("run", [("--backend", "cpu"), ("-o", "{out}"), *args], "{in}", box, WRITERS)
+KNOWN = [("run", ("-o", "{out}"), args) for args in KNOWN_RUN] + [
+    ("preview", ("-o", "sheet.png"), args) for args in KNOWN_PREVIEW
+]
 
 
-@pytest.mark.parametrize("args", KNOWN_PREVIEW, ids=lambda a: " ".join(f"{f} {v}" for f, v in a))
-def test_preview_with_the_values_once_found_to_break_it(args):
-    """Each value that once broke ``edgecli preview``, alone: documented exit, no traceback."""
+@pytest.mark.parametrize(
+    "command, output, args",
+    KNOWN,
+    ids=[f"{c} " + " ".join(f"{f} {v or ''}" for f, v in a) for c, _, a in KNOWN],
+)
+def test_the_values_once_found_to_break_a_command(command, output, args):
+    """Each value that once broke ``edgecli run`` or ``preview``, alone: documented exit, no
+    traceback, no harm."""
     with sandbox() as box:
-        check("preview", [("--backend", "cpu"), ("-o", "sheet.png"), *args], "{in}", box, WRITERS)
+        check(command, [("--backend", "cpu"), output, *args], "{in}", box, WRITERS)
 
 
 @HYPOTHESIS

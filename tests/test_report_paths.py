@@ -147,15 +147,15 @@ def test_report_into_a_character_device(frames, tmp_path, case):
 
 
 @pytest.mark.parametrize("stdout_is", ["a pipe", "a file appended to"])
-@pytest.mark.parametrize("named", ["/dev/stdout", "a link to /dev/stdout"])
+@pytest.mark.parametrize("named", ["/dev/stdout", "a link to /dev/stdout", "-"])
 @pytest.mark.parametrize("case", REPORTS, ids=IDS)
 def test_report_into_stdout(frames, tmp_path, case, named, stdout_is):
-    """/dev/stdout (or a link to it) is written into whatever stdout holds: a pipe, or a file
-    the shell opened with >>, whose earlier content is kept."""
-    if named == "/dev/stdout":
+    """/dev/stdout (or a link to it, or ``-``) is written into whatever stdout holds: a pipe,
+    or a file the shell opened with >>, whose earlier content is kept."""
+    if named in ("/dev/stdout", "-"):
         if case[1] == "-o":
             pytest.skip("the sheet's name must end in .png")
-        path = "/dev/stdout"
+        path = named
     else:
         path = tmp_path / report_name(case, "stdout")
         path.symlink_to("/dev/stdout")
@@ -174,7 +174,7 @@ def test_report_into_stdout(frames, tmp_path, case, named, stdout_is):
         written = written.removeprefix(b"earlier\n")
     assert done.returncode == 0, done.stderr
     check_report(case, written)
-    if named != "/dev/stdout":
+    if named not in ("/dev/stdout", "-"):
         assert os.readlink(path) == "/dev/stdout"
 
 

@@ -11,6 +11,7 @@ from .common import (
     edge_options,
     keep_standard_streams_open,
     notifier,
+    report_path,
     selection_options,
 )
 from .types import Thresholds, WholeNumber
@@ -21,9 +22,11 @@ from .types import Thresholds, WholeNumber
 @click.option("-o", "--output", required=True, metavar="SHEET.png", help="The sheet to write.")
 @click.option(
     "--html",
-    metavar="PATH",
+    metavar="PATH|-",
     default=None,
-    help="Also write an HTML page: the sheet, and the share of edge pixels as a table.",
+    callback=lambda ctx, param, value: report_path(value),
+    help="Also write an HTML page: the sheet, and the share of edge pixels as a table (to "
+    "stdout with '-').",
 )
 @click.option(
     "-t",

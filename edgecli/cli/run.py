@@ -35,6 +35,7 @@ from .common import (
     edge_options,
     keep_standard_streams_open,
     notifier,
+    report_path,
     say,
     selection_options,
 )
@@ -178,9 +179,11 @@ def stop_on_signals():
 )
 @click.option(
     "--timings-csv",
-    metavar="PATH",  # a str, as -o is
+    metavar="PATH|-",  # a str, as -o is
     default=None,
-    help="Write one row per frame (milliseconds per stage) to this CSV file.",
+    callback=lambda ctx, param, value: report_path(value),
+    help="Write one row per frame (milliseconds per stage) to this CSV file, or to stdout "
+    "with '-'.",
 )
 @click.option(
     "--scheduler",
@@ -192,10 +195,11 @@ def stop_on_signals():
 @selection_options
 @click.option(
     "--write-expected",
-    metavar="PATH",
+    metavar="PATH|-",
     default=None,
+    callback=lambda ctx, param, value: report_path(value),
     help="After the run, write a manifest of its outputs (options and a hash of each PNG's "
-    "pixels) to PATH, for --expect.",
+    "pixels) to PATH, or to stdout with '-', for --expect.",
 )
 @click.option(
     "--expect",
