@@ -424,3 +424,19 @@ def test_importing_leaves_sigint_to_the_importer(module):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_sigint_after_the_run_says_what_was_written(tmp_path, monkeypatch):
+    """Ctrl-C once the run is done (while its summary is printed or --expect compares): exit
+    130, one line saying how many frames were written, not that nothing was."""
+    from edgecli.timing import Summary
+
+    def interrupted(self, verbose=False):
+        raise KeyboardInterrupt
+
+    folder = make_folder(tmp_path / "in", 3)
+    monkeypatch.setattr(Summary, "format_text", interrupted)
+    result = invoke("run", folder, "-o", tmp_path / "out", "--backend", "cpu")
+    assert result.exit_code == 130, result.output
+    assert result.stderr.splitlines() == ["Error: interrupted by SIGINT; 3 frame(s) written"]
+    assert len(list((tmp_path / "out").glob("*.png"))) == 3

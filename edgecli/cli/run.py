@@ -275,12 +275,16 @@ def run(
                 write_expected=write_expected,
                 **extra,
             )
-        if not quiet:
-            click.echo(summary.format_text(verbose), err=True)
-        if json_summary == "-":
-            click.echo(summary.dumps())
-        if not summary.interrupted and expect is not None:
-            compare_golden(summary, expect, warn)
+        try:
+            if not quiet:
+                click.echo(summary.format_text(verbose), err=True)
+            if json_summary == "-":
+                click.echo(summary.dumps())
+            if not summary.interrupted and expect is not None:
+                compare_golden(summary, expect, warn)
+        except KeyboardInterrupt:  # the run is done and its files are whole: say so
+            click.echo(f"Error: interrupted by SIGINT; {summary.frames} frame(s) written", err=True)
+            sys.exit(EXIT_SIGINT)
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
     exit_for(summary, received)
