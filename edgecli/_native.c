@@ -830,8 +830,8 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
         per_row = ((unsigned long long)w->width * c->h + 8 * w->max_h - 1) / (8 * w->max_h);
         rows = ((unsigned long long)w->height * c->v + 8 * w->max_v - 1) / (8 * w->max_v);
         w->blocks = 1;
-        w->block_dc[0] = &w->dc_tables[c->dc];
-        w->block_ac[0] = &w->ac_tables[c->ac];
+        w->block_dc[0] = &w->dc_tables[c->dc & 3]; /* a table past 3 fails below */
+        w->block_ac[0] = &w->ac_tables[c->ac & 3];
     } else {
         per_row = ((unsigned long long)w->width + 8 * w->max_h - 1) / (8 * w->max_h);
         rows = ((unsigned long long)w->height + 8 * w->max_v - 1) / (8 * w->max_v);
@@ -841,8 +841,8 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
             if (w->blocks + c->h * c->v > WALK_MAX_BLOCKS)
                 return WALK_ERROR(w, "sampling factors too large for interleaved scan");
             for (int j = 0; j < c->h * c->v; j++) {
-                w->block_dc[w->blocks] = &w->dc_tables[c->dc];
-                w->block_ac[w->blocks++] = &w->ac_tables[c->ac];
+                w->block_dc[w->blocks] = &w->dc_tables[c->dc & 3];
+                w->block_ac[w->blocks++] = &w->ac_tables[c->ac & 3];
             }
         }
     }
@@ -940,8 +940,7 @@ static enum walk_state walk_jpeg(struct walk *w)
                 if (w->comps[i].v > w->max_v)
                     w->max_v = w->comps[i].v;
             }
-        } else if ((marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xCC) ||
-                   marker == 0xC8) {
+        } else if (marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xCC) {
             return saw_sof ? WALK_ERROR(w, "two SOF markers") : WALK_UNJUDGED;
         } else if (marker == 0xC4) { /* get_dht */
             size_t at = start;
