@@ -401,8 +401,10 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
         if marker == 0xDD and length >= 4:
             restart_interval = (mv[start] << 8) | mv[start + 1]
         elif marker in _SOF_REASONS and length >= 8:
-            if marker in (0xC0, 0xC1) and native.c is not None:
-                reason = native.c.jpeg_scan_damage(mv)
+            # (an extension built before it had the walker has no such function)
+            walk = getattr(native.c, "jpeg_scan_damage", None)
+            if marker in (0xC0, 0xC1) and walk is not None:
+                reason = walk(mv)
                 return None if reason is None else f"corrupt JPEG data ({reason})"
             sof = mv[start:pos]
         elif marker == 0xDA:
