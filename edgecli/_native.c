@@ -451,6 +451,16 @@ static enum walk_state walk_say(struct walk *w, const char *format, ...)
 /* An error: the decoder's own failure before the first scan (left to it), damage after. */
 #define WALK_ERROR(w, ...) ((w)->in_scans ? walk_say((w), __VA_ARGS__) : WALK_UNJUDGED)
 
+/* The data ran out. A file cut short is the decoder's to refuse (it ends without EOI); in one
+ * that ends with EOI, a length a damaged byte made too long skipped past it: libjpeg-turbo
+ * then runs out as well ("premature end of JPEG file", or fails). */
+static enum walk_state walk_ran_out(struct walk *w)
+{
+    if (w->in_scans && w->n >= 2 && w->data[w->n - 2] == 0xFF && w->data[w->n - 1] == 0xD9)
+        return walk_say(w, "premature end of JPEG file");
+    return WALK_UNJUDGED;
+}
+
 /* " in MCU 57 of 300" (and " of scan 2" past the first), for the reasons. */
 static const char *walk_where(struct walk *w, char *out, size_t size)
 {
@@ -467,8 +477,9 @@ static enum walk_state make_table(struct walk *w, int dc, int number, struct huf
     if (number > 3)
         return WALK_ERROR(w, "Huffman table 0x%02x was not defined", number);
     const struct huff_spec *spec = dc ? &w->dc_specs[number] : &w->ac_specs[number];
-    if (!spec->defined)
-        return WALK_UNJUDGED; /* libjpeg-turbo puts its standard tables there: not walked */
+    if (!spec->defined) /* libjpeg-turbo puts its standard tables in 0 and 1: not walked */
+        return number < 2 ? WALK_UNJUDGED
+                          : WALK_ERROR(w, "Huffman table 0x%02x was not defined", number);
     char size[257];
     unsigned code_of[257];
     int p = 0;
@@ -537,17 +548,17 @@ static enum walk_state next_marker(struct walk *w)
     int c;
     for (;;) {
         if (w->pos >= w->n)
-            return WALK_UNJUDGED;
+            return walk_ran_out(w);
         c = w->data[w->pos++];
         while (c != 0xFF) {
             w->discarded++;
             if (w->pos >= w->n)
-                return WALK_UNJUDGED;
+                return walk_ran_out(w);
             c = w->data[w->pos++];
         }
         do {
             if (w->pos >= w->n)
-                return WALK_UNJUDGED;
+                return walk_ran_out(w);
             c = w->data[w->pos++];
         } while (c == 0xFF);
         if (c != 0)
@@ -569,12 +580,12 @@ static enum walk_state fill_bits(struct walk *w, int bits)
     if (w->unread_marker == 0) {
         while (w->bits_left < WALK_MIN_GET_BITS) {
             if (w->pos >= w->n)
-                return WALK_UNJUDGED; /* no marker ends the data: the decoder refuses it */
+                return walk_ran_out(w);
             int c = w->data[w->pos++];
             if (c == 0xFF) {
                 do {
                     if (w->pos >= w->n)
-                        return WALK_UNJUDGED;
+                        return walk_ran_out(w);
                     c = w->data[w->pos++];
                 } while (c == 0xFF);
                 if (c == 0) {
@@ -907,13 +918,20 @@ static enum walk_state walk_jpeg(struct walk *w)
         if (marker == 0xD8)
             return WALK_ERROR(w, "two SOI markers");
         if (w->pos + 2 > w->n)
-            return WALK_UNJUDGED;
+            return walk_ran_out(w);
         unsigned length = WALK_U16(w, w->pos);
         size_t start = w->pos + 2, end = w->pos + length;
         int known = marker == 0xC0 || marker == 0xC1 || marker == 0xC4 || marker == 0xDA ||
                     marker == 0xDB || marker == 0xDD;
-        if (known && (length < 2 || end > w->n))
-            return length < 2 ? WALK_ERROR(w, "bogus marker length") : WALK_UNJUDGED;
+        if (marker == 0xDA && w->pos + 3 <= w->n && (length < 3 || w->data[start] < 1 ||
+                                                     w->data[start] > 4 ||
+                                                     length != 6 + 2u * w->data[start]))
+            return WALK_ERROR(w, "bogus marker length"); /* get_sos checks before reading */
+        if (known && length < 2)
+            return WALK_ERROR(w, "bogus marker length");
+        if (known && end > w->n) /* after a scan, a length that a damaged byte made too long */
+            return WALK_ERROR(w, "marker 0x%02x at byte %zu runs past the end of the file",
+                              marker, w->pos - 2);
         if (marker == 0xC0 || marker == 0xC1) {
             if (saw_sof)
                 return WALK_ERROR(w, "two SOF markers");
@@ -1000,7 +1018,7 @@ static enum walk_state walk_jpeg(struct walk *w)
                    marker == 0xCC) {
             /* APPn, COM, DNL (skip_variable), DAC: a length under 2 skips nothing */
             if (length >= 2 && end > w->n)
-                return WALK_UNJUDGED;
+                return walk_ran_out(w);
             w->pos = length >= 2 ? end : w->pos + 2;
             continue;
         } else {

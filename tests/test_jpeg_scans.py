@@ -102,22 +102,38 @@ def test_whole_jpegs_are_never_damaged(complaint):
         assert scan_damage(data) is None
 
 
+def verdicts(complaint, bases: list[bytes], per_kind: int, seed: int) -> list[tuple]:
+    """(mutation, libjpeg-turbo's complaint, scan_damage's reason) for ``per_kind`` files
+    damaged each way from ``bases``."""
+    rng = random.Random(seed)
+    found = []
+    for kind, _ in itertools.product(MUTATIONS, range(per_kind)):
+        data = mutate(rng.choice(bases), kind, rng)
+        found.append((kind, complaint(data), scan_damage(data)))
+    return found
+
+
 def test_damaged_exactly_where_libjpeg_warns(complaint):
     """Over 1800 files damaged in their scans in six ways, scan_damage finds damage exactly
     where libjpeg-turbo warns or fails decoding them (the verdict, not its words)."""
-    rng = random.Random(37)
-    bases = generated()
-    verdicts = []
-    for kind, _ in itertools.product(MUTATIONS, range(300)):
-        data = mutate(rng.choice(bases), kind, rng)
-        verdicts.append((kind, complaint(data), scan_damage(data)))
-    disagreements = [v for v in verdicts if (v[1] is None) != (v[2] is None)]
-    assert disagreements == []
+    found = verdicts(complaint, generated(), 300, seed=37)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
     # Both verdicts are common: damage libjpeg-turbo sees in every kind, and damage it decodes
     # without a word (in padding bits, or where it reads a bad code silently) in most.
-    damaged = {kind: sum(v[1] is not None for v in verdicts if v[0] == kind) for kind in MUTATIONS}
+    damaged = {kind: sum(v[1] is not None for v in found if v[0] == kind) for kind in MUTATIONS}
     assert all(count > 100 for count in damaged.values()), damaged
-    assert sum(damaged.values()) < len(verdicts) - 300, damaged
+    assert sum(damaged.values()) < len(found) - 300, damaged
+
+
+def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
+    """Sequential files of one scan a component (tests/data/scans_*.jpg, made by jpegtran
+    -scans, one with -restart 2: cv2 writes neither), damaged after their first scan's
+    header (the later scans' tables and headers too): the same verdicts as libjpeg-turbo."""
+    bases = [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
+    assert len(bases) == 2 and all(data.count(b"\xff\xda") == 3 for data in bases)
+    found = verdicts(complaint, bases, 100, seed=38)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
 
 
 def test_a_bad_huffman_code_is_named(complaint):
