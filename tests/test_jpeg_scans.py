@@ -136,6 +136,27 @@ def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
     assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
 
 
+def without_tables(data: bytes) -> bytes:
+    """``data`` without its DHT segments, as motion-JPEG frames come: libjpeg-turbo decodes
+    them with the standard tables, which cv2 writes unless it optimizes them."""
+    while (at := data.find(b"\xff\xc4")) >= 0:
+        data = data[:at] + data[at + 2 + int.from_bytes(data[at + 2 : at + 4], "big") :]
+    return data
+
+
+def test_files_without_tables_are_damaged_where_libjpeg_warns(complaint):
+    """Files without DHT, whole and damaged: the standard tables read them, as in libjpeg."""
+    bases = [
+        without_tables(encode(sampling, 48, 64, restarts, optimize=False))
+        for sampling, restarts in itertools.product(SAMPLINGS, (0, 2))
+    ]
+    assert all(b"\xff\xc4" not in data for data in bases)
+    assert [(complaint(data), scan_damage(data)) for data in bases] == [(None, None)] * 10
+    found = verdicts(complaint, bases, 50, seed=39)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert 50 < sum(v[1] is not None for v in found) < len(found) - 20
+
+
 def test_a_bad_huffman_code_is_named(complaint):
     """A scan that starts with 32 1 bits (FF bytes, stuffed) holds no code of the standard
     tables there: libjpeg-turbo's words, and the MCU."""
