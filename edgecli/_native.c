@@ -1,6 +1,7 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
- * atomically.
+ * atomically; and, for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
+ * (jpeg_scan_damage, below).
  *
  * Encoding makes the same bytes as edgecli.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -22,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +374,747 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
+/* jpeg_scan_damage: libjpeg-turbo's verdict on a sequential Huffman JPEG's scans, without the
+ * IDCT. libjpeg-turbo decodes past damage to the entropy-coded data with only a warning, and
+ * which damage warns depends on how its decoder reads the bits, so this walk repeats that
+ * reading exactly: jdmarker.c's read_markers and next_marker, and jdhuff.c's decode_mcu with
+ * its two paths. The fast path (taken where no restart interval is set, no marker has been
+ * met and 512 bytes a block of the MCU are left in the file) refills 6 bytes at a time and
+ * takes a bad Huffman code for a 0 silently; the slow one refills to 57 bits, stops at a
+ * marker and warns on a bad code or on bits wanted past a marker. Bytes left in the bit
+ * buffer after a scan's last MCU are dropped silently; those before the next restart marker
+ * count as extraneous. The walk stops at the first warning or error, whose words it gives:
+ * the file is damaged then, whatever libjpeg-turbo would make of the rest. */
+
+#define WALK_MIN_GET_BITS 57 /* jdhuff.c's MIN_GET_BITS on a 64-bit bit buffer */
+#define WALK_LOOKAHEAD 8     /* jdhuff.h's HUFF_LOOKAHEAD: the slow path peeks this many */
+#define WALK_FAST_BITS 10    /* the fast path's table (wider than libjpeg's: same codes) */
+#define WALK_FAST_MASK ((1 << WALK_FAST_BITS) - 1)
+#define WALK_FAST_BYTES 512  /* jdhuff.c's BUFSIZE: bytes a block for the fast path */
+#define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
+#define WALK_MAX_COMPONENTS 10
+
+enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED };
+
+struct huff_spec { /* a table as a DHT defines it */
+    int defined;
+    uint8_t bits[17];
+    uint8_t val[256];
+};
+
+struct huff_table { /* jdhuff.c's d_derived_tbl, and a wider lookup for the fast path */
+    int32_t maxcode[18];
+    int32_t valoffset[18];
+    uint16_t look8[1 << WALK_LOOKAHEAD]; /* (length << 8) | symbol; length 9: longer */
+    uint16_t fast[1 << WALK_FAST_BITS];  /* (length << 8) | symbol; 0: longer or bad */
+    uint8_t val[256];
+};
+
+struct walk_component {
+    int id, h, v, quant;
+    int dc, ac; /* the tables of the scan that holds it */
+};
+
+struct walk {
+    const unsigned char *data;
+    size_t n, pos;
+    int unread_marker;
+    size_t marker_at; /* where unread_marker's FF is */
+    unsigned long discarded;
+    uint64_t buffer;
+    int bits_left;
+    int next_restart;
+    unsigned restart_interval;
+    int in_scans; /* past the first SOS: errors are damage, not the header's */
+    int scans, multiple_scans;
+    int width, height, count, max_h, max_v;
+    struct walk_component comps[WALK_MAX_COMPONENTS];
+    int quant_defined[4];
+    struct huff_spec dc_specs[4], ac_specs[4];
+    struct huff_table dc_tables[4], ac_tables[4];
+    /* the scan being walked */
+    int blocks;
+    const struct huff_table *block_dc[WALK_MAX_BLOCKS], *block_ac[WALK_MAX_BLOCKS];
+    unsigned long long mcu, mcus;
+    char reason[200];
+};
+
+static enum walk_state walk_say(struct walk *w, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(w->reason, sizeof w->reason, format, args);
+    va_end(args);
+    return WALK_DAMAGED;
+}
+
+/* An error: the decoder's own failure before the first scan (left to it), damage after. */
+#define WALK_ERROR(w, ...) ((w)->in_scans ? walk_say((w), __VA_ARGS__) : WALK_UNJUDGED)
+
+/* The data ran out. A file cut short is the decoder's to refuse (it ends without EOI); in one
+ * that ends with EOI, a length a damaged byte made too long skipped past it: libjpeg-turbo
+ * then runs out as well ("premature end of JPEG file", or fails). */
+static enum walk_state walk_ran_out(struct walk *w)
+{
+    if (w->in_scans && w->n >= 2 && w->data[w->n - 2] == 0xFF && w->data[w->n - 1] == 0xD9)
+        return walk_say(w, "premature end of JPEG file");
+    return WALK_UNJUDGED;
+}
+
+/* " in MCU 57 of 300" (and " of scan 2" past the first), for the reasons. */
+static const char *walk_where(struct walk *w, char *out, size_t size)
+{
+    if (w->scans > 1)
+        snprintf(out, size, "MCU %llu of %llu in scan %d", w->mcu + 1, w->mcus, w->scans);
+    else
+        snprintf(out, size, "MCU %llu of %llu", w->mcu + 1, w->mcus);
+    return out;
+}
+
+/* jstdhuff.c's tables (the JPEG standard's K.3), which libjpeg-turbo puts in the DC and AC
+ * slots 0 and 1 that no DHT before the first scan defined (motion-JPEG frames have none). */
+static const uint8_t STD_BITS[4][17] = {
+    {0, 0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+    {0, 0, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
+    {0, 0, 2, 1, 3, 3, 2, 4, 3, 5, 5, 4, 4, 0, 0, 1, 125},
+    {0, 0, 2, 1, 2, 4, 4, 3, 4, 7, 5, 4, 4, 0, 1, 2, 119},
+};
+static const uint8_t STD_VALS[4][162] = {
+    {
+        0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+    },
+    {
+        0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+    },
+    {
+        0x01, 0x02, 0x03, 0x00, 0x04, 0x11, 0x05, 0x12, 0x21, 0x31, 0x41, 0x06,
+        0x13, 0x51, 0x61, 0x07, 0x22, 0x71, 0x14, 0x32, 0x81, 0x91, 0xa1, 0x08,
+        0x23, 0x42, 0xb1, 0xc1, 0x15, 0x52, 0xd1, 0xf0, 0x24, 0x33, 0x62, 0x72,
+        0x82, 0x09, 0x0a, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x25, 0x26, 0x27, 0x28,
+        0x29, 0x2a, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44, 0x45,
+        0x46, 0x47, 0x48, 0x49, 0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58, 0x59,
+        0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a, 0x73, 0x74, 0x75,
+        0x76, 0x77, 0x78, 0x79, 0x7a, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88, 0x89,
+        0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a, 0xa2, 0xa3,
+        0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6,
+        0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9,
+        0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda, 0xe1, 0xe2,
+        0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf1, 0xf2, 0xf3, 0xf4,
+        0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa,
+    },
+    {
+        0x00, 0x01, 0x02, 0x03, 0x11, 0x04, 0x05, 0x21, 0x31, 0x06, 0x12, 0x41,
+        0x51, 0x07, 0x61, 0x71, 0x13, 0x22, 0x32, 0x81, 0x08, 0x14, 0x42, 0x91,
+        0xa1, 0xb1, 0xc1, 0x09, 0x23, 0x33, 0x52, 0xf0, 0x15, 0x62, 0x72, 0xd1,
+        0x0a, 0x16, 0x24, 0x34, 0xe1, 0x25, 0xf1, 0x17, 0x18, 0x19, 0x1a, 0x26,
+        0x27, 0x28, 0x29, 0x2a, 0x35, 0x36, 0x37, 0x38, 0x39, 0x3a, 0x43, 0x44,
+        0x45, 0x46, 0x47, 0x48, 0x49, 0x4a, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,
+        0x59, 0x5a, 0x63, 0x64, 0x65, 0x66, 0x67, 0x68, 0x69, 0x6a, 0x73, 0x74,
+        0x75, 0x76, 0x77, 0x78, 0x79, 0x7a, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87,
+        0x88, 0x89, 0x8a, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97, 0x98, 0x99, 0x9a,
+        0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xb2, 0xb3, 0xb4,
+        0xb5, 0xb6, 0xb7, 0xb8, 0xb9, 0xba, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,
+        0xc8, 0xc9, 0xca, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8, 0xd9, 0xda,
+        0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8, 0xe9, 0xea, 0xf2, 0xf3, 0xf4,
+        0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa,
+    },
+};
+
+/* jpeg_make_d_derived_tbl: WALK_OK, or the error that table makes. */
+static enum walk_state make_table(struct walk *w, int dc, int number, struct huff_table *t)
+{
+    if (number > 3)
+        return WALK_ERROR(w, "Huffman table 0x%02x was not defined", number);
+    const struct huff_spec *spec = dc ? &w->dc_specs[number] : &w->ac_specs[number];
+    if (!spec->defined)
+        return WALK_ERROR(w, "Huffman table 0x%02x was not defined", number);
+    char size[257];
+    unsigned code_of[257];
+    int p = 0;
+    for (int l = 1; l <= 16; l++) {
+        if (p + spec->bits[l] > 256)
+            return WALK_ERROR(w, "bogus Huffman table definition");
+        for (int i = 0; i < spec->bits[l]; i++)
+            size[p++] = (char)l;
+    }
+    size[p] = 0;
+    int symbols = p;
+    unsigned code = 0;
+    int si = size[0];
+    p = 0;
+    while (size[p]) {
+        while (size[p] == si) {
+            code_of[p++] = code;
+            code++;
+        }
+        if (code >= (1u << si))
+            return WALK_ERROR(w, "bogus Huffman table definition");
+        code <<= 1;
+        si++;
+    }
+    p = 0;
+    for (int l = 1; l <= 16; l++) {
+        if (spec->bits[l]) {
+            t->valoffset[l] = p - (int32_t)code_of[p];
+            p += spec->bits[l];
+            t->maxcode[l] = (int32_t)code_of[p - 1];
+        } else {
+            t->maxcode[l] = -1;
+        }
+    }
+    t->valoffset[17] = 0;
+    t->maxcode[17] = 0xFFFFF;
+    for (int i = 0; i < (1 << WALK_LOOKAHEAD); i++)
+        t->look8[i] = (WALK_LOOKAHEAD + 1) << WALK_LOOKAHEAD;
+    memset(t->fast, 0, sizeof t->fast);
+    p = 0;
+    for (int l = 1; l <= 16; l++) {
+        for (int i = 1; i <= spec->bits[l]; i++, p++) {
+            if (l <= WALK_LOOKAHEAD) {
+                int look = (int)(code_of[p] << (WALK_LOOKAHEAD - l));
+                for (int ctr = 1 << (WALK_LOOKAHEAD - l); ctr > 0; ctr--)
+                    t->look8[look++] = (uint16_t)((l << WALK_LOOKAHEAD) | spec->val[p]);
+            }
+            if (l <= WALK_FAST_BITS) {
+                int look = (int)(code_of[p] << (WALK_FAST_BITS - l));
+                for (int ctr = 1 << (WALK_FAST_BITS - l); ctr > 0; ctr--)
+                    t->fast[look++] = (uint16_t)((l << 8) | spec->val[p]);
+            }
+        }
+    }
+    memcpy(t->val, spec->val, 256);
+    if (dc)
+        for (int i = 0; i < symbols; i++)
+            if (spec->val[i] > 15)
+                return WALK_ERROR(w, "bogus Huffman table definition");
+    return WALK_OK;
+}
+
+/* jdmarker.c's next_marker: the next marker into unread_marker, warning of bytes skipped. */
+static enum walk_state next_marker(struct walk *w)
+{
+    int c;
+    for (;;) {
+        if (w->pos >= w->n)
+            return walk_ran_out(w);
+        c = w->data[w->pos++];
+        while (c != 0xFF) {
+            w->discarded++;
+            if (w->pos >= w->n)
+                return walk_ran_out(w);
+            c = w->data[w->pos++];
+        }
+        do {
+            if (w->pos >= w->n)
+                return walk_ran_out(w);
+            c = w->data[w->pos++];
+        } while (c == 0xFF);
+        if (c != 0)
+            break;
+        w->discarded += 2;
+    }
+    w->unread_marker = c;
+    w->marker_at = w->pos - 2;
+    if (w->discarded)
+        return walk_say(w, "%lu extraneous bytes before marker 0x%02x at byte %zu", w->discarded,
+                        c, w->marker_at);
+    return WALK_OK;
+}
+
+/* jpeg_fill_bit_buffer: loads bytes up to 57 bits or a marker; warns where ``bits`` are
+ * wanted past a marker. */
+static enum walk_state fill_bits(struct walk *w, int bits)
+{
+    if (w->unread_marker == 0) {
+        while (w->bits_left < WALK_MIN_GET_BITS) {
+            if (w->pos >= w->n)
+                return walk_ran_out(w);
+            int c = w->data[w->pos++];
+            if (c == 0xFF) {
+                do {
+                    if (w->pos >= w->n)
+                        return walk_ran_out(w);
+                    c = w->data[w->pos++];
+                } while (c == 0xFF);
+                if (c == 0) {
+                    c = 0xFF;
+                } else {
+                    w->unread_marker = c;
+                    w->marker_at = w->pos - 2;
+                    goto no_more_bytes;
+                }
+            }
+            w->buffer = (w->buffer << 8) | (unsigned)c;
+            w->bits_left += 8;
+        }
+        return WALK_OK;
+    }
+no_more_bytes:
+    if (bits > w->bits_left) {
+        char where[64];
+        return walk_say(w, "premature end of data segment: marker 0x%02x at byte %zu, %s",
+                        w->unread_marker, w->marker_at, walk_where(w, where, sizeof where));
+    }
+    return WALK_OK;
+}
+
+#define WALK_BITS(w, n) ((int)((w)->buffer >> ((w)->bits_left -= (n))) & ((1 << (n)) - 1))
+
+/* HUFF_DECODE and jpeg_huff_decode (the slow path): the next symbol into ``*symbol``. */
+static enum walk_state slow_symbol(struct walk *w, const struct huff_table *t, int *symbol)
+{
+    enum walk_state state;
+    int nb;
+    if (w->bits_left < WALK_LOOKAHEAD) {
+        if ((state = fill_bits(w, 0)) != WALK_OK)
+            return state;
+        if (w->bits_left < WALK_LOOKAHEAD) {
+            nb = 1;
+            goto slow;
+        }
+    }
+    int look = (int)(w->buffer >> (w->bits_left - WALK_LOOKAHEAD)) & 0xFF;
+    nb = t->look8[look] >> WALK_LOOKAHEAD;
+    if (nb <= WALK_LOOKAHEAD) {
+        w->bits_left -= nb;
+        *symbol = t->look8[look] & 0xFF;
+        return WALK_OK;
+    }
+slow:
+    if (w->bits_left < nb && (state = fill_bits(w, nb)) != WALK_OK)
+        return state;
+    int32_t code = WALK_BITS(w, nb);
+    int l = nb;
+    while (code > t->maxcode[l]) {
+        code <<= 1;
+        if (w->bits_left < 1 && (state = fill_bits(w, 1)) != WALK_OK)
+            return state;
+        code |= WALK_BITS(w, 1);
+        l++;
+    }
+    if (l > 16) {
+        char where[64];
+        return walk_say(w, "bad Huffman code in %s", walk_where(w, where, sizeof where));
+    }
+    *symbol = t->val[(code + t->valoffset[l]) & 0xFF];
+    return WALK_OK;
+}
+
+/* decode_mcu_slow without the coefficients. */
+static enum walk_state slow_mcu(struct walk *w)
+{
+    enum walk_state state;
+    int s;
+    for (int b = 0; b < w->blocks; b++) {
+        if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
+            return state;
+        if (s) {
+            if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+                return state;
+            w->bits_left -= s;
+        }
+        for (int k = 1; k < 64; k++) {
+            if ((state = slow_symbol(w, w->block_ac[b], &s)) != WALK_OK)
+                return state;
+            int r = s >> 4;
+            s &= 15;
+            if (s) {
+                k += r;
+                if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+                    return state;
+                w->bits_left -= s;
+            } else {
+                if (r != 15)
+                    break;
+                k += 15;
+            }
+        }
+    }
+    return WALK_OK;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define WALK_LITTLE_ENDIAN 1
+#define WALK_BSWAP64(x) __builtin_bswap64(x)
+#else
+#define WALK_LITTLE_ENDIAN 0
+#define WALK_BSWAP64(x) (x)
+#endif
+
+/* FILL_BIT_BUFFER_FAST: 6 bytes where 16 bits or fewer are left. A marker's FF is not read:
+ * zeros go in, and the MCU is decoded again the slow way. Six bytes without an FF go in at
+ * once. */
+#define FAST_FILL()                                                                        \
+    do {                                                                                   \
+        if (left <= 16) {                                                                  \
+            uint64_t word = 0;                                                             \
+            if (pos + 8 <= n)                                                              \
+                memcpy(&word, d + pos, 8);                                                 \
+            uint64_t inverse = ~word | 0xFFFF000000000000ULL;                              \
+            if (WALK_LITTLE_ENDIAN && pos + 8 <= n &&                                      \
+                ((inverse - 0x0101010101010101ULL) & ~inverse & 0x8080808080808080ULL) == 0) { \
+                buffer = (buffer << 48) | (WALK_BSWAP64(word) >> 16);                 \
+                pos += 6;                                                                  \
+                left += 48;                                                                \
+            } else {                                                                       \
+                for (int byte = 0; byte < 6; byte++) {                                     \
+                    if (pos + 1 >= n)                                                      \
+                        return 0;                                                          \
+                    int c0 = d[pos++], c1 = d[pos];                                        \
+                    buffer = (buffer << 8) | (unsigned)c0;                                 \
+                    left += 8;                                                             \
+                    if (c0 == 0xFF) {                                                      \
+                        pos++;                                                             \
+                        if (c1 != 0) {                                                     \
+                            marker = 1;                                                    \
+                            pos -= 2;                                                      \
+                            buffer &= ~(uint64_t)0xFF;                                     \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
+
+/* HUFF_DECODE_FAST: a bad code (none in 16 bits) takes 17 bits and reads as 0. */
+#define FAST_SYMBOL(t, s)                                                                  \
+    do {                                                                                   \
+        FAST_FILL();                                                                       \
+        unsigned entry = (t)->fast[(buffer >> (left - WALK_FAST_BITS)) & WALK_FAST_MASK];  \
+        if (entry) {                                                                       \
+            left -= (int)(entry >> 8);                                                     \
+            s = (int)(entry & 0xFF);                                                       \
+        } else {                                                                           \
+            int32_t window = (int32_t)(buffer >> (left - 16)) & 0xFFFF;                    \
+            int l = WALK_FAST_BITS + 1;                                                    \
+            while (l <= 16 && (window >> (16 - l)) > (t)->maxcode[l])                      \
+                l++;                                                                       \
+            if (l > 16) {                                                                  \
+                left -= 17;                                                                \
+                s = 0;                                                                     \
+            } else {                                                                       \
+                left -= l;                                                                 \
+                s = (t)->val[((window >> (16 - l)) + (t)->valoffset[l]) & 0xFF];           \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
+
+/* decode_mcu_fast without the coefficients: 1 where the MCU was decoded, 0 where it met a
+ * marker (or the data's end), the walk's state then left as it was. */
+static int fast_mcu(struct walk *w)
+{
+    const unsigned char *d = w->data;
+    size_t pos = w->pos, n = w->n;
+    uint64_t buffer = w->buffer;
+    int left = w->bits_left, marker = 0;
+    for (int b = 0; b < w->blocks; b++) {
+        const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
+        int s;
+        FAST_SYMBOL(dc, s);
+        if (s) {
+            FAST_FILL();
+            left -= s;
+        }
+        for (int k = 1; k < 64; k++) {
+            FAST_SYMBOL(ac, s);
+            int r = s >> 4;
+            s &= 15;
+            if (s) {
+                k += r;
+                FAST_FILL();
+                left -= s;
+            } else {
+                if (r != 15)
+                    break;
+                k += 15;
+            }
+        }
+    }
+    if (marker)
+        return 0;
+    w->pos = pos;
+    w->buffer = buffer;
+    w->bits_left = left;
+    return 1;
+}
+
+/* process_restart and read_restart_marker: whole bytes left in the bit buffer count as
+ * extraneous (warned of where next_marker next runs); a marker but the expected RSTn warns. */
+static enum walk_state walk_restart(struct walk *w)
+{
+    enum walk_state state;
+    w->discarded += (unsigned)w->bits_left / 8;
+    w->bits_left = 0;
+    if (w->unread_marker == 0 && (state = next_marker(w)) != WALK_OK)
+        return state;
+    if (w->unread_marker != 0xD0 + w->next_restart)
+        return walk_say(w, "found marker 0x%02x instead of RST%d at byte %zu", w->unread_marker,
+                        w->next_restart, w->marker_at);
+    w->unread_marker = 0;
+    w->next_restart = (w->next_restart + 1) & 7;
+    return WALK_OK;
+}
+
+/* start_input_pass and the scan's MCUs, as decode_mcu reads them. */
+static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int count)
+{
+    enum walk_state state;
+    struct walk_component *in_scan[4];
+    for (int i = 0; i < count; i++) {
+        int id = sos[1 + 2 * i], tables = sos[2 + 2 * i], ci = 0;
+        while (ci < w->count && w->comps[ci].id != id)
+            ci++;
+        for (int j = 0; j < i && ci < w->count; j++)
+            if (in_scan[j] == &w->comps[ci])
+                ci = w->count;
+        if (ci == w->count)
+            return WALK_ERROR(w, "invalid component ID %d in SOS", id);
+        in_scan[i] = &w->comps[ci];
+        in_scan[i]->dc = tables >> 4;
+        in_scan[i]->ac = tables & 15;
+    }
+    const unsigned char *spectral = sos + 1 + 2 * count;
+    if (w->scans == 0) { /* jdinput.c's initial_setup: the header's, left to the decoder */
+        if (w->width > 65500 || w->height > 65500)
+            return WALK_UNJUDGED;
+        w->multiple_scans = count < w->count;
+        for (int i = 0; i < 4; i++) { /* jinit_huff_decoder's std_huff_tables */
+            struct huff_spec *spec = i < 2 ? &w->dc_specs[i] : &w->ac_specs[i - 2];
+            if (!spec->defined) {
+                spec->defined = 1;
+                memcpy(spec->bits, STD_BITS[i], 17);
+                memset(spec->val, 0, 256);
+                memcpy(spec->val, STD_VALS[i], 162);
+            }
+        }
+    } else if (!w->multiple_scans) {
+        return walk_say(w, "didn't expect more than one scan");
+    }
+    w->in_scans = 1;
+    w->scans++;
+    unsigned long long per_row, rows;
+    if (count == 1) {
+        struct walk_component *c = in_scan[0];
+        per_row = ((unsigned long long)w->width * c->h + 8 * w->max_h - 1) / (8 * w->max_h);
+        rows = ((unsigned long long)w->height * c->v + 8 * w->max_v - 1) / (8 * w->max_v);
+        w->blocks = 1;
+        w->block_dc[0] = &w->dc_tables[c->dc & 3]; /* a table past 3 fails below */
+        w->block_ac[0] = &w->ac_tables[c->ac & 3];
+    } else {
+        per_row = ((unsigned long long)w->width + 8 * w->max_h - 1) / (8 * w->max_h);
+        rows = ((unsigned long long)w->height + 8 * w->max_v - 1) / (8 * w->max_v);
+        w->blocks = 0;
+        for (int i = 0; i < count; i++) {
+            struct walk_component *c = in_scan[i];
+            if (w->blocks + c->h * c->v > WALK_MAX_BLOCKS)
+                return WALK_ERROR(w, "sampling factors too large for interleaved scan");
+            for (int j = 0; j < c->h * c->v; j++) {
+                w->block_dc[w->blocks] = &w->dc_tables[c->dc & 3];
+                w->block_ac[w->blocks++] = &w->ac_tables[c->ac & 3];
+            }
+        }
+    }
+    for (int i = 0; i < count; i++)
+        if (!w->quant_defined[in_scan[i]->quant & 3] || in_scan[i]->quant > 3)
+            return WALK_ERROR(w, "quantization table 0x%02x was not defined", in_scan[i]->quant);
+    if (spectral[0] != 0 || spectral[1] != 63 || spectral[2] != 0)
+        return walk_say(w, "invalid SOS parameters for sequential JPEG");
+    for (int i = 0; i < count; i++) {
+        int dc = in_scan[i]->dc, ac = in_scan[i]->ac;
+        if ((state = make_table(w, 1, dc, &w->dc_tables[dc & 3])) != WALK_OK ||
+            (state = make_table(w, 0, ac, &w->ac_tables[ac & 3])) != WALK_OK)
+            return state;
+    }
+    w->mcus = per_row * rows;
+    w->bits_left = 0;
+    w->buffer = 0;
+    w->next_restart = 0;
+    unsigned restarts_to_go = w->restart_interval;
+    size_t fast_bytes = (size_t)WALK_FAST_BYTES * (size_t)w->blocks;
+    for (w->mcu = 0; w->mcu < w->mcus; w->mcu++) {
+        int fast = 1;
+        if (w->restart_interval) {
+            if (restarts_to_go == 0) {
+                if ((state = walk_restart(w)) != WALK_OK)
+                    return state;
+                restarts_to_go = w->restart_interval;
+            }
+            fast = 0;
+        }
+        if (w->n - w->pos < fast_bytes || w->unread_marker != 0)
+            fast = 0;
+        if (!fast || !fast_mcu(w))
+            if ((state = slow_mcu(w)) != WALK_OK)
+                return state;
+        if (w->restart_interval)
+            restarts_to_go--;
+    }
+    return WALK_OK;
+}
+
+/* Two bytes, big-endian, where the data has them. */
+#define WALK_U16(w, at) (((unsigned)(w)->data[at] << 8) | (w)->data[(at) + 1])
+
+/* jdmarker.c's read_markers from SOI to EOI, each SOS's scan walked on the way. */
+static enum walk_state walk_jpeg(struct walk *w)
+{
+    enum walk_state state;
+    if (w->n < 4 || w->data[0] != 0xFF || w->data[1] != 0xD8)
+        return WALK_UNJUDGED;
+    w->pos = 2;
+    int saw_sof = 0;
+    for (;;) {
+        if (w->unread_marker == 0 && (state = next_marker(w)) != WALK_OK)
+            return state;
+        int marker = w->unread_marker;
+        w->unread_marker = 0;
+        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7))
+            continue; /* RSTn, TEM: no parameters */
+        if (marker == 0xD9)
+            return w->in_scans ? WALK_OK : WALK_UNJUDGED;
+        if (marker == 0xD8)
+            return WALK_ERROR(w, "two SOI markers");
+        if (w->pos + 2 > w->n)
+            return walk_ran_out(w);
+        unsigned length = WALK_U16(w, w->pos);
+        size_t start = w->pos + 2, end = w->pos + length;
+        int known = marker == 0xC0 || marker == 0xC1 || marker == 0xC4 || marker == 0xDA ||
+                    marker == 0xDB || marker == 0xDD;
+        if (marker == 0xDA && w->pos + 3 <= w->n && (length < 3 || w->data[start] < 1 ||
+                                                     w->data[start] > 4 ||
+                                                     length != 6 + 2u * w->data[start]))
+            return WALK_ERROR(w, "bogus marker length"); /* get_sos checks before reading */
+        if (known && length < 2)
+            return WALK_ERROR(w, "bogus marker length");
+        if (known && end > w->n) /* after a scan, a length that a damaged byte made too long */
+            return WALK_ERROR(w, "marker 0x%02x at byte %zu runs past the end of the file",
+                              marker, w->pos - 2);
+        if (marker == 0xC0 || marker == 0xC1) {
+            if (saw_sof)
+                return WALK_ERROR(w, "two SOF markers");
+            saw_sof = 1;
+            if (length < 8)
+                return WALK_UNJUDGED;
+            w->height = (int)WALK_U16(w, start + 1);
+            w->width = (int)WALK_U16(w, start + 3);
+            w->count = w->data[start + 5];
+            if (w->data[start] != 8 || !w->width || !w->height || !w->count ||
+                w->count > WALK_MAX_COMPONENTS || length != 8 + 3u * (unsigned)w->count)
+                return WALK_UNJUDGED; /* 12-bit samples, DNL or a bad header: not walked */
+            for (int i = 0; i < w->count; i++) {
+                const unsigned char *c = w->data + start + 6 + 3 * i;
+                w->comps[i].id = c[0];
+                w->comps[i].h = c[1] >> 4;
+                w->comps[i].v = c[1] & 15;
+                w->comps[i].quant = c[2];
+                if (w->comps[i].h < 1 || w->comps[i].h > 4 || w->comps[i].v < 1 ||
+                    w->comps[i].v > 4)
+                    return WALK_UNJUDGED;
+                if (w->comps[i].h > w->max_h)
+                    w->max_h = w->comps[i].h;
+                if (w->comps[i].v > w->max_v)
+                    w->max_v = w->comps[i].v;
+            }
+        } else if (marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xCC) {
+            return saw_sof ? WALK_ERROR(w, "two SOF markers") : WALK_UNJUDGED;
+        } else if (marker == 0xC4) { /* get_dht */
+            size_t at = start;
+            long left = (long)length - 2;
+            while (left > 16) {
+                int index = w->data[at], total = 0;
+                uint8_t bits[17] = {0};
+                for (int i = 1; i <= 16; i++)
+                    total += bits[i] = w->data[at + i];
+                left -= 17;
+                at += 17;
+                if (total > 256 || total > left)
+                    return WALK_ERROR(w, "bogus Huffman table definition");
+                int ac = index & 0x10, number = index & ~0x10;
+                if (number < 0 || number > 3)
+                    return WALK_ERROR(w, "bogus DHT index %d", number);
+                struct huff_spec *spec = ac ? &w->ac_specs[number] : &w->dc_specs[number];
+                spec->defined = 1;
+                memcpy(spec->bits, bits, 17);
+                memset(spec->val, 0, 256);
+                memcpy(spec->val, w->data + at, (size_t)total);
+                at += (size_t)total;
+                left -= total;
+            }
+            if (left != 0)
+                return WALK_ERROR(w, "bogus marker length");
+        } else if (marker == 0xDB) { /* get_dqt */
+            size_t at = start;
+            long left = (long)length - 2;
+            while (left > 0) {
+                int number = w->data[at] & 15, precision = w->data[at] >> 4;
+                if (number > 3)
+                    return WALK_ERROR(w, "bogus DQT index %d", number);
+                if (at + 1 + 64 * (precision ? 2 : 1) > end)
+                    return WALK_UNJUDGED;
+                w->quant_defined[number] = 1;
+                at += 1 + 64 * (precision ? 2 : 1);
+                left -= 1 + 64 * (precision ? 2 : 1);
+            }
+            if (left != 0)
+                return WALK_ERROR(w, "bogus marker length");
+        } else if (marker == 0xDD) { /* get_dri */
+            if (length != 4)
+                return WALK_ERROR(w, "bogus marker length");
+            w->restart_interval = WALK_U16(w, start);
+        } else if (marker == 0xDA) { /* get_sos, then the scan */
+            int count = length >= 3 ? w->data[start] : 0;
+            if (!saw_sof)
+                return WALK_UNJUDGED;
+            if (length != 6 + 2u * (unsigned)count || count < 1 || count > 4)
+                return WALK_ERROR(w, "bogus marker length");
+            w->pos = end;
+            if ((state = walk_scan(w, w->data + start, count)) != WALK_OK)
+                return state;
+            continue;
+        } else if ((marker >= 0xE0 && marker <= 0xEF) || marker == 0xFE || marker == 0xDC ||
+                   marker == 0xCC) {
+            /* APPn, COM, DNL (skip_variable), DAC: a length under 2 skips nothing */
+            if (length >= 2 && end > w->n)
+                return walk_ran_out(w);
+            w->pos = length >= 2 ? end : w->pos + 2;
+            continue;
+        } else {
+            return WALK_ERROR(w, "unsupported marker type 0x%02x", marker);
+        }
+        w->pos = end;
+    }
+}
+
+/* jpeg_scan_damage(data): see the module's docstring below. */
+static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "jpeg_scan_damage(data) takes 1 argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    struct walk *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    enum walk_state state;
+    Py_BEGIN_ALLOW_THREADS
+    w->data = view.buf;
+    w->n = (size_t)view.len;
+    state = walk_jpeg(w);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason) : Py_None;
+    if (result == Py_None)
+        Py_INCREF(result);
+    free(w);
+    return result;
+}
+
 static PyObject *runtime_zlib_version(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -396,6 +1139,11 @@ static PyMethodDef methods[] = {
      "O_EXCL, mode 0666 less the umask), write the bytes-like ``data`` into it, close it and "
      "rename it to ``path``; on a failure after creating it, remove it. Raises the OSError "
      "of the system call that failed, as the os module's calls would."},
+    {"jpeg_scan_damage", (PyCFunction)(void (*)(void))jpeg_scan_damage, METH_FASTCALL,
+     "jpeg_scan_damage(data) -> str | None\n\nThe first warning or error libjpeg-turbo meets "
+     "in the scans of the sequential Huffman JPEG file ``data`` (a bytes-like object), in its "
+     "words; None where it meets none, and where ``data`` is no such file (progressive, "
+     "arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut short without EOI)."},
     {"zlib_version", runtime_zlib_version, METH_NOARGS,
      "zlib_version() -> str\n\nThe version of the zlib this module runs on."},
     {NULL, NULL, 0, NULL},
@@ -404,7 +1152,8 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "edgecli._native",
-    "1-bit PNGs encoded, and files written atomically, without the GIL (see _native.c).",
+    "1-bit PNGs encoded, files written atomically and JPEG scans checked, without the GIL "
+    "(see _native.c).",
     0,
     methods,
     NULL,

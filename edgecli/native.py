@@ -4,7 +4,9 @@ It encodes a 1-bit PNG and writes a file atomically, each in one call that lets 
 for all of it (``_native.c``); :mod:`edgecli.png` and :mod:`edgecli.sinks` call it where
 :data:`c` is a module, and do the same work in Python where it is None (no C compiler or
 zlib's header when edgecli was installed: setup.py builds it optionally). The results are the
-same, the PNGs byte for byte where both link one zlib.
+same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
+libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it
+checks only the markers in the scans.
 """
 
 from __future__ import annotations

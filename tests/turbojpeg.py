@@ -19,6 +19,10 @@ import numpy as np
 SUBSAMPLINGS = {0: "444", 1: "422", 2: "420", 3: "gray", 4: "440", 5: "411", 6: "441"}
 
 
+# turbojpeg.h: TJPF_BGR, TJFLAG_STOPONWARNING, and tjGetErrorCode's TJERR_WARNING.
+_BGR, _STOP_ON_WARNING, _WARNING = 1, 8192, 0
+
+
 class TurboJPEGError(RuntimeError):
     pass
 
@@ -50,6 +54,9 @@ def load() -> ctypes.CDLL | None:
             ctypes.c_int,
             ctypes.c_int,
         ]
+        lib.tjDecompress2.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ulong]
+        lib.tjDecompress2.argtypes += [ctypes.c_void_p] + [ctypes.c_int] * 5
+        lib.tjGetErrorCode.argtypes = [ctypes.c_void_p]
         return lib
     return None
 
@@ -79,5 +86,27 @@ def decode_planes(data: bytes) -> tuple[list[np.ndarray], str, int, int]:
         # 16 x 16 Y plane, its chroma planes 8 x 8): crop it to the image.
         planes[0] = planes[0][:height, :width]
         return planes, SUBSAMPLINGS[samp], width, height
+    finally:
+        lib.tjDestroy(handle)
+
+
+def decode_complaint(data: bytes) -> str | None:
+    """What libjpeg-turbo says decoding ``data`` whole into BGR, stopping at its first
+    warning: ``"warning: ..."`` or ``"error: ..."`` in its words, None where it says nothing."""
+    lib = load()
+    if lib is None:
+        raise TurboJPEGError("libturbojpeg is not installed")
+    handle = lib.tjInitDecompress()
+    try:
+        width, height, samp, colorspace = (ctypes.c_int() for _ in range(4))
+        if lib.tjDecompressHeader3(handle, data, len(data), width, height, samp, colorspace):
+            return f"error: {lib.tjGetErrorStr2(handle).decode()}"
+        pixels = ctypes.create_string_buffer(width.value * height.value * 3)
+        if lib.tjDecompress2(
+            handle, data, len(data), pixels, width.value, 0, height.value, _BGR, _STOP_ON_WARNING
+        ):
+            kind = "warning" if lib.tjGetErrorCode(handle) == _WARNING else "error"
+            return f"{kind}: {lib.tjGetErrorStr2(handle).decode()}"
+        return None
     finally:
         lib.tjDestroy(handle)

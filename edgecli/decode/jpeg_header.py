@@ -10,8 +10,9 @@ samples, RGB or CMYK colour, 4:1:1 and other samplings, no EOI at the end, EXIF 
 read differently...).
 
 ``scan_damage``, which both decoders' callers ask before decoding, does read the entropy-coded
-data, but only for the markers in it (numpy's speed, no Huffman decoding): damage that shows
-there is refused, where libjpeg-turbo (CPU) and nvJPEG (GPU) would decode past it.
+data: it refuses what libjpeg-turbo (CPU) would warn of and decode past, as nvJPEG (GPU) would
+too, by libjpeg-turbo's own rules where the C extension walks the file's Huffman codes, by the
+markers in the data elsewhere.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from .jpeg_planes import CHROMA_FACTORS
 
 JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
@@ -353,20 +355,26 @@ _BETWEEN_SCANS = frozenset({0xC4, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE, *range(0xE
 
 
 def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
-    """Why the scans of the JPEG file ``data`` are corrupt, from the markers in their
-    entropy-coded data; None where those are as they should be (or ``data`` is no JPEG whose
-    scans this finds: the decoder says why).
+    """Why the scans of the JPEG file ``data`` are corrupt; None where they are as they
+    should be (or ``data`` is no JPEG whose scans this finds: the decoder says why).
 
     libjpeg-turbo decodes past damage to the entropy-coded data with only a warning
     ("Corrupt JPEG data: ..."), which it writes to the process's stderr, and gives a frame
     with grey or shifted blocks; nvJPEG decodes such a file too. So the callers of both ask
-    this first, and give a damaged file the same verdict whichever decoder has it. What it
-    finds is what the markers show, at memory speed, with no Huffman decoding: a byte pair
-    FF xx that no scan can hold (random bytes over the data hold one most often), restart
-    markers out of order and, in a file of one scan with a restart interval, too few or too
-    many of them (data lost or added). Damage that leaves the markers right (a flipped bit,
-    zeroed bytes in a file without restart markers) only the Huffman decoder finds: libjpeg's
-    warning is then all there is.
+    this first, and give a damaged file the same verdict whichever decoder has it.
+
+    A sequential Huffman file (SOF0, SOF1), where edgecli's C extension is built, is judged
+    as libjpeg-turbo judges it: ``edgecli._native.jpeg_scan_damage`` decodes every scan's
+    Huffman codes as libjpeg-turbo's decoder reads them (no IDCT) and gives its first warning
+    or error in its words: a bad Huffman code, a marker before a scan's last block
+    ("premature end of data segment"), bytes before a marker ("N extraneous bytes"), a
+    restart marker out of order or missing. Other files (progressive or arithmetic-coded, or
+    no C extension) get the markers' check, at memory speed with no Huffman decoding: a byte
+    pair FF xx that no scan can hold (random bytes over the data hold one most often),
+    restart markers out of order and, in a file of one scan with a restart interval, too few
+    or too many of them. Damage that leaves the markers right (a flipped bit, zeroed bytes in
+    a file without restart markers) only the Huffman decoder finds: libjpeg's warning is then
+    all there is for those.
     """
     mv = memoryview(data).cast("B")
     n = len(mv)
@@ -393,6 +401,11 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
         if marker == 0xDD and length >= 4:
             restart_interval = (mv[start] << 8) | mv[start + 1]
         elif marker in _SOF_REASONS and length >= 8:
+            # (an extension built before it had the walker has no such function)
+            walk = getattr(native.c, "jpeg_scan_damage", None)
+            if marker in (0xC0, 0xC1) and walk is not None:
+                reason = walk(mv)
+                return None if reason is None else f"corrupt JPEG data ({reason})"
             sof = mv[start:pos]
         elif marker == 0xDA:
             scans += 1

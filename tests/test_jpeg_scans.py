@@ -1,0 +1,210 @@
+"""scan_damage against libjpeg-turbo itself: a JPEG is damaged exactly where libjpeg-turbo,
+decoding it, warns or fails; never a whole file."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from pathlib import Path
+
+import cv2
+import pytest
+
+from edgecli import native
+from edgecli.decode.jpeg_header import scan_damage
+from tests import turbojpeg
+from tests.media import photo
+
+ROOT = Path(__file__).resolve().parent.parent
+# cv2's IMWRITE_JPEG_SAMPLING_FACTOR values, gray aside.
+SAMPLINGS = {"444": 0x111111, "422": 0x211111, "420": 0x221111, "440": 0x121111, "gray": None}
+# (height, width): a pixel, lines, partial MCUs both ways, several MCU rows.
+SIZES = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
+MUTATIONS = ["overwrite", "zero", "flip", "truncate", "insert", "remove"]
+
+
+@pytest.fixture(scope="module")
+def complaint():
+    """turbojpeg.decode_complaint where libturbojpeg and edgecli's C extension are there, else
+    a skip saying which is missing (a failure under CI, so a CI run cannot pass without it)."""
+    missing = []
+    if turbojpeg.load() is None:
+        missing.append("libturbojpeg not found (Debian: apt-get install libturbojpeg0)")
+    if native.c is None:
+        missing.append("edgecli._native is not built (reinstall with a C compiler)")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))
+    return turbojpeg.decode_complaint
+
+
+def encode(sampling: str, height: int, width: int, restarts: int, optimize: bool, quality=90):
+    """A JPEG of a photo-like frame: that sampling, size, restart interval (0: none), and
+    optimized Huffman tables or the standard ones."""
+    image = photo(height, width, seed=height * width)
+    params = [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_RST_INTERVAL, restarts]
+    params += [cv2.IMWRITE_JPEG_OPTIMIZE, int(optimize)]
+    if SAMPLINGS[sampling] is None:
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    else:
+        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLINGS[sampling]]
+    return cv2.imencode(".jpg", image, params)[1].tobytes()
+
+
+def generated() -> list[bytes]:
+    """Every sampling, size, restart interval (none, 1 and 3 MCUs) and table choice; and
+    larger files at quality 95, whose scans libjpeg-turbo mostly reads on its fast path."""
+    small = [
+        encode(sampling, height, width, restarts, optimize)
+        for sampling, (height, width), restarts, optimize in itertools.product(
+            SAMPLINGS, SIZES, (0, 1, 3), (False, True)
+        )
+    ]
+    large = [
+        encode(sampling, 240, 320, restarts, optimize, quality=95)
+        for sampling, restarts, optimize in itertools.product(SAMPLINGS, (0, 4), (False, True))
+    ]
+    return small + large
+
+
+def mutate(data: bytes, kind: str, rng: random.Random) -> bytes:
+    """``data`` with its scan damaged one way: bytes overwritten with random ones, zeroed,
+    a bit flipped, the scan cut short (EOI put back), random bytes inserted, bytes removed."""
+    sos = data.index(b"\xff\xda")
+    start, end = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big"), len(data) - 2
+    at = rng.randrange(start, end)
+    span = min(rng.randint(1, 40), end - at)
+    garble = bytes(rng.randrange(256) for _ in range(span))
+    if kind == "overwrite":
+        return data[:at] + garble + data[at + span :]
+    if kind == "zero":
+        return data[:at] + bytes(span) + data[at + span :]
+    if kind == "flip":
+        return data[:at] + bytes([data[at] ^ 1 << rng.randrange(8)]) + data[at + 1 :]
+    if kind == "truncate":
+        return data[:at] + b"\xff\xd9"
+    if kind == "insert":
+        return data[:at] + garble + data[at:]
+    return data[:at] + data[at + span :]
+
+
+def test_whole_jpegs_are_never_damaged(complaint):
+    """The sample frames, the test data's JPEGs and every generated kind: libjpeg-turbo says
+    nothing of them, and neither does scan_damage."""
+    files = [p.read_bytes() for p in sorted(ROOT.glob("sample_frames/*.jpg"))]
+    files += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/*.jpg"))]
+    files += generated()
+    assert len(files) > 150
+    for data in files:
+        assert complaint(data) is None
+        assert scan_damage(data) is None
+
+
+def verdicts(complaint, bases: list[bytes], per_kind: int, seed: int) -> list[tuple]:
+    """(mutation, libjpeg-turbo's complaint, scan_damage's reason) for ``per_kind`` files
+    damaged each way from ``bases``."""
+    rng = random.Random(seed)
+    found = []
+    for kind, _ in itertools.product(MUTATIONS, range(per_kind)):
+        data = mutate(rng.choice(bases), kind, rng)
+        found.append((kind, complaint(data), scan_damage(data)))
+    return found
+
+
+def test_damaged_exactly_where_libjpeg_warns(complaint):
+    """Over 1800 files damaged in their scans in six ways, scan_damage finds damage exactly
+    where libjpeg-turbo warns or fails decoding them (the verdict, not its words)."""
+    found = verdicts(complaint, generated(), 300, seed=37)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    # Both verdicts are common: damage libjpeg-turbo sees in every kind, and damage it decodes
+    # without a word (in padding bits, or where it reads a bad code silently) in most.
+    damaged = {kind: sum(v[1] is not None for v in found if v[0] == kind) for kind in MUTATIONS}
+    assert all(count > 100 for count in damaged.values()), damaged
+    assert sum(damaged.values()) < len(found) - 300, damaged
+
+
+def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
+    """Sequential files of one scan a component (tests/data/scans_*.jpg, made by jpegtran
+    -scans, one with -restart 2: cv2 writes neither), damaged after their first scan's
+    header (the later scans' tables and headers too): the same verdicts as libjpeg-turbo."""
+    bases = [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
+    assert len(bases) == 2 and all(data.count(b"\xff\xda") == 3 for data in bases)
+    found = verdicts(complaint, bases, 100, seed=38)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
+
+
+def without_tables(data: bytes) -> bytes:
+    """``data`` without its DHT segments, as motion-JPEG frames come: libjpeg-turbo decodes
+    them with the standard tables, which cv2 writes unless it optimizes them."""
+    while (at := data.find(b"\xff\xc4")) >= 0:
+        data = data[:at] + data[at + 2 + int.from_bytes(data[at + 2 : at + 4], "big") :]
+    return data
+
+
+def test_files_without_tables_are_damaged_where_libjpeg_warns(complaint):
+    """Files without DHT, whole and damaged: the standard tables read them, as in libjpeg."""
+    bases = [
+        without_tables(encode(sampling, 48, 64, restarts, optimize=False))
+        for sampling, restarts in itertools.product(SAMPLINGS, (0, 2))
+    ]
+    assert all(b"\xff\xc4" not in data for data in bases)
+    assert [(complaint(data), scan_damage(data)) for data in bases] == [(None, None)] * 10
+    found = verdicts(complaint, bases, 50, seed=39)
+    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert 50 < sum(v[1] is not None for v in found) < len(found) - 20
+
+
+def test_a_bad_huffman_code_is_named(complaint):
+    """A scan that starts with 32 1 bits (FF bytes, stuffed) holds no code of the standard
+    tables there: libjpeg-turbo's words, and the MCU."""
+    data = encode("444", 64, 64, restarts=0, optimize=False)
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    damaged = data[:start] + b"\xff\x00" * 4 + data[start + 8 :]
+    assert complaint(damaged) == "warning: Corrupt JPEG data: bad Huffman code"
+    assert scan_damage(damaged) == "corrupt JPEG data (bad Huffman code in MCU 1 of 64)"
+
+
+def test_extraneous_bytes_are_counted_as_libjpeg_counts_them(complaint):
+    """245 zero bytes put between a whole scan and EOI: libjpeg-turbo does not count those its
+    bit buffer took in, and gives the same count and marker."""
+    data = encode("420", 64, 64, restarts=0, optimize=False)
+    damaged = data[:-2] + bytes(245) + data[-2:]
+    words = complaint(damaged).removeprefix("warning: Corrupt JPEG data: ")
+    assert words.endswith(" extraneous bytes before marker 0xd9")
+    assert int(words.split()[0]) < 245
+    assert scan_damage(damaged) == f"corrupt JPEG data ({words} at byte {len(damaged) - 2})"
+
+
+@pytest.mark.parametrize("sampling", list(SAMPLINGS))
+def test_progressive_jpegs_get_the_markers_check(sampling, complaint):
+    """A progressive file is not walked: whole, it is not damaged; a stray marker is."""
+    image = photo(48, 64)
+    params = [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
+    if SAMPLINGS[sampling] is None:
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    else:
+        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLINGS[sampling]]
+    data = cv2.imencode(".jpg", image, params)[1].tobytes()
+    assert native.c.jpeg_scan_damage(data) is None and scan_damage(data) is None
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    stray = data[: start + 1] + b"\xff\x37" + data[start + 3 :]
+    assert scan_damage(stray) == "corrupt JPEG data (marker 0x37 inside the image data)"
+
+
+@pytest.mark.parametrize("data", [b"", b"\xff\xd8", b"\xff\xd8\xff", b"GIF89a", bytes(100)])
+def test_not_a_jpeg_is_left_to_the_decoder(data):
+    """Bytes that are no JPEG, or only its start: no verdict (the decoder says why)."""
+    assert scan_damage(data) is None
+    if native.c is not None:
+        assert native.c.jpeg_scan_damage(data) is None
+
+
+def test_a_cut_jpeg_is_left_to_the_decoder():
+    """A file cut inside its scan, no EOI: the decoder's own error names it, not this."""
+    data = encode("420", 64, 64, restarts=0, optimize=False)
+    assert scan_damage(data[: len(data) * 6 // 10]) is None
