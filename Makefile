@@ -22,8 +22,8 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-png bench-png-threads bench-png-native bench-cpu bench-scale sample-frames clean \
-	turbojpeg
+	bench-e2e bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
+	sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,11 @@ bench-e2e: $(DEV_STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
 	$(PY) benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg \
 		--json benchmarks/gpu_decode.json
+
+# What judging JPEG scans costs: the C walk per file against cv2.imdecode, and whole runs of
+# the q95 folder (make bench-media) with and without it.
+bench-jpeg-scans: $(DEV_STAMP)
+	$(PY) benchmarks/jpeg_scans.py bench_data/q95/jpeg
 
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(DEV_STAMP)

@@ -1,0 +1,103 @@
+"""What judging a JPEG's scans costs (edgecli._native.jpeg_scan_damage, the C walk that
+repeats libjpeg-turbo's Huffman decoding): per file against cv2.imdecode on one thread, and
+whole runs of a JPEG folder with the walk and with the markers' check alone, alternated.
+
+    python benchmarks/jpeg_scans.py bench_data/q95/jpeg [--rounds 2] [--decodes auto,cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+# edgecli's command with the C walk hidden: scan_damage then takes the markers' check.
+WITHOUT_WALK = """
+import sys
+import edgecli.native as native
+
+class Hidden:
+    def __init__(self, c):
+        self._c = c
+
+    def __getattr__(self, name):
+        if name == "jpeg_scan_damage":
+            raise AttributeError(name)
+        return getattr(self._c, name)
+
+native.c = Hidden(native.c)
+from edgecli.cli import console
+sys.argv[0] = "edgecli"
+console()
+"""
+
+
+PROGRAMS = (("walk", ["-m", "edgecli"]), ("markers", ["-c", WITHOUT_WALK]))
+
+
+def per_file(folder: Path, count: int) -> None:
+    from edgecli import native
+
+    datas = [p.read_bytes() for p in sorted(folder.glob("*.jpg"))[:count]]
+    cv2.setNumThreads(1)
+
+    def median_ms(work) -> float:
+        times = []
+        for data in datas:
+            start = time.perf_counter()
+            work(data)
+            times.append(time.perf_counter() - start)
+        return 1e3 * statistics.median(times)
+
+    walk = median_ms(native.c.jpeg_scan_damage)
+    decode = median_ms(lambda d: cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_COLOR))
+    print(f"per file, median of {len(datas)}, one thread: walk {walk:.2f} ms, "
+          f"cv2.imdecode {decode:.2f} ms ({walk / decode:.0%})")  # fmt: skip
+
+
+def whole_runs(folder: Path, rounds: int, decodes: list[str]) -> None:
+    print("round decode mode     wall_s    fps")
+    scratch = Path(tempfile.mkdtemp(prefix="edgecli-scans-"))
+    try:
+        for round_ in range(rounds):
+            for decode in decodes:
+                for mode, program in (
+                    ("walk", ["-m", "edgecli"]),
+                    ("markers", ["-c", WITHOUT_WALK]),
+                ):
+                    out = scratch / f"{mode}-{decode}-{round_}"
+                    summary = scratch / "summary.json"
+                    args = ["run", str(folder), "-o", str(out), "-q", "--decode", decode,
+                            "--json-summary", str(summary)]  # fmt: skip
+                    start = time.perf_counter()
+                    subprocess.run([sys.executable, *program, *args], check=True)
+                    wall = time.perf_counter() - start
+                    frames = json.loads(summary.read_text())["frames"]
+                    print(f"{round_:5} {decode:6} {mode:8} {wall:6.2f} {frames / wall:6.0f}")
+                    shutil.rmtree(out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a folder of JPEGs")
+    parser.add_argument("--files", type=int, default=200, help="files timed one by one")
+    parser.add_argument("--rounds", type=int, default=2, help="whole runs of each, alternated")
+    parser.add_argument("--decodes", default="auto,cpu", help="--decode values to run")
+    args = parser.parse_args()
+    per_file(args.folder, args.files)
+    whole_runs(args.folder, args.rounds, args.decodes.split(","))
+
+
+if __name__ == "__main__":
+    main()
