@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 from . import cluster_warmup as warmup
@@ -69,6 +70,13 @@ WORKER_ENVIRONMENT = {
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
     "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
 }
+# A cluster edgecli starts must start within START_S seconds plus START_S_PER_WORKER a worker
+# (local:8 in 28 s), else the run fails: a worker process the system refuses a thread (under a
+# pids limit) can neither report nor exit, and Dask's start then waits for it for ever. On a
+# 2-core host running 4 busy loops, local:8 started in 3.2 s and local:16 in 5.5 s. The same
+# bound fails the tasks of a cluster whose workers all died and cannot come back.
+START_S = 20.0
+START_S_PER_WORKER = 1.0
 POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
 STOP_POLL_S = 0.5  # how often a task asks the scheduler whether the client said stop
 
@@ -187,10 +195,14 @@ def _start_cluster(kind: str, target, warm_up: dict | None):
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
     preload = {"preload": [warmup.__name__], "env": {WARM_UP_ENV: json.dumps(warm_up or {})}}
     workers_stderr = tempfile.TemporaryFile()
+    what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
+    bound_s = START_S + START_S_PER_WORKER * (target if kind == "local" else len(target))
+    no_workers = {"distributed.scheduler.no-workers-timeout": f"{bound_s:g}s"}
     try:
-        with _stderr_of_children(workers_stderr), dask.config.set(WORKER_ENVIRONMENT):
+        with _stderr_of_children(workers_stderr), dask.config.set(WORKER_ENVIRONMENT | no_workers):
             if kind == "local":
-                cluster = LocalCluster(
+                start = partial(
+                    LocalCluster,
                     n_workers=target,
                     threads_per_worker=1,
                     processes=True,
@@ -199,15 +211,82 @@ def _start_cluster(kind: str, target, warm_up: dict | None):
                     **preload,
                 )
             else:
-                cluster = gpu_cluster(target, preload)
+                start = partial(gpu_cluster, target, preload)
+            cluster = _started_within(bound_s, start, what)
     except (OSError, RuntimeError) as exc:  # no port, no process or thread could start
-        what = f"local:{target}" if kind == "local" else f"devices {','.join(target)}"
         raise _start_error(what, exc, workers_stderr) from None
     finally:
         workers_stderr.close()  # the workers keep theirs open
         if ignoring:
             signal.signal(signal.SIGINT, previous)
     return cluster
+
+
+def _started_within(bound_s: float, start: Callable, what: str):
+    """``start()``'s cluster, if it starts within ``bound_s`` seconds; else a ResourceError,
+    once the worker processes it started are killed."""
+    import psutil
+
+    before = {child.pid for child in psutil.Process().children()}
+    outcome: dict = {}
+    deciding = threading.Lock()  # the start ends in time, or is given up: never both
+
+    def starting() -> None:
+        try:
+            ended = {"cluster": start()}
+        except BaseException as exc:
+            ended = {"error": exc}
+        with deciding:
+            if "given_up" not in outcome:
+                outcome.update(ended)
+            elif "cluster" in ended:  # it started just too late
+                ended["cluster"].close()
+
+    # A daemon thread: a start that waits for a worker that will never report cannot be
+    # interrupted. Once its workers are killed it fails and closes its scheduler itself, but
+    # should it not, it must not keep this process from exiting after the run has failed.
+    thread = threading.Thread(target=starting, name="edgecli-cluster-start", daemon=True)
+    thread.start()
+    thread.join(bound_s)
+    with deciding:
+        if not outcome:
+            outcome["given_up"] = True
+    if "given_up" in outcome:
+        _kill_workers_started(before)
+        raise ResourceError(
+            f"scheduler {what}: its worker processes did not start within {bound_s:g} s: the "
+            "system may be refusing them threads or processes (a limit such as ulimit -u or a "
+            "container's pids.max); ask for fewer workers or raise the limit"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["cluster"]
+
+
+def _kill_workers_started(before: set[int]) -> None:
+    """Kill, with their own children, the worker processes this process started since its
+    children were ``before``: those multiprocessing started (Dask's nannies spawn or fork
+    them), never another process a thread of this one (or of a library's caller) started."""
+    import psutil
+
+    me = psutil.Process()
+    own_command = me.cmdline()
+    doomed = []
+    for child in me.children():
+        try:
+            command = child.cmdline()
+            if child.pid not in before and (
+                "--multiprocessing-fork" in command or command == own_command
+            ):
+                doomed += [child, *child.children(recursive=True)]
+        except psutil.Error:  # it has ended already
+            continue
+    for process in doomed:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(doomed, timeout=5)
 
 
 # What a worker process prints when the system refuses it a thread or a process.

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,10 +16,10 @@ import pytest
 
 from edgecli.backends import CpuBackend
 from edgecli.cluster import run_on_cluster
-from edgecli.errors import OptionError
+from edgecli.errors import OptionError, ResourceError
 from edgecli.params import Options
 
-from .helpers import folder_bytes, invoke
+from .helpers import folder_bytes, invoke, make_folder
 from .media import REPO, photo, write_video
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra is not installed")
@@ -239,3 +240,64 @@ def test_stop_ends_tasks_with_whole_outputs(media, tmp_path, scheduler):
     assert summary.interrupted and 0 < summary.frames == len(pngs) < 6 + 3 * 5
     assert all(whole_png_pixels(p, 1) for p in pngs)
     assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
+
+
+def _sleeper(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+@pytest.mark.parametrize("caller", ["cli", "library", "devices"])
+def test_a_cluster_that_never_starts_fails_within_its_bound(tmp_path, monkeypatch, caller):
+    """A cluster start (local:N, or one worker a GPU) that never returns fails the run within
+    its bound in one ResourceError line, exit 1, its worker processes killed and a process it
+    did not start left running."""
+    import multiprocessing
+
+    import psutil
+
+    from edgecli import cluster
+
+    started = {}
+
+    def never_starting(*args, **kwargs):
+        # A worker process, as a nanny spawns one, and a process some other code starts.
+        worker = multiprocessing.get_context("spawn").Process(target=_sleeper, args=(600,))
+        worker.start()
+        started["worker"] = psutil.Process(worker.pid)
+        started["other"] = subprocess.Popen(["sleep", "600"])
+        threading.Event().wait()
+
+    monkeypatch.setattr(distributed, "LocalCluster", never_starting)
+    monkeypatch.setattr(cluster, "gpu_cluster", never_starting)
+    monkeypatch.setattr(cluster, "START_S", 3.0)
+    monkeypatch.setattr(cluster, "START_S_PER_WORKER", 0.5)
+    folder = make_folder(tmp_path / "in", 2)
+    what = "devices 0,1" if caller == "devices" else "local:2"
+    error = (
+        f"scheduler {what}: its worker processes did not start within 4 s: the system may be "
+        "refusing them threads or processes (a limit such as ulimit -u or a container's "
+        "pids.max); ask for fewer workers or raise the limit"
+    )
+    began = time.perf_counter()
+    try:
+        if caller == "cli":
+            result = invoke("run", folder, "-o", tmp_path / "out", "--scheduler", "local:2")
+            assert result.exit_code == 1, result.output
+            assert result.stderr.splitlines() == [f"Error: {error}"]
+            assert "Traceback" not in result.output
+        else:
+            with pytest.raises(ResourceError) as raised:
+                if caller == "library":
+                    run_on_cluster([folder], tmp_path / "out", Options(), "local:2")
+                else:
+                    cluster.connect("devices", ["0", "1"], 10.0)
+            assert str(raised.value) == error
+        assert time.perf_counter() - began < 4 + 10
+        assert not started["worker"].is_running() or started["worker"].status() == "zombie"
+        assert started["other"].poll() is None
+        assert not (tmp_path / "out").exists()
+    finally:
+        started["other"].kill()
+        started["other"].wait()
+        if started["worker"].is_running():  # the test failed: leave nothing behind
+            started["worker"].kill()
