@@ -71,10 +71,10 @@ WORKER_ENVIRONMENT = {
     "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
 }
 # A cluster edgecli starts must start within START_S seconds plus START_S_PER_WORKER a worker
-# (local:8 in 28 s), else the run fails: a worker process the system refuses a thread (under a
-# pids limit) can neither report nor exit, and Dask's start then waits for it for ever. On a
-# 2-core host running 4 busy loops, local:8 started in 3.2 s and local:16 in 5.5 s. The same
-# bound fails the tasks of a cluster whose workers all died and cannot come back.
+# (local:8 in 28 s, several times what a loaded host takes), else the run fails: a worker
+# process the system refuses a thread (under a pids limit) can neither report nor exit, and
+# Dask's start then waits for it for ever. The same bound fails the tasks of a cluster whose
+# workers all died and cannot come back.
 START_S = 20.0
 START_S_PER_WORKER = 1.0
 POLL_S = 0.1  # how often the client looks at a stop request while it waits for tasks
