@@ -9,6 +9,7 @@ is kept by libjpeg-turbo 3. ``load()`` returns None where the library is missing
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -63,15 +64,11 @@ def load() -> ctypes.CDLL | None:
 
 def decode_planes(data: bytes) -> tuple[list[np.ndarray], str, int, int]:
     """``([Y] or [Y, Cb, Cr], subsampling, width, height)`` of a baseline JPEG."""
-    lib = load()
-    if lib is None:
-        raise TurboJPEGError("libturbojpeg is not installed")
-    handle = lib.tjInitDecompress()
-    try:
-        width, height, samp, colorspace = (ctypes.c_int() for _ in range(4))
-        if lib.tjDecompressHeader3(handle, data, len(data), width, height, samp, colorspace):
-            raise TurboJPEGError(lib.tjGetErrorStr2(handle).decode())
-        width, height, samp = width.value, height.value, samp.value
+    with _decompressor() as (lib, handle):
+        header = _header(lib, handle, data)
+        if isinstance(header, str):
+            raise TurboJPEGError(header)
+        width, height, samp = header
         count = 1 if SUBSAMPLINGS[samp] == "gray" else 3
         shapes = [
             (lib.tjPlaneHeight(i, height, samp), lib.tjPlaneWidth(i, width, samp))
@@ -86,27 +83,41 @@ def decode_planes(data: bytes) -> tuple[list[np.ndarray], str, int, int]:
         # 16 x 16 Y plane, its chroma planes 8 x 8): crop it to the image.
         planes[0] = planes[0][:height, :width]
         return planes, SUBSAMPLINGS[samp], width, height
-    finally:
-        lib.tjDestroy(handle)
 
 
 def decode_complaint(data: bytes) -> str | None:
     """What libjpeg-turbo says decoding ``data`` whole into BGR, stopping at its first
     warning: ``"warning: ..."`` or ``"error: ..."`` in its words, None where it says nothing."""
+    with _decompressor() as (lib, handle):
+        header = _header(lib, handle, data)
+        if isinstance(header, str):
+            return f"error: {header}"
+        width, height, _ = header
+        pixels = ctypes.create_string_buffer(width * height * 3)
+        if lib.tjDecompress2(
+            handle, data, len(data), pixels, width, 0, height, _BGR, _STOP_ON_WARNING
+        ):
+            kind = "warning" if lib.tjGetErrorCode(handle) == _WARNING else "error"
+            return f"{kind}: {lib.tjGetErrorStr2(handle).decode()}"
+        return None
+
+
+@contextlib.contextmanager
+def _decompressor():
+    """(the library, a TurboJPEG decompressor handle), destroyed after the block."""
     lib = load()
     if lib is None:
         raise TurboJPEGError("libturbojpeg is not installed")
     handle = lib.tjInitDecompress()
     try:
-        width, height, samp, colorspace = (ctypes.c_int() for _ in range(4))
-        if lib.tjDecompressHeader3(handle, data, len(data), width, height, samp, colorspace):
-            return f"error: {lib.tjGetErrorStr2(handle).decode()}"
-        pixels = ctypes.create_string_buffer(width.value * height.value * 3)
-        if lib.tjDecompress2(
-            handle, data, len(data), pixels, width.value, 0, height.value, _BGR, _STOP_ON_WARNING
-        ):
-            kind = "warning" if lib.tjGetErrorCode(handle) == _WARNING else "error"
-            return f"{kind}: {lib.tjGetErrorStr2(handle).decode()}"
-        return None
+        yield lib, handle
     finally:
         lib.tjDestroy(handle)
+
+
+def _header(lib, handle, data: bytes) -> tuple[int, int, int] | str:
+    """(width, height, subsampling) from the JPEG's header, or libjpeg-turbo's error."""
+    width, height, samp, colorspace = (ctypes.c_int() for _ in range(4))
+    if lib.tjDecompressHeader3(handle, data, len(data), width, height, samp, colorspace):
+        return lib.tjGetErrorStr2(handle).decode()
+    return width.value, height.value, samp.value
