@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import OptionError
 from .resume import MANIFEST_NAME
-from .sinks import MAX_LINK_HOPS
+from .sinks import MAX_LINK_HOPS, STDOUT
 from .sources import FRAME_INDEX_DIGITS, folder_files
 
 
@@ -58,7 +58,7 @@ def refuse_overwriting_inputs(
             found = given.get(out_dir / source.out_name)
             if found is not None:
                 refuse(found, f"the output of {source.path}")
-    for what, report in reports.items():
+    for what, report in _files(reports):
         # The name given, and where it leads: a report is written through a link.
         found = given.get(Path(report)) or given.get(Path(os.path.realpath(report)))
         if found is not None:
@@ -71,7 +71,7 @@ def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> 
     folder: a PNG, a frame name, the folder's record. The one written last would be all that
     is left of both."""
     out_real = Path(os.path.realpath(out_dir))
-    for what, report in reports.items():
+    for what, report in _files(reports):
         target = Path(os.path.realpath(report))
         if not target.is_relative_to(out_real):
             continue
@@ -91,6 +91,11 @@ def refuse_reports_over_outputs(sources: list, out_dir: Path, reports: dict) -> 
             raise OptionError(
                 f"{report}: the {what} would overwrite {clash}; choose another name for the {what}"
             )
+
+
+def _files(reports: dict):
+    """The reports (``{what: path}``) that name files: standard output (``-``) is none."""
+    return ((what, path) for what, path in reports.items() if os.fspath(path) != STDOUT)
 
 
 def refuse_special_outputs(sources: list, out_dir: Path) -> None:

@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import stat
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -129,6 +130,9 @@ def _at_new_temporary(path: Path, make: Callable[[Path], T], make_folder: bool) 
             made_folder = True
 
 
+# A report named so is written to standard output, as command-line tools take "-".
+STDOUT = "-"
+
 # The folders of the file descriptors' names (/dev/stdout is /proc/self/fd/1, /dev/fd/N is
 # /proc/self/fd/N), as realpath has them: a report named so is written into the descriptor's file.
 _DESCRIPTOR_FOLDER = re.compile(r"/proc/[^/]+(/task/[^/]+)?/fd")
@@ -141,6 +145,7 @@ class ReportFile:
 
     Where it goes is settled when it is made, before any frame, as the shell's ``>`` would:
 
+    - ``-`` (:data:`STDOUT`): written to standard output;
     - a character device or FIFO (``/dev/null``, a terminal, a pipe), or a file descriptor's
       name (``/dev/stdout``, ``/dev/fd/N``): written into, never replaced;
     - a symbolic link (a chain of them too): written through to its target, at the target's
@@ -157,6 +162,10 @@ class ReportFile:
     def __init__(self, path: str | os.PathLike, what: str, output_folder: Path | None = None):
         self.path, self.what = Path(path), what
         self.temp: Path | None = None
+        self.stdout = os.fspath(path) == STDOUT
+        if self.stdout:
+            self.target, self.into = self.path, True
+            return
         try:
             os.fsencode(self.path)  # the temporary's name is valid where this one may not be
         except UnicodeEncodeError:
@@ -214,6 +223,9 @@ class ReportFile:
     def write(self, data: bytes) -> None:
         """Write ``data``: into the device, FIFO or descriptor, or to the temporary, which
         then replaces the target whole."""
+        if self.stdout:
+            _write_stdout(data)
+            return
         try:
             if self.into:
                 # Appending, so a descriptor's regular file (>> log) keeps what it holds.
@@ -236,6 +248,21 @@ class ReportFile:
             with contextlib.suppress(OSError):
                 os.unlink(self.temp)
             self.temp = None
+
+
+def _write_stdout(data: bytes) -> None:
+    """``data`` on ``sys.stdout``, after what was printed there before (nothing where the
+    process was started with stdout closed)."""
+    stream = sys.stdout
+    if stream is None:
+        return
+    stream.flush()
+    buffer = getattr(stream, "buffer", None)  # a caller's own text stream may have none
+    if buffer is None:
+        stream.write(data.decode("utf-8"))
+    else:
+        buffer.write(data)
+    stream.flush()
 
 
 def _keep_mode(target: Path, temp: Path) -> None:

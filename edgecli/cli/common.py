@@ -25,12 +25,6 @@ def say(message: str) -> None:
     click.echo(f"edgecli: {printable(message)}", err=True)
 
 
-def report_path(value: str | None) -> str | None:
-    """A report option's value as the run takes it: ``-`` is standard output, written into as
-    ``/dev/stdout`` is (:class:`edgecli.sinks.ReportFile`); any other value, the path it names."""
-    return "/dev/stdout" if value == "-" else value
-
-
 def notifier(*, quiet: bool, verbose: bool):
     """The ``notify`` of a command: information said with :func:`say`, none under ``quiet``,
     and a :class:`edgecli.backends.Detail` (what is expected anyway) only under ``verbose``."""

@@ -11,7 +11,6 @@ from .common import (
     edge_options,
     keep_standard_streams_open,
     notifier,
-    report_path,
     selection_options,
 )
 from .types import Thresholds, WholeNumber
@@ -24,7 +23,6 @@ from .types import Thresholds, WholeNumber
     "--html",
     metavar="PATH|-",
     default=None,
-    callback=lambda ctx, param, value: report_path(value),
     help="Also write an HTML page: the sheet, and the share of edge pixels as a table (to "
     "stdout with '-').",
 )

@@ -35,7 +35,6 @@ from .common import (
     edge_options,
     keep_standard_streams_open,
     notifier,
-    report_path,
     say,
     selection_options,
 )
@@ -181,7 +180,6 @@ def stop_on_signals():
     "--timings-csv",
     metavar="PATH|-",  # a str, as -o is
     default=None,
-    callback=lambda ctx, param, value: report_path(value),
     help="Write one row per frame (milliseconds per stage) to this CSV file, or to stdout "
     "with '-'.",
 )
@@ -197,7 +195,6 @@ def stop_on_signals():
     "--write-expected",
     metavar="PATH|-",
     default=None,
-    callback=lambda ctx, param, value: report_path(value),
     help="After the run, write a manifest of its outputs (options and a hash of each PNG's "
     "pixels) to PATH, or to stdout with '-', for --expect.",
 )
@@ -271,15 +268,13 @@ def run(
                 notify=notify,
                 warn=warn,
                 stop=stop,
-                json_summary=None if json_summary == "-" else json_summary,
+                json_summary=json_summary,
                 write_expected=write_expected,
                 **extra,
             )
         try:
             if not quiet:
                 click.echo(summary.format_text(verbose), err=True)
-            if json_summary == "-":
-                click.echo(summary.dumps())
             if not summary.interrupted and expect is not None:
                 compare_golden(summary, expect, warn)
         except KeyboardInterrupt:  # the run is done and its files are whole: say so
