@@ -252,22 +252,19 @@ def test_the_values_once_found_to_break_a_command(command, output, args):
         check(command, [("--backend", "cpu"), output, *args], "{in}", box, WRITERS)
 
 
-@HYPOTHESIS
-@given(arguments(main.commands["run"], {"output": "{out}"}))
-def test_run_with_hostile_options(drawn):
-    """``edgecli run`` with hostile option values: documented exit, no traceback, no harm."""
-    args, source = drawn
-    with sandbox() as box:
-        check("run", [("--backend", "cpu"), *args], source, box, WRITERS)
+# Each command, and the output its required -o names.
+REQUIRED = {"run": {"output": "{out}"}, "preview": {"output": "sheet.png"}}
 
 
+@pytest.mark.parametrize("command", REQUIRED)
 @HYPOTHESIS
-@given(arguments(main.commands["preview"], {"output": "sheet.png"}))
-def test_preview_with_hostile_options(drawn):
-    """``edgecli preview`` with hostile option values: documented exit, no traceback, no harm."""
-    args, source = drawn
+@given(data=st.data())
+def test_hostile_options(command, data):
+    """``edgecli run`` and ``edgecli preview`` with hostile option values: documented exit,
+    no traceback, no harm."""
+    args, source = data.draw(arguments(main.commands[command], REQUIRED[command]))
     with sandbox() as box:
-        check("preview", [("--backend", "cpu"), *args], source, box, WRITERS)
+        check(command, [("--backend", "cpu"), *args], source, box, WRITERS)
 
 
 @pytest.mark.parametrize("flag", ["--json-summary", "--timings-csv", "--write-expected"])
