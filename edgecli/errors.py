@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-# Exit codes, documented in the README and asserted by the CLI tests.
+# Exit codes, documented in the README (docs/usage.md in full) and asserted by the CLI tests.
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2

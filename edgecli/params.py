@@ -181,7 +181,7 @@ def parse_devices(text: str) -> list[int] | None:
 
 @dataclass(frozen=True)
 class Options:
-    """Every option of a run. The first three define the edge contract (README.md)."""
+    """Every option of a run. The first three define the edge contract (docs/contract.md)."""
 
     # A number, or a rule that picks one for the whole run (edgecli.threshold): "auto"
     # (Otsu) or "P%" (at most P percent of pixels are edges); the run replaces it with the

@@ -1,4 +1,4 @@
-"""The edge contract (README.md, "The edge contract") on the CPU: the readable spec every
+"""The edge contract (docs/contract.md) on the CPU: the readable spec every
 backend must match.
 
 Integer arithmetic throughout, so the result is defined to the bit:

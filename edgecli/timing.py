@@ -179,7 +179,7 @@ def find_bottleneck(
 
 @dataclass
 class Summary:
-    """What a run did. ``as_json`` is the schema the README documents."""
+    """What a run did. ``as_json`` is the schema docs/usage.md documents."""
 
     frames: int
     failed: list[dict]

@@ -2,7 +2,7 @@
 
 It shares no code with edgecli: Python-int luma, np.pad for the border, and the Sobel
 sums written out as shifted slices in int64. If edgecli.reference and this disagree,
-one of them misreads the edge contract (README.md, "The edge contract").
+one of them misreads the edge contract (docs/contract.md).
 """
 
 from __future__ import annotations

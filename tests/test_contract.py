@@ -1,4 +1,4 @@
-"""The edge contract (README.md, "The edge contract") on the CPU reference backend."""
+"""The edge contract (docs/contract.md) on the CPU reference backend."""
 
 from __future__ import annotations
 

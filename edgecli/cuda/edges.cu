@@ -1,4 +1,4 @@
-// edges.cu: the edge contract (README.md, "The edge contract") as one fused CUDA kernel.
+// edges.cu: the edge contract (docs/contract.md) as one fused CUDA kernel.
 //
 //   BGR bytes -> luma Y = (9798 R + 19235 G + 3735 B + 16384) >> 15
 //             -> 3x3 Sobel Gx, Gy (integers, chosen border)
