@@ -30,9 +30,10 @@ def _exit_while_importing(signum, frame) -> None:
 
 
 def _take_sigint_while_importing():
-    """The handler for SIGINT during this module's imports (70-80 ms: click, the commands),
-    and the one to put back after them; None where SIGINT is not Python's own (ignored, as in
-    a cluster's worker, or another program's) or this is not the main thread."""
+    """The handler for SIGINT while this module loads (its imports, 70-80 ms: click, the
+    commands; then the group's definition), and the one to put back after; None where SIGINT
+    is not Python's own (ignored, as in a cluster's worker, or another program's) or this is
+    not the main thread."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         return None
     try:
@@ -50,9 +51,6 @@ import click  # noqa: E402
 from .. import __version__  # noqa: E402
 from ..errors import EXIT_SIGINT  # noqa: E402
 from . import info, preview, run  # noqa: E402
-
-if _SIGINT_BEFORE is not None:  # Python's own again: KeyboardInterrupt, which console takes
-    signal.signal(signal.SIGINT, _SIGINT_BEFORE)
 
 
 class EdgecliGroup(click.Group):
@@ -87,6 +85,11 @@ def main() -> None:
 main.add_command(run.run)
 main.add_command(preview.preview)
 main.add_command(info.info)
+
+# The module's own code has run too (the decorators above call into click): Python's own
+# handler again, whose KeyboardInterrupt console and the group turn into exit 130.
+if _SIGINT_BEFORE is not None:
+    signal.signal(signal.SIGINT, _SIGINT_BEFORE)
 
 
 def console() -> None:
