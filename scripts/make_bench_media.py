@@ -8,6 +8,9 @@ written three ways, under OUT (default ``bench_data/``, which git ignores):
     OUT/pan.mp4        H.264 (libx264, yuv420p, CRF 20), every frame
     OUT/pan_head.mp4   the first fifth of the frames, same settings: the short run that
                        benchmarks/e2e.py subtracts to remove start-up cost on video
+    OUT/pan_bt709.mp4  pan.mp4 tagged BT.709 in its SPS (stream-copied: the same pictures)
+    OUT/pan_hevc.mp4   the same frames in HEVC (libx265, yuv420p, CRF 24)
+    OUT/pan_rot90.mp4  pan.mp4 with a portrait phone's display matrix (stream-copied)
     OUT/jpeg/          frame_0000.jpg, ... (quality 90)
     OUT/png/           frame_0000.png, ... (OpenCV's default PNG settings)
 
@@ -16,7 +19,7 @@ imageio-ffmpeg wheel (dev-only; not a dependency of edgecli). The JPEG and PNG f
 only OpenCV and scikit-image, so they can be made on a machine without imageio-ffmpeg:
 
     python scripts/make_bench_media.py                      # everything, 240 frames 1920x1080
-    python scripts/make_bench_media.py --only video         # only the two .mp4 files
+    python scripts/make_bench_media.py --only video         # only the .mp4 files
     python scripts/make_bench_media.py --only jpeg --only png --out bench_data
     python scripts/make_bench_media.py --frames 12 --size 640x360 --out /tmp/bd
 """
@@ -37,6 +40,7 @@ from skimage import data
 
 KINDS = ("video", "jpeg", "png")
 JPEG_QUALITY = 90
+HEVC_CRF = 24  # about the bitrate of x264's CRF 20 at the same quality
 VIDEO_FPS = 24
 # The canvas is a grid of photo cells, twice the frame size in each direction.
 GRID_ROWS, GRID_COLS = 4, 6
@@ -152,6 +156,52 @@ def write_video(pan: Pan, frames: int, path: Path, crf: int) -> None:
         raise SystemExit(f"{path}: OpenCV decodes {decoded} frames, expected {frames}")
 
 
+def write_hevc(pan: Pan, frames: int, path: Path, crf: int) -> None:
+    """The first ``frames`` frames in HEVC (libx265, 8-bit 4:2:0, as phones record it)."""
+    import imageio_ffmpeg
+
+    command = [
+        imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error",
+        "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{pan.width}x{pan.height}",
+        "-r", str(VIDEO_FPS), "-i", "-",
+        "-c:v", "libx265", "-pix_fmt", "yuv420p", "-crf", str(crf), "-preset", "fast",
+        "-x265-params", "log-level=error", "-tag:v", "hvc1", "-movflags", "+faststart", str(path),
+    ]  # fmt: skip
+    encoder = subprocess.Popen(command, stdin=subprocess.PIPE)
+    try:
+        for i in range(frames):
+            encoder.stdin.write(pan[i].tobytes())
+    finally:
+        encoder.stdin.close()
+    if encoder.wait() != 0:
+        raise SystemExit(f"ffmpeg failed (exit {encoder.returncode}) writing {path}")
+
+
+# Stream copies of pan.mp4 that only retag it: the pictures, and their decoding, are the same.
+RETAGGED = {
+    # What nearly every HD camera and phone writes: BT.709 in the SPS's VUI.
+    "pan_bt709.mp4": [
+        "-bsf:v", "h264_metadata=colour_primaries=1:transfer_characteristics=1"
+        ":matrix_coefficients=1:video_full_range_flag=0",
+    ],
+    # A phone held upright: a 90-degree display matrix, which cv2 applies.
+    "pan_rot90.mp4": ["-display_rotation", "90"],
+}  # fmt: skip
+
+
+def write_retagged(clip: Path, name: str) -> Path:
+    """``clip`` stream-copied to ``name`` beside it with the options of :data:`RETAGGED`."""
+    import imageio_ffmpeg
+
+    path = clip.with_name(name)
+    options = RETAGGED[name]
+    before, after = (options, []) if options[0].startswith("-display") else ([], options)
+    command = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-y", *before, "-i", str(clip)]
+    command += ["-c", "copy", *after, "-movflags", "+faststart", str(path)]
+    subprocess.run(command, check=True)
+    return path
+
+
 def write_folder(pan: Pan, folder: Path, suffix: str, params: list[int], workers: int) -> int:
     """frame_0000<suffix>, ... in ``folder`` (stale frames removed first); total bytes."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -244,6 +294,13 @@ def main() -> None:
                 write_video(pan, frames, path, args.crf)
                 size_mb = path.stat().st_size / 1e6
                 print(f"{path}: {frames} frames {width}x{height}, CRF {args.crf}, {size_mb:.1f} MB")
+            for name in RETAGGED:
+                path = write_retagged(args.out / "pan.mp4", name)
+                print(f"{path}: pan.mp4 stream-copied, {' '.join(RETAGGED[name])}")
+            path = args.out / "pan_hevc.mp4"
+            write_hevc(pan, args.frames, path, HEVC_CRF)
+            size_mb = path.stat().st_size / 1e6
+            print(f"{path}: {args.frames} frames HEVC, CRF {HEVC_CRF}, {size_mb:.1f} MB")
         elif kind == "jpeg":
             params = [cv2.IMWRITE_JPEG_QUALITY, args.jpeg_quality]
             total = write_folder(pan, args.out / "jpeg", ".jpg", params, args.workers)

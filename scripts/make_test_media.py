@@ -12,6 +12,9 @@ smallest), B-frames and short GOPs (so segments start between keyframes), a BT.7
 and a Matroska one (both of which stay on the CPU decoder under --decode auto); and three stream
 copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded (a portrait phone clip's
 display matrix, a cut by edit list, a first keyframe dropped), which stay on the CPU too.
+And clips the way cameras, phones and web downloads make them (issue 38): full range, BT.709
+full range in MOV, 1366x768 with an audio track, HEVC 8- and 10-bit, VP9 in WebM and MP4, AV1,
+HEVC in Matroska and a turned clip in Matroska (nvdec_full.mp4 ... nvdec_rot90.mkv).
 """
 
 from __future__ import annotations
@@ -114,7 +117,53 @@ def remuxed_clips() -> None:
         print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
 
 
+# Clips the way cameras, phones, screen recorders and web downloads make them (issue 38):
+# name: (width, height, frames, encoder and tag options, ffmpeg input options before the pan).
+BT709 = ["-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709"]
+X264 = ["-c:v", "libx264", "-preset", "medium", "-bf", "3", "-g", "12", "-crf", "30"]
+X265 = ["-c:v", "libx265", "-preset", "fast", "-crf", "32", "-tag:v", "hvc1",
+        "-x265-params", "log-level=error:bframes=3:keyint=12"]  # fmt: skip
+VP9 = ["-c:v", "libvpx-vp9", "-b:v", "150k", "-g", "12", "-deadline", "good", "-cpu-used", "8"]
+AUDIO = ["-f", "lavfi", "-i", "sine=frequency=440:duration=2"]
+CAMERA_CLIPS = {
+    "nvdec_full.mp4": (176, 144, 24, [*X264, "-color_range", "pc"], []),
+    "nvdec_bt709_full.mov": (176, 144, 24, [*X264, *BT709, "-color_range", "pc"], []),
+    "nvdec_1366x768.mp4": (1366, 768, 6, [*X264, *BT709, "-c:a", "aac", "-shortest"], AUDIO),
+    "nvdec_hevc.mp4": (320, 180, 24, [*X265, *BT709], []),
+    "nvdec_hevc10.mp4": (320, 180, 12, [*X265, "-pix_fmt", "yuv420p10le"], []),
+    "nvdec_vp9.webm": (320, 180, 24, VP9, []),
+    "nvdec_av1.mp4": (320, 180, 12, ["-c:v", "libsvtav1", "-preset", "12", "-crf", "50"], []),
+}
+# name: (source, ffmpeg input options, output options) for stream copies of the clips above.
+CAMERA_COPIES = {
+    "nvdec_vp9.mp4": ("nvdec_vp9.webm", [], []),
+    "nvdec_hevc.mkv": ("nvdec_hevc.mp4", [], []),
+    "nvdec_rot90.mkv": ("nvdec_250x142.mp4", ["-display_rotation", "90"], []),
+}
+
+
+def camera_clips() -> None:
+    photo = np.ascontiguousarray(data.astronaut()[:, :, ::-1])
+    ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+    for name, (width, height, frames, options, inputs) in CAMERA_CLIPS.items():
+        path = OUT.parent / name
+        command = [
+            ffmpeg, "-y", "-loglevel", "error", *inputs, "-f", "rawvideo", "-pix_fmt", "bgr24",
+            "-s", f"{width}x{height}", "-r", "24", "-i", "-",
+            *(["-map", f"{len(inputs) // 4}:v", "-map", "0:a"] if inputs else []),
+            "-pix_fmt", "yuv420p", *options, str(path),
+        ]  # fmt: skip
+        subprocess.run(command, input=b"".join(pan(photo, width, height, frames)), check=True)
+        print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
+    for name, (source, before, after) in CAMERA_COPIES.items():
+        path = OUT.parent / name
+        command = [ffmpeg, "-y", "-loglevel", "error", *before, "-i", str(OUT.parent / source)]
+        subprocess.run([*command, "-c", "copy", *after, str(path)], check=True)
+        print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
+
+
 if __name__ == "__main__":
     main()
     nvdec_clips()
     remuxed_clips()
+    camera_clips()
