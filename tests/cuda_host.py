@@ -24,7 +24,10 @@ import numpy as np
 from edgecli.cuda.kernel import kernel_path
 
 SOURCES = Path(__file__).resolve().parent / "cuda_host_src"
-FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-Wall")
+# Undefined behaviour (signed overflow, a shift too far, a misaligned read) traps, ending the
+# test process where it happens: on a GPU the same code would go on with a wrong value.
+FLAGS = ("-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-fsanitize=undefined")
+FLAGS += ("-fsanitize-undefined-trap-on-error",)
 
 # A parameter's code (shim.h's cuda_host::code) -> its ctypes type, and the NumPy scalar type an
 # argument must have: what CuPy packs for a kernel is the argument's own type, so a launch that
