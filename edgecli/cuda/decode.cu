@@ -122,8 +122,8 @@ __device__ __forceinline__ bool turned(
 
 // Both take NVDEC's two planes (Y, then interleaved U, V at half the height and, rounded up,
 // half the width; pitches in bytes) and swscale's coefficients for the stream's matrix and range
-// (edgecli.decode.yuv: y_coeff, y_offset, v2r, v2g, u2g, u2b, in 1/8192 of the 8-bit levels);
-// the output is the turned frame, packed BGR.
+// (edgecli.decode.yuv: y_offset in eighths of an 8-bit level, y_coeff, v2r, v2g, u2g and u2b in
+// 1/8192); the output is the turned frame, packed BGR.
 
 // swscale's x86 yuv2rgb: each product >> 16 (pmulhw), flooring, then clipped.
 extern "C" __global__ void nv12_to_bgr(
