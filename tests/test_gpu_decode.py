@@ -96,9 +96,9 @@ def poisoned_conversions(request, monkeypatch):
         out.data.memset_async(0x5A, out.nbytes, args[-1])
         jpeg(device, planes, frame_bytes, out, *args)
 
-    def poisoned_nv12(device, y, y_pitch, uv, uv_pitch, out, stream):
+    def poisoned_nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **options):
         out.data.memset_async(0xA5, out.nbytes, stream)
-        nv12(device, y, y_pitch, uv, uv_pitch, out, stream)
+        nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **options)
 
     # Where the decoders look them up.
     monkeypatch.setattr(gpu_jpeg, "launch_jpeg_to_bgr", poisoned_jpeg)

@@ -177,6 +177,23 @@ def test_check_fails_on_a_compile_error(monkeypatch):
     assert "FAIL sm_90" in out.getvalue() and "planted" in out.getvalue()
 
 
+def test_check_covers_every_cuda_file():
+    """make kernel-check compiles every .cu file the package ships (decode.cu included)."""
+    shipped = {path.name for path in kernels.cuda_dir().glob("*.cu")}
+    assert shipped == {kernels.KERNEL_FILE, *kernel_check.OTHER_FILES}
+
+
+@needs_nvrtc
+def test_other_files_compile():
+    """The files without variants compile for the oldest and newest architectures."""
+    out = io.StringIO()
+    status = kernel_check.check_files(archs=(75, 120), out=out)
+    assert status == 0, out.getvalue()
+    assert out.getvalue().splitlines() == [
+        f"ok   {name}: 2/2 architectures compiled, no spills" for name in kernel_check.OTHER_FILES
+    ]
+
+
 def test_check_fails_loudly_without_nvrtc(monkeypatch):
     """With no NVRTC library installed, --check exits 1 and says what to install."""
     monkeypatch.setattr(kernel_check, "find_nvrtc", lambda major: None)

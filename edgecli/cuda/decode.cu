@@ -3,12 +3,16 @@
 // jpeg_planes_to_bgr: a batch of JPEGs' Y, Cb, Cr planes (nvJPEG's NVJPEG_OUTPUT_YUV, at their
 //   native sampling) -> BGR as cv2.imdecode gives it: libjpeg-turbo's fancy upsampling
 //   (jdsample.c) and YCbCr->RGB (jdcolor.c), then the EXIF orientation imdecode applies.
-//   The CPU reference, with the reasoning, is edgecli/jpeg_planes.py.
-// nv12_to_bgr: one NV12 frame (NVDEC's) -> BGR as cv2.VideoCapture gives it for 8-bit
-//   yuv420p, BT.601, limited range: swscale's fixed-point yuv2rgb, one chroma sample per 2x2
-//   block. The CPU reference is edgecli/yuv.py.
+//   The CPU reference, with the reasoning, is edgecli/decode/jpeg_planes.py.
+// nv12_to_bgr: one NV12 frame (NVDEC's, 8-bit) -> BGR as cv2.VideoCapture gives it for 8-bit
+//   yuv420p: swscale's fixed-point yuv2rgb with the stream's matrix and range (the six
+//   coefficients), one chroma sample per 2x2 block, turned by the display rotation. The CPU
+//   reference is edgecli/decode/yuv.py.
+// p016_to_bgr: the same from P016 (NVDEC's output for 10- and 12-bit streams); not cv2's
+//   conversion (see the kernel).
 //
-// One thread an output pixel; every output pixel is written.
+// One thread an output pixel; every output pixel is written. No kernel here uses shared memory
+// or barriers: tests/cuda_host.py runs them on the CPU, compiled as C++, thread by thread.
 
 // jdcolor.c's tables in 16.16 fixed point: FIX(1.40200), FIX(1.77200), FIX(0.71414),
 // FIX(0.34414), and ONE_HALF.
@@ -19,6 +23,7 @@
 #define ONE_HALF 32768
 
 __device__ __forceinline__ int clamp255(int v) { return min(max(v, 0), 255); }
+__device__ __forceinline__ int clamp255(long long v) { return (int)min(max(v, 0LL), 255LL); }
 
 __device__ __forceinline__ int at(const unsigned char* plane, int pitch, int row, int col) {
     return plane[(long long)row * pitch + col];
@@ -92,27 +97,76 @@ extern "C" __global__ void jpeg_planes_to_bgr(
     o[2] = (unsigned char)r;
 }
 
-// swscale's BT.601 limited-range coefficients as its x86 yuv2rgb applies them (pmulhw: >> 16,
-// flooring): see edgecli/yuv.py, closed_form_table.
-#define Y_COEFF 9539
-#define U_B 16525
-#define U_G (-3209)
-#define V_G (-6660)
-#define V_R 13075
+// The pixel (x, y) of a decoded frame (width x height) that output pixel (ox, oy) of the frame
+// turned clockwise by `rotation` degrees shows (cv2.rotate's ROTATE_90_CLOCKWISE for 90,
+// ROTATE_180, ROTATE_90_COUNTERCLOCKWISE for 270; the output is height x width for 0 and 180,
+// width x height for 90 and 270), and where the output pixel's bytes start; false for a thread
+// past the output's edge.
+__device__ __forceinline__ bool turned(
+    int rotation, int width, int height, int* x, int* y, long long* out_offset) {
+    const bool sideways = rotation == 90 || rotation == 270;
+    const int out_w = sideways ? height : width;
+    const int out_h = sideways ? width : height;
+    const int ox = blockIdx.x * blockDim.x + threadIdx.x;
+    const int oy = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ox >= out_w || oy >= out_h) return false;
+    switch (rotation) {
+        case 90: *x = oy; *y = height - 1 - ox; break;
+        case 180: *x = width - 1 - ox; *y = height - 1 - oy; break;
+        case 270: *x = width - 1 - oy; *y = ox; break;
+        default: *x = ox; *y = oy;
+    }
+    *out_offset = ((long long)oy * out_w + ox) * 3;
+    return true;
+}
 
+// Both take NVDEC's two planes (Y, then interleaved U, V at half the height and, rounded up,
+// half the width; pitches in bytes) and swscale's coefficients for the stream's matrix and range
+// (edgecli.decode.yuv: y_offset in eighths of an 8-bit level, y_coeff, v2r, v2g, u2g and u2b in
+// 1/8192); the output is the turned frame, packed BGR.
+
+// swscale's x86 yuv2rgb: each product >> 16 (pmulhw), flooring, then clipped.
 extern "C" __global__ void nv12_to_bgr(
     const unsigned char* __restrict__ y_plane, int y_pitch,
     const unsigned char* __restrict__ uv_plane, int uv_pitch,
-    unsigned char* __restrict__ out, int height, int width) {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = blockIdx.y * blockDim.y + threadIdx.y;
-    if (col >= width || row >= height) return;
-    const int luma = ((8 * at(y_plane, y_pitch, row, col) - 128) * Y_COEFF) >> 16;
-    const unsigned char* uv = uv_plane + (long long)(row >> 1) * uv_pitch + 2 * (col >> 1);
+    unsigned char* __restrict__ out, int height, int width,
+    int y_coeff, int y_offset, int v2r, int v2g, int u2g, int u2b, int rotation) {
+    int x, y;
+    long long o;
+    if (!turned(rotation, width, height, &x, &y, &o)) return;
+    const int luma = ((8 * at(y_plane, y_pitch, y, x) - y_offset) * y_coeff) >> 16;
+    const unsigned char* uv = uv_plane + (long long)(y >> 1) * uv_pitch + 2 * (x >> 1);
     const int u = 8 * uv[0] - 1024;
     const int v = 8 * uv[1] - 1024;
-    unsigned char* o = out + ((long long)row * width + col) * 3;
-    o[0] = (unsigned char)clamp255(luma + ((u * U_B) >> 16));
-    o[1] = (unsigned char)clamp255(luma + ((u * U_G) >> 16) + ((v * V_G) >> 16));
-    o[2] = (unsigned char)clamp255(luma + ((v * V_R) >> 16));
+    out[o] = (unsigned char)clamp255(luma + ((u * u2b) >> 16));
+    out[o + 1] = (unsigned char)clamp255(luma + ((u * u2g) >> 16) + ((v * v2g) >> 16));
+    out[o + 2] = (unsigned char)clamp255(luma + ((v * v2r) >> 16));
+}
+
+__device__ __forceinline__ long long sample16(
+    const unsigned char* plane, int pitch, int row, int col) {
+    return ((const unsigned short*)(plane + (long long)row * pitch))[col];
+}
+
+// P016 holds each sample in the high bits of 16, so a 10-bit level v is v << 6: read as 16-bit
+// levels, every depth has the same scale, 256 times the 8-bit one. The same matrix, per pixel
+// (chroma as in nv12_to_bgr), exact in 64-bit fixed point (2^24 to an 8-bit level), rounded to
+// the nearest 8-bit level once. cv2 converts 10-bit streams otherwise (swscale's own paths), so
+// this is for --decode gpu, not exact.
+extern "C" __global__ void p016_to_bgr(
+    const unsigned char* __restrict__ y_plane, int y_pitch,
+    const unsigned char* __restrict__ uv_plane, int uv_pitch,
+    unsigned char* __restrict__ out, int height, int width,
+    int y_coeff, int y_offset, int v2r, int v2g, int u2g, int u2b, int rotation) {
+    int x, y;
+    long long o;
+    if (!turned(rotation, width, height, &x, &y, &o)) return;
+    const long long half = 1LL << 23;
+    const long long luma = (8 * sample16(y_plane, y_pitch, y, x) - 256LL * y_offset) * y_coeff;
+    const int c = 2 * (x >> 1);
+    const long long u = 8 * sample16(uv_plane, uv_pitch, y >> 1, c) - (1024LL << 8);
+    const long long v = 8 * sample16(uv_plane, uv_pitch, y >> 1, c + 1) - (1024LL << 8);
+    out[o] = (unsigned char)clamp255((luma + u * u2b + half) >> 24);
+    out[o + 1] = (unsigned char)clamp255((luma + u * u2g + v * v2g + half) >> 24);
+    out[o + 2] = (unsigned char)clamp255((luma + v * v2r + half) >> 24);
 }

@@ -1,5 +1,5 @@
-"""Decoding on the GPU; every module here imports CuPy, and is imported only when a run
-decodes on the GPU (:func:`edgecli.decode.plan.plan`).
+"""Decoding on the GPU; every module here imports CuPy (:mod:`.convert` only once it loads its
+kernels), and is imported only when a run decodes on the GPU (:func:`edgecli.decode.plan.plan`).
 
 - :mod:`.decoders`: :class:`~.decoders.GpuDecoders`, the decoders of one run.
 - :mod:`.jpeg`: JPEGs through nvJPEG (:mod:`edgecli.decode.nvjpeg`), in batches, on a thread.

@@ -1,19 +1,24 @@
 """``decode.cu``'s conversions, launched on CuPy streams.
 
 Decoders hand over planes in device memory (nvJPEG: Y, Cb, Cr at their native sampling;
-NVDEC: NV12); these kernels turn them into the contract's BGR frames, bit for bit as the CPU
-decoders do, straight into the device buffer the edge kernel reads.
+NVDEC: NV12, or P016 for deeper streams); these kernels turn them into the contract's BGR
+frames, bit for bit as the CPU decoders do, straight into the device buffer the edge kernel
+reads.
+
+CuPy is imported only to load the kernels (:func:`module`): tests/cuda_host.py stands host
+builds of the kernels in for it, so these launches run on the CPU, arguments and all.
 """
 
 from __future__ import annotations
 
 import threading
 from functools import cache
+from typing import TYPE_CHECKING
 
-import cupy
 import numpy as np
 
-from ...cuda.build import compute_capability, load_kernels
+if TYPE_CHECKING:
+    import cupy
 
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)
@@ -21,11 +26,23 @@ BLOCK = (32, 8, 1)
 _lock = threading.Lock()
 
 
-KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr")
+KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr", "p016_to_bgr")
+
+# Clockwise turns the conversion applies as it writes (cv2.rotate's ROTATE_90_CLOCKWISE,
+# ROTATE_180 and ROTATE_90_COUNTERCLOCKWISE).
+ROTATIONS = (0, 90, 180, 270)
+
+# swscale's coefficients (y_coeff, y_offset, v2r, v2g, u2g, u2b) for BT.601 limited range: what
+# cv2 converts an untagged stream with (edgecli.decode.yuv.closed_form_table's arithmetic).
+BT601_LIMITED = (9539, 128, 13075, -6660, -3209, 16525)
 
 
 @cache
 def _module(device: int) -> dict:
+    import cupy
+
+    from ...cuda.build import compute_capability, load_kernels
+
     major, minor = compute_capability(device)
     with cupy.cuda.Device(device):
         functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor)
@@ -80,13 +97,32 @@ def launch_nv12_to_bgr(
     uv_pitch: int,
     out: cupy.ndarray,
     stream: cupy.cuda.Stream,
+    *,
+    coefficients: tuple[int, ...],
+    rotation: int,
+    depth: int = 8,
 ) -> None:
-    """Enqueue the BGR frame ``out`` (H, W, 3) from an NV12 frame's planes (device pointers
-    and pitches in bytes), as cv2.VideoCapture converts BT.601 limited-range yuv420p."""
-    height, width = out.shape[:2]
-    function = module(device)["nv12_to_bgr"]
+    """Enqueue the BGR frame ``out`` from a decoded frame's planes (device pointers and pitches
+    in bytes): NV12 for ``depth`` 8, P016 (16-bit samples, the value in the high bits) for 9 to
+    16. ``coefficients`` are swscale's (y_coeff, y_offset, v2r, v2g, u2g, u2b) for the stream's
+    matrix and range; ``rotation`` (0, 90, 180 or 270) turns the frame clockwise, so ``out`` is
+    (H, W, 3) for 0 and 180 and (W, H, 3) for 90 and 270. NV12 frames come out as
+    cv2.VideoCapture converts them; P016 frames are the same matrix in higher precision, rounded
+    once, which is not cv2's conversion of deeper streams."""
+    if len(coefficients) != 6:
+        raise ValueError(
+            f"coefficients: expected (y_coeff, y_offset, v2r, v2g, u2g, u2b), got {coefficients}"
+        )
+    if rotation not in ROTATIONS:
+        raise ValueError(f"rotation must be one of {ROTATIONS}, got {rotation!r}")
+    if not 8 <= depth <= 16:
+        raise ValueError(f"depth must be 8 (NV12) or 9 to 16 (P016), got {depth!r}")
+    out_h, out_w = out.shape[:2]
+    height, width = (out_w, out_h) if rotation in (90, 270) else (out_h, out_w)
+    function = module(device)["nv12_to_bgr" if depth == 8 else "p016_to_bgr"]
     args = (
         np.uint64(y_ptr), np.int32(y_pitch), np.uint64(uv_ptr), np.int32(uv_pitch), out,
-        np.int32(height), np.int32(width),
+        np.int32(height), np.int32(width), *(np.int32(c) for c in coefficients),
+        np.int32(rotation),
     )  # fmt: skip
-    function(_grid(width, height), BLOCK, args, stream=stream)
+    function(_grid(out_w, out_h), BLOCK, args, stream=stream)

@@ -16,7 +16,7 @@ from ..engines import import_nvc
 from ..h264 import stream_reason
 from ..mp4 import MP4_CONTAINERS
 from ..segments import Schedule, Segment, keyframes
-from .convert import launch_nv12_to_bgr
+from .convert import BT601_LIMITED, launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
 NVDEC = "nvdec"
@@ -191,7 +191,7 @@ class VideoFleet:
                 pitch = nv12.strides[0]
                 launch_nv12_to_bgr(
                     self.device, nv12.data.ptr, pitch, nv12.data.ptr + pitch * height, pitch,
-                    frames[len(names)], stream,
+                    frames[len(names)], stream, coefficients=BT601_LIMITED, rotation=0,
                 )  # fmt: skip
                 names.append(name)
                 sources.append(f"{source.path} [frame {index + offset}]")
