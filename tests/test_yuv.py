@@ -336,6 +336,16 @@ def test_bad_planes_are_refused_with_the_shapes():
         yuv.yuv420_to_bgr(y, np.zeros((2, 2), np.uint8), np.zeros((2, 3), np.uint8))
     with pytest.raises(ValueError, match="y: expected a 2-D uint8 plane"):
         yuv.yuv420_to_bgr(y.astype(np.uint16), y, y)
+    with pytest.raises(ValueError, match="table: expected uint8"):
+        yuv.yuv420_to_bgr(y, y[:2, :3], y[:2, :3], np.zeros((2, 256, 256, 3), np.uint8))
+
+
+@pytest.mark.parametrize("conversion", CONVERSIONS, ids=lambda c: c.name)
+def test_table_and_closed_form_agree(rng, conversion):
+    """Converting by the closed form's table gives what converting by the conversion gives."""
+    y, u, v = random_planes(rng, 6, 9)
+    table = yuv.closed_form_table(conversion.matrix, full_range=conversion.full_range)
+    assert np.array_equal(yuv.yuv420_to_bgr(y, u, v, table), yuv.yuv420_to_bgr(y, u, v, conversion))
 
 
 # --- verified(): the check, its cache, its failures --------------------------------------------

@@ -200,14 +200,20 @@ def closed_form_table(matrix: str = "bt601", *, full_range: bool = False) -> np.
 
 
 def yuv420_to_bgr(
-    y: np.ndarray, u: np.ndarray, v: np.ndarray, conversion: Conversion = Conversion()
+    y: np.ndarray,
+    u: np.ndarray,
+    v: np.ndarray,
+    conversion: Conversion | np.ndarray = Conversion(),
 ) -> np.ndarray:
     """BGR (H, W, 3) uint8 from yuv420p planes, as cv2.VideoCapture.read() converts them with
-    ``conversion``.
+    ``conversion``, or by a (256, 256, 256, 3) table [Y, U, V] such as :func:`closed_form_table`.
 
     ``y`` is (H, W); ``u`` and ``v`` are (ceil(H/2), ceil(W/2)). H must be even: for odd heights
     swscale interpolates chroma and no per-pixel conversion reproduces it (see the module notes).
     """
+    table = None if isinstance(conversion, Conversion) else conversion
+    if table is not None and (table.shape != TABLE_SHAPE or table.dtype != np.uint8):
+        raise ValueError(f"table: expected uint8 {TABLE_SHAPE}, got {table.dtype} {table.shape}")
     if y.ndim != 2 or y.dtype != np.uint8:
         raise ValueError(f"y: expected a 2-D uint8 plane, got {y.dtype} {y.shape}")
     height, width = y.shape
@@ -226,10 +232,15 @@ def yuv420_to_bgr(
     cols = np.arange(width) // 2
     u_full = np.repeat(u[:, cols], 2, axis=0)
     v_full = np.repeat(v[:, cols], 2, axis=0)
-    return _closed_form(y, u_full, v_full, conversion)
+    if table is None:
+        return _closed_form(y, u_full, v_full, conversion)
+    index = (y.astype(np.int32) << 16) | (u_full.astype(np.int32) << 8) | v_full
+    return table.reshape(-1, 3)[index]
 
 
-def nv12_to_bgr(y: np.ndarray, uv: np.ndarray, conversion: Conversion = Conversion()) -> np.ndarray:
+def nv12_to_bgr(
+    y: np.ndarray, uv: np.ndarray, conversion: Conversion | np.ndarray = Conversion()
+) -> np.ndarray:
     """As :func:`yuv420_to_bgr`, from NV12 (NVDEC's layout): ``uv`` is (H/2, 2*ceil(W/2)), U, V."""
     if uv.ndim != 2 or uv.shape[1] % 2:
         raise ValueError(f"uv: expected a 2-D plane of interleaved U, V pairs, got {uv.shape}")
