@@ -26,7 +26,7 @@ x86_only = pytest.mark.skipif(
     reason="the closed form is swscale's x86 SIMD arithmetic",
 )
 
-CONVERSIONS = [yuv.Conversion(m, r) for m in yuv._SWS_COEFFS for r in (False, True)]
+CONVERSIONS = yuv.CONVERSIONS
 # FFmpeg's names of the admitted matrices (setparams' colorspace), by H.273 code point.
 MATRIX_NAMES = {1: "bt709", 4: "fcc", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m", 9: "bt2020nc"}
 

@@ -166,6 +166,10 @@ class Conversion:
         return y_coeff, _round16(oy << 3), v2r, v2g, u2g, u2b
 
 
+# Every conversion this module reproduces: each matrix in limited and full range.
+CONVERSIONS = tuple(Conversion(m, r) for m in _SWS_COEFFS for r in (False, True))
+
+
 def conversion_for(colour: Colour) -> Conversion | str:
     """The conversion cv2 applies to 8-bit 4:2:0 frames of a stream whose resolved colour is
     ``colour``, or why it is none of them (a reason such as "primaries 9 (bt2020)")."""
