@@ -17,16 +17,17 @@ _MAX_OBUS = 1024  # OBUs looked through for a sequence header
 
 @dataclass(frozen=True)
 class SequenceHeader:
-    """What an AV1 sequence header's color_config says (5.5.2); code points 2 where its colour
-    description is absent, as the specification infers them."""
+    """What an AV1 sequence header's color_config says (5.5.2); primaries, transfer and matrix
+    None where it has no colour description (the specification infers "unspecified", but
+    FFmpeg then keeps the container's)."""
 
     profile: int
     bit_depth: int
     monochrome: bool
     subsampling: tuple[int, int]  # (subsampling_x, subsampling_y)
-    primaries: int
-    transfer: int
-    matrix: int
+    primaries: int | None
+    transfer: int | None
+    matrix: int | None
     full_range: bool
 
 
@@ -146,7 +147,7 @@ def _color_config(bits: Bits, profile: int) -> SequenceHeader:
     elif high_bitdepth:
         depth = 10
     monochrome = profile != 1 and bits.flag()  # mono_chrome
-    primaries = transfer = matrix = 2  # CP_, TC_, MC_UNSPECIFIED
+    primaries = transfer = matrix = None
     if bits.flag():  # color_description_present_flag
         primaries, transfer, matrix = bits.u(8), bits.u(8), bits.u(8)
     if monochrome:

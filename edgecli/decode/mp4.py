@@ -288,12 +288,16 @@ def _describe(source: Source):
             if codec is None:
                 return f"codec {fourcc(kind)}"
             config, colour = _sample_entry(kind, body, _CONFIGS[codec])
+            # Without a keyframe first, the first sample's headers are not the stream's.
+            reason = first_frame_reason(source, track)
+            if reason is not None:
+                return reason
             rotation = cv2_rotation(display_matrix(source, box, track))
             first = _first_sample(source, track.stbl)
             stream = from_codec(codec, config, first, colour, "mp4", rotation)
             if isinstance(stream, str):
                 return stream
-            reason = edit_reason(source, box, track) or first_frame_reason(source, track)
+            reason = edit_reason(source, box, track)
             if reason is not None:
                 return reason
             if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):

@@ -76,7 +76,8 @@ def from_codec(
       unspecified colour, whatever the container says.
     - vp9: the keyframe's color_space and color_range always (its CS_UNKNOWN is unspecified);
       the bitstream has no primaries or transfer, so the container's stand.
-    - av1: the sequence header's color_config always (absent: unspecified, its color_range).
+    - av1: the sequence header's color_range always; its colour description where it has
+      one, else the container's matrix, primaries and transfer.
     """
     reader = _READERS.get(codec)
     if reader is None:
@@ -138,20 +139,23 @@ def _vp9(config: bytes | None, first_frame: bytes | None, outer: Colour) -> _Des
 
 
 def _av1(config: bytes | None, first_frame: bytes | None, outer: Colour) -> _Described:
-    header = None
+    # The decoder takes the sequence header of the first temporal unit over the record's.
+    header = av1.find_sequence_header(first_frame) if first_frame else None
     if config is not None:
         _, obus = av1.parse_av1c(config)
-        header = av1.find_sequence_header(obus)
-    if header is None and first_frame:
-        header = av1.find_sequence_header(first_frame)
+        header = header or av1.find_sequence_header(obus)
     if header is None:
         return "no AV1 sequence header"
     chroma = "4:0:0" if header.monochrome else _SUBSAMPLING.get(header.subsampling)
     if chroma is None:
         return f"AV1 subsampling {header.subsampling}"
-    colour = Colour(
-        _code(header.matrix), header.full_range, _code(header.primaries), _code(header.transfer)
-    )
+    if header.matrix is None:
+        colour = Colour(outer.matrix, header.full_range, outer.primaries, outer.transfer)
+    else:
+        colour = Colour(
+            _code(header.matrix), header.full_range, _code(header.primaries),
+            _code(header.transfer),
+        )  # fmt: skip
     return chroma, header.bit_depth, True, colour
 
 
