@@ -235,6 +235,40 @@ def test_container_and_bitstream_disagree(
     assert (stream.colour.matrix, stream.colour.full_range) == resolved
 
 
+def with_primaries(path: Path, out: Path, box: bytes, primaries: int) -> Path:
+    """The clip with the colour primaries of its colr or vpcC box replaced; for vpcC, its colr
+    box (which FFmpeg would read after it) becomes a free box."""
+    data = bytearray(path.read_bytes())
+    if box == b"vpcC":
+        data[data.index(b"vpcC") + 4 + 7] = primaries
+        if (at := data.find(b"colrnclx")) >= 0:
+            data[at : at + 4] = b"free"
+    else:
+        struct.pack_into(">H", data, data.index(b"colrnclx") + 8, primaries)
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize(
+    "codec, box, described",
+    [("vp9", b"vpcC", 9), ("vp9", b"colr", 9), ("h264", b"colr", None), ("hevc", b"colr", None),
+     ("av1", b"colr", None)],
+)  # fmt: skip
+def test_container_primaries(made, tmp_path, codec, box, described):
+    """BT.2020 primaries in the container: VP9's bitstream has none, so the container's (colr,
+    or vpcC) reach cv2, which then converts otherwise than any closed form; the others' colour
+    descriptions override them, and cv2 converts as BT.709."""
+    path = with_primaries(made(codec, "mp4", 1, False), tmp_path / "p.mp4", box, 9)
+    stream = streams.describe(path)
+    assert stream.colour.primaries == described and stream.colour.matrix == 1
+    if described is None:
+        assert_cv2_matches(path)
+    else:
+        frames, converted = read_frames(path), described_frames(path, stream)
+        assert len(frames) == len(converted) == 3
+        assert not any(np.array_equal(f, c) for f, c in zip(frames, converted, strict=True))
+
+
 # ---------------------------------------------------------------------------------------------
 # Rotation
 

@@ -66,6 +66,7 @@ from .bits import Bits, rbsp
 from .mp4 import (
     COVER,
     MALFORMED,
+    VISUAL_ENTRY_FIELDS,
     Box,
     BytesSource,
     FileSource,
@@ -170,20 +171,15 @@ def _entries_reason(track: Track) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # The sample entry: avcC and colr
 
-# A visual sample entry's fields before its child boxes: 6 reserved, data_reference_index,
-# 16 pre_defined/reserved, width, height, resolutions, reserved, frame_count, compressorname,
-# depth, pre_defined.
-_VISUAL_ENTRY_FIELDS = 78
-
 
 def _entry_reason(kind: bytes, body: bytes) -> str | None:
     if kind not in _H264_ENTRIES:
         return f"not H.264 ({fourcc(kind)})"
-    if len(body) < _VISUAL_ENTRY_FIELDS:
+    if len(body) < VISUAL_ENTRY_FIELDS:
         return f"truncated {fourcc(kind)} sample entry"
     source = BytesSource(body)
     avcc, colrs = None, []
-    for box in children(source, Box(kind, _VISUAL_ENTRY_FIELDS, len(body))):
+    for box in children(source, Box(kind, VISUAL_ENTRY_FIELDS, len(body))):
         if box.type == b"avcC" and avcc is None:
             avcc = body[box.start : box.end]
         elif box.type == b"colr":
