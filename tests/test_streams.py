@@ -31,8 +31,14 @@ ENCODERS = {
     "vp9": ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"],
     "av1": ["-c:v", "libsvtav1", "-preset", "12", "-svtav1-params", "log-level=0"],
 }
-# The containers each codec is muxed into (FFmpeg's mov muxer writes VP9 and AV1 in MP4 only).
-CONTAINERS = {"h264": ("mp4", "mov"), "hevc": ("mp4", "mov"), "vp9": ("mp4",), "av1": ("mp4",)}
+# The containers each codec is muxed into (FFmpeg writes VP9 and AV1 in MP4 only, M4V only
+# for H.264).
+CONTAINERS = {
+    "h264": ("mp4", "mov", "m4v"),
+    "hevc": ("mp4", "mov"),
+    "vp9": ("mp4",),
+    "av1": ("mp4",),
+}
 CODEC_CONTAINERS = [(c, x) for c, xs in CONTAINERS.items() for x in xs]
 
 # ffmpeg's names of a colour (matrix, primaries and transfer) by its H.273 matrix code point.
@@ -273,13 +279,8 @@ def test_container_primaries(made, tmp_path, codec, box, described):
 # Rotation
 
 
-@pytest.fixture(scope="module")
-def upright(made):
-    """upright(codec) -> a BT.709 full-range clip of the codec in MP4."""
-    return lambda codec: made(codec, "mp4", 1, True)
-
-
 @pytest.mark.parametrize("codec", CONTAINERS)
+@pytest.mark.parametrize("matrix, full_range", [(6, False), (6, True), (1, False), (1, True)])
 @pytest.mark.parametrize(
     "display, turn",
     [((), 0), (("-display_rotation", 90), 270), (("-display_rotation", 180), 180),
@@ -288,11 +289,12 @@ def upright(made):
      (("-display_rotation", 90, "-display_hflip"), 270)],
     ids=["none", "90", "180", "270", "-90", "hflip", "vflip", "90-hflip"],
 )  # fmt: skip
-def test_rotated_clips_turn_as_described(upright, tmp_path, codec, display, turn):
-    """Every codec under each display matrix: the described turn, applied to FFmpeg's
-    upright frames converted as described, is exactly cv2's frames (a horizontal mirror is a
-    half turn to cv2, a vertical one no turn)."""
-    path = remux(upright(codec), tmp_path / "turned.mp4", before=display)
+def test_rotated_clips_turn_as_described(made, tmp_path, codec, matrix, full_range, display, turn):
+    """Every codec, matrix and range under each display matrix: the described turn, applied
+    to FFmpeg's upright frames converted as described, is exactly cv2's frames (a horizontal
+    mirror is a half turn to cv2, a vertical one no turn)."""
+    upright = made(codec, "mp4", matrix, full_range)
+    path = remux(upright, tmp_path / "turned.mp4", before=display)
     assert assert_cv2_matches(path).rotation == turn
 
 
