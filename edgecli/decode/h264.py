@@ -64,7 +64,6 @@ from pathlib import Path
 
 from .bits import Bits, rbsp
 from .mp4 import (
-    COVER,
     MALFORMED,
     VISUAL_ENTRY_FIELDS,
     Box,
@@ -73,18 +72,13 @@ from .mp4 import (
     Source,
     Track,
     Unreadable,
-    child,
     children,
     display_reason,
     edit_reason,
+    find_video,
     first_frame_reason,
     fourcc,
-    has_cover,
-    moof_in,
-    moov_streams,
     samples_reason,
-    top_level,
-    video_track,
 )
 
 _H264_ENTRIES = {b"avc1", b"avc3"}
@@ -130,32 +124,21 @@ def stream_reason(path: Path) -> str | None:
 
 
 def _file_reason(source: Source) -> str | None:
-    if source.size == 0:
-        return "empty file"
-    streams: list[Track] = []
-    fragments = False  # a moof box before moov
-    boxes = top_level(source)
-    for box in boxes:
-        if box.type == b"moov":
-            streams += moov_streams(source, box)
-            track = video_track(streams)
-            if isinstance(track, str):
-                return track
-            reason = (
-                _entries_reason(track)
-                or display_reason(source, box, track)
-                or edit_reason(source, box, track)
-                or first_frame_reason(source, track)
-            )
-            if reason is not None:
-                return reason
-            if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):
-                return "fragmented MP4"
-            return samples_reason(source, track.stbl)
-        fragments |= box.type == b"moof"
-        if box.type in (b"meta", b"udta") and has_cover(source, box):
-            streams.append(COVER)
-    return "no moov box"
+    video = find_video(source)
+    if isinstance(video, str):
+        return video
+    track, moov = video.track, video.moov
+    reason = (
+        _entries_reason(track)
+        or display_reason(source, moov, track)
+        or edit_reason(source, moov, track)
+        or first_frame_reason(source, track)
+    )
+    if reason is not None:
+        return reason
+    if video.fragmented:
+        return "fragmented MP4"
+    return samples_reason(source, track.stbl)
 
 
 def _entries_reason(track: Track) -> str | None:

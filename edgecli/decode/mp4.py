@@ -1,7 +1,8 @@
-"""An MP4/QuickTime file as FFmpeg's mov demuxer reads it, for :mod:`.h264`'s verdict: its
-boxes (walked with seeks, only headers and the few boxes asked for read), its tracks and which
-of them FFmpeg takes for video, and whether every sample of a track lies within the file; a
-track's keyframes, for :mod:`.segments`; and its frame count, for the progress bar.
+"""An MP4/QuickTime file as FFmpeg's mov demuxer reads it: its boxes (walked with seeks, only
+headers and the few boxes asked for read), its tracks and which of them FFmpeg takes for video,
+the video stream they hold (:func:`describe`, for :mod:`.streams`; :mod:`.h264`'s verdict), its
+display matrix, and whether every sample of a track lies within the file; a track's keyframes,
+for :mod:`.segments`; and its frame count, for the progress bar.
 """
 
 from __future__ import annotations
@@ -202,6 +203,37 @@ def video_track(streams: list[Track]) -> Track | str:
     return tracks[0]
 
 
+@dataclass(frozen=True)
+class Video:
+    """The one video track of a file (:func:`video_track`), its moov box, and whether the file
+    is fragmented (samples in moof boxes, outside the moov's tables)."""
+
+    track: Track
+    moov: Box
+    fragmented: bool
+
+
+def find_video(source: Source) -> Video | str:
+    """The video track of an MP4/QuickTime file, or why there is none ("no moov box", "2
+    video tracks", "cover art before the video track", ...)."""
+    if source.size == 0:
+        return "empty file"
+    streams: list[Track] = []
+    fragments = False  # a moof box before moov
+    boxes = top_level(source)
+    for box in boxes:
+        if box.type == b"moov":
+            track = video_track(streams + moov_streams(source, box))
+            if isinstance(track, str):
+                return track
+            fragmented = fragments or child(source, box, b"mvex") is not None or moof_in(boxes)
+            return Video(track, box, fragmented)
+        fragments |= box.type == b"moof"
+        if box.type in (b"meta", b"udta") and has_cover(source, box):
+            streams.append(COVER)
+    return "no moov box"
+
+
 # What reading a file's boxes can raise besides Unreadable: a case the checks missed.
 MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
 
@@ -268,45 +300,33 @@ def describe(path):
 def _describe(source: Source):
     from .streams import cv2_rotation, from_codec
 
-    if source.size == 0:
-        return "empty file"
-    streams: list[Track] = []
-    fragments = False  # a moof box before moov
-    boxes = top_level(source)
-    for box in boxes:
-        if box.type == b"moov":
-            streams += moov_streams(source, box)
-            track = video_track(streams)
-            if isinstance(track, str):
-                return track
-            if not track.entries:
-                return "no sample entry"
-            if len(track.entries) > 1:
-                return f"{len(track.entries)} sample entries"
-            kind, body = track.entries[0]
-            codec = _CODECS.get(kind)
-            if codec is None:
-                return f"codec {fourcc(kind)}"
-            config, colour = _sample_entry(kind, body, _CONFIGS[codec])
-            # Without a keyframe first, the first sample's headers are not the stream's.
-            reason = first_frame_reason(source, track)
-            if reason is not None:
-                return reason
-            rotation = cv2_rotation(display_matrix(source, box, track))
-            first = _first_sample(source, track.stbl)
-            stream = from_codec(codec, config, first, colour, "mp4", rotation)
-            if isinstance(stream, str):
-                return stream
-            reason = edit_reason(source, box, track)
-            if reason is not None:
-                return reason
-            if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):
-                return "fragmented MP4"
-            return samples_reason(source, track.stbl) or stream
-        fragments |= box.type == b"moof"
-        if box.type in (b"meta", b"udta") and has_cover(source, box):
-            streams.append(COVER)
-    return "no moov box"
+    video = find_video(source)
+    if isinstance(video, str):
+        return video
+    track, moov = video.track, video.moov
+    if not track.entries:
+        return "no sample entry"
+    if len(track.entries) > 1:
+        return f"{len(track.entries)} sample entries"
+    kind, body = track.entries[0]
+    codec = _CODECS.get(kind)
+    if codec is None:
+        return f"codec {fourcc(kind)}"
+    config, colour = _sample_entry(kind, body, _CONFIGS[codec])
+    # Without a keyframe first, the first sample's headers are not the stream's.
+    reason = first_frame_reason(source, track)
+    if reason is not None:
+        return reason
+    rotation = cv2_rotation(display_matrix(source, moov, track))
+    stream = from_codec(codec, config, _first_sample(source, track.stbl), colour, "mp4", rotation)
+    if isinstance(stream, str):
+        return stream
+    reason = edit_reason(source, moov, track)
+    if reason is not None:
+        return reason
+    if video.fragmented:
+        return "fragmented MP4"
+    return samples_reason(source, track.stbl) or stream
 
 
 def _sample_entry(kind: bytes, body: bytes, config_type: bytes):
