@@ -335,6 +335,7 @@ def _sample_entry(kind: bytes, body: bytes, config_type: bytes):
     23001-8 code points and a full-range bit; QuickTime's nclc: no range; an ICC profile:
     nothing) and from a vpcC record, a later box over an earlier one."""
     from .streams import Colour
+    from .vp9 import parse_vpcc
 
     if len(body) < VISUAL_ENTRY_FIELDS:
         raise Unreadable(f"truncated {fourcc(kind)} sample entry")
@@ -350,9 +351,10 @@ def _sample_entry(kind: bytes, body: bytes, config_type: bytes):
             primaries, transfer, matrix = (_known(c) for c in struct.unpack_from(">3H", data, 4))
             full_range = bool(data[10] & 0x80) if data[:4] == b"nclx" else colour.full_range
             colour = Colour(matrix, full_range, primaries, transfer)
-        elif box.type == b"vpcC" and len(data) >= 12 and data[0] == 1:
-            primaries, transfer, matrix = (_known(c) for c in data[7:10])
-            colour = Colour(matrix, bool(data[6] & 1), primaries, transfer)
+        elif box.type == b"vpcC" and data[:1] == b"\x01":  # FFmpeg reads version 1 only
+            record = parse_vpcc(data)
+            primaries, transfer = _known(record.primaries), _known(record.transfer)
+            colour = Colour(_known(record.matrix), record.full_range, primaries, transfer)
     return config, colour
 
 

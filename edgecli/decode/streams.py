@@ -126,8 +126,8 @@ def _hevc(config: bytes | None, first_frame: bytes | None, outer: Colour) -> _De
 
 
 def _vp9(config: bytes | None, first_frame: bytes | None, outer: Colour) -> _Described:
-    if config is not None:
-        vp9.parse_vpcc(config)  # a record FFmpeg's demuxer refuses is unreadable here too
+    # The decoder takes the format and colour from the frame header; the vpcC record's colour
+    # is the container's (``outer``).
     header = vp9.parse_header(first_frame) if first_frame else None
     if header is None:
         return "no VP9 keyframe first"
