@@ -55,14 +55,15 @@ def run_ffmpeg(*args) -> None:
     subprocess.run([FFMPEG, "-v", "error", *map(str, args)], check=True, capture_output=True)
 
 
-def encode(path: Path, codec: str, *, matrix: int | None = None, full_range=None) -> Path:
+def encode(path: Path, codec: str, *, matrix: int | None = None, full_range=None, args=()) -> Path:
     """Three 64x48 frames of ffmpeg's test pattern in ``codec``, tagged with ``matrix`` (its
-    primaries and transfer alike) and ``full_range`` where given, in encoder and container."""
+    primaries and transfer alike) and ``full_range`` where given, in encoder and container;
+    ``args`` adds encoder options."""
     tags = TAG_OPTIONS[matrix] if matrix is not None else []
     if full_range is not None:
         tags = [*tags, "-color_range", "pc" if full_range else "tv"]
     source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 3]
-    run_ffmpeg(*source, *ENCODERS[codec], "-pix_fmt", "yuv420p", *tags, *COLR, "-y", path)
+    run_ffmpeg(*source, *ENCODERS[codec], *args, "-pix_fmt", "yuv420p", *tags, *COLR, "-y", path)
     return path
 
 
@@ -460,6 +461,29 @@ def test_in_band_parameter_sets_win(made, tmp_path):
         assert module.first_sps(config, sample) is not None
 
 
+IN_BAND_TAGS = {"h264": "avc3", "hevc": "hev1"}
+
+
+@pytest.mark.parametrize("codec", IN_BAND_TAGS)
+def test_in_band_parameter_sets_reach_cv2(made, tmp_path, codec):
+    """A stream whose first sample carries its parameter sets (BT.709 full range) while its
+    record's SPS is an untagged one and its colr box says BT.601 limited: cv2 converts as the
+    in-band SPS says, and so does the description."""
+    raw = tmp_path / f"in-band.{codec}"  # an elementary stream: its parameter sets in-band
+    source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 3]
+    run_ffmpeg(*source, *ENCODERS[codec], "-pix_fmt", "yuv420p", *TAG_OPTIONS[1],
+               "-color_range", "pc", "-y", raw)  # fmt: skip
+    after = ["-tag:v", IN_BAND_TAGS[codec], "-use_editlist", "0"]
+    path = remux(raw, tmp_path / "in-band.mp4", after=after)
+    kind = b"avcC" if codec == "h264" else b"hvcC"
+    record_sps = h264.avcc_sps if codec == "h264" else hevc.hvcc_sps
+    untagged = record_sps(config_record(made(codec, "mp4"), kind))[1][0]
+    with_colr(with_record_sps(path, path, untagged), 5, False)
+    assert record_sps(config_record(path, kind))[1] == [untagged]
+    stream = assert_cv2_matches(path)
+    assert (stream.colour.matrix, stream.colour.full_range) == (1, True)
+
+
 def config_record(path: Path, kind: bytes) -> bytes:
     data = path.read_bytes()
     at = data.index(kind)
@@ -604,25 +628,26 @@ def hand_made_hevc_sps() -> bytes:
     return nal_of_bits("0100001000000001" + "".join(map(str, w.bits)))
 
 
-def with_hvcc_sps(path: Path, out: Path, nal: bytes) -> Path:
-    """The clip with ``nal`` for the SPS of its hvcC record (the boxes holding it resized)."""
+def with_record_sps(path: Path, out: Path, nal: bytes) -> Path:
+    """The clip with ``nal`` for the (first) SPS of its avcC or hvcC record, the boxes holding
+    it resized."""
     data = bytearray(path.read_bytes())
-    chain = box_chain(bytes(data), (*CONTAINER_BOXES, b"hvc1"))
-    pos, _ = chain[-1]
-    chain += box_chain(bytes(data[pos + 8 + 78 :]), (b"hvcC",))
-    chain[-1] = (chain[-1][0] + pos + 8 + 78, chain[-1][1])
-    start = chain[-1][0] + 8 + 23
-    for _ in range(data[start - 1]):  # the arrays: type, count, then each unit's length
-        kind, count, length = data[start] & 0x3F, *struct.unpack_from(">HH", data, start + 1)
-        assert count == 1
-        if kind == 33:
-            grow = len(nal) - length
-            data[start + 5 : start + 5 + length] = nal
-            struct.pack_into(">H", data, start + 3, len(nal))
-            for at, size in chain:
-                struct.pack_into(">I", data, at, size + grow)
-            break
-        start += 5 + length
+    chain = sample_entry(bytes(data))
+    entry = chain[-1][0] + 8 + 78  # the sample entry's child boxes
+    kind = b"avcC" if data.find(b"avcC", entry) >= 0 else b"hvcC"
+    record = data.index(kind, entry) - 4
+    chain.append((record, struct.unpack_from(">I", data, record)[0]))
+    if kind == b"avcC":
+        at = record + 8 + 6  # the first SPS's length
+    else:  # the arrays: type, count, then each unit's length; one unit each
+        at = record + 8 + 23
+        while data[at] & 0x3F != 33:
+            at += 5 + struct.unpack_from(">H", data, at + 3)[0]
+        at += 3
+    (length,) = struct.unpack_from(">H", data, at)
+    data[at : at + 2 + length] = struct.pack(">H", len(nal)) + nal
+    for pos, size in chain:
+        struct.pack_into(">I", data, pos, size + len(nal) - length)
     out.write_bytes(bytes(data))
     return out
 
@@ -635,7 +660,7 @@ def test_hand_made_hevc_sps_parses_as_ffmpeg_parses_it(tmp_path):
     source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 2]
     kvazaar = tmp_path / "kvazaar.mp4"  # its VPS allows two sub-layers, x265's one
     run_ffmpeg(*source, "-c:v", "libkvazaar", "-tag:v", "hvc1", "-y", kvazaar)
-    path = with_hvcc_sps(kvazaar, tmp_path / "sps.mp4", nal)
+    path = with_record_sps(kvazaar, tmp_path / "sps.mp4", nal)
     stderr = subprocess.run(
         [FFMPEG, "-i", str(path), "-c", "copy", "-bsf:v", "trace_headers", "-f", "null", "-"],
         capture_output=True,
