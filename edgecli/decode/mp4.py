@@ -11,9 +11,12 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:  # streams imports this module
+    from .streams import Colour, VideoStream
 
 T = TypeVar("T")
 
@@ -276,7 +279,7 @@ VISUAL_ENTRY_FIELDS = 78
 _MAX_FIRST_SAMPLE = 1 << 26
 
 
-def describe(path):
+def describe(path) -> VideoStream | str:
     """The video stream (:class:`~.streams.VideoStream`) of the MP4/QuickTime file at ``path``
     as cv2 decodes it, or why it cannot be described or would not be decoded as its samples
     say: the first video track's codec by its sample entry (avc1/avc3, hvc1/hev1, vp09, av01;
@@ -297,7 +300,7 @@ def describe(path):
         return f"unreadable file ({type(exc).__name__})"
 
 
-def _describe(source: Source):
+def _describe(source: Source) -> VideoStream | str:
     from .streams import cv2_rotation, from_codec
 
     video = find_video(source)
@@ -329,7 +332,7 @@ def _describe(source: Source):
     return samples_reason(source, track.stbl) or stream
 
 
-def _sample_entry(kind: bytes, body: bytes, config_type: bytes):
+def _sample_entry(kind: bytes, body: bytes, config_type: bytes) -> tuple[bytes | None, Colour]:
     """(the codec's configuration record or None, the container's Colour) of a visual sample
     entry. FFmpeg's mov demuxer sets the stream's colour from each colr box (nclx: ISO/IEC
     23001-8 code points and a full-range bit; QuickTime's nclc: no range; an ICC profile:

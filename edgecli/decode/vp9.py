@@ -51,7 +51,7 @@ def parse_vpcc(vpcc: bytes) -> Record:
     return Record(vpcc[4], packed >> 4, (packed >> 1) & 7, bool(packed & 1), *vpcc[7:10])
 
 
-def first_frame(frame: bytes) -> bytes:
+def first_of_superframe(frame: bytes) -> bytes:
     """The first frame of a sample: a superframe (6.4: several frames and an index of their
     sizes at the end) is split; any other sample is one frame."""
     if not frame:
@@ -72,7 +72,7 @@ def parse_header(frame: bytes) -> Header | None:
     """The colour config of the first frame of a sample (its uncompressed header, 6.2); None
     where that frame carries none (an inter frame, a shown existing frame); raises
     Unreadable where it is not a VP9 frame."""
-    bits = Bits(first_frame(frame)[:64], "VP9 frame header")
+    bits = Bits(first_of_superframe(frame)[:64], "VP9 frame header")
     if bits.u(2) != 2:  # frame_marker
         raise bits.fail()
     low, high = bits.u(1), bits.u(1)
