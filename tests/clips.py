@@ -27,11 +27,14 @@ def encode(path: Path, frames: list[np.ndarray], *, pix_fmt: str = "yuv420p", ar
 
 
 def decode_planes(path: Path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """FFmpeg's decode of an 8-bit 4:2:0 stream as (Y, U, V) planes, unconverted, per frame."""
+    """FFmpeg's decode of an 8-bit 4:2:0 stream as (Y, U, V) planes, unconverted and unturned
+    (a display matrix is not applied), one per decoded frame (none repeated for a constant
+    rate)."""
     info = probe(path)
     width, height = info["width"], info["height"]
     raw = subprocess.run(
-        [FFMPEG, "-v", "error", "-i", str(path), "-f", "rawvideo", "-"],
+        [FFMPEG, "-v", "error", "-noautorotate", "-i", str(path), "-fps_mode", "passthrough"]
+        + ["-f", "rawvideo", "-"],
         capture_output=True,
         check=True,
     ).stdout

@@ -506,14 +506,14 @@ def test_emulation_prevention_bytes_are_removed():
     """A zero SAR gives 00 00 runs: the escaped SPS has 03 bytes that the parser drops."""
     nal = hand_made_sps(sar=(0, 0))
     assert b"\x00\x00\x03" in nal
-    assert h264.parse_sps(nal) == h264.Sps(100, 1, 8, 8, True, False, 6)
+    assert h264.parse_sps(nal) == h264.Sps(100, 1, 8, 8, True, False, 6, 1, 1)
 
 
 @pytest.mark.parametrize("poc_type", [0, 1, 2])
 @pytest.mark.parametrize("profile, chroma", [(66, 1), (100, 1), (100, 0), (244, 3), (244, 2)])
 def test_hand_made_sps(poc_type, profile, chroma):
     sps = h264.parse_sps(hand_made_sps(profile=profile, chroma=chroma, poc_type=poc_type))
-    assert sps == h264.Sps(profile, chroma if profile != 66 else 1, 8, 8, True, False, 6)
+    assert sps == h264.Sps(profile, chroma if profile != 66 else 1, 8, 8, True, False, 6, 1, 1)
 
 
 def with_sps(data: bytes, nal: bytes) -> bytes:

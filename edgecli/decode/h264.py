@@ -62,27 +62,23 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bits import Bits, rbsp
 from .mp4 import (
-    COVER,
     MALFORMED,
+    VISUAL_ENTRY_FIELDS,
     Box,
     BytesSource,
     FileSource,
     Source,
     Track,
     Unreadable,
-    child,
     children,
     display_reason,
     edit_reason,
+    find_video,
     first_frame_reason,
     fourcc,
-    has_cover,
-    moof_in,
-    moov_streams,
     samples_reason,
-    top_level,
-    video_track,
 )
 
 _H264_ENTRIES = {b"avc1", b"avc3"}
@@ -128,32 +124,21 @@ def stream_reason(path: Path) -> str | None:
 
 
 def _file_reason(source: Source) -> str | None:
-    if source.size == 0:
-        return "empty file"
-    streams: list[Track] = []
-    fragments = False  # a moof box before moov
-    boxes = top_level(source)
-    for box in boxes:
-        if box.type == b"moov":
-            streams += moov_streams(source, box)
-            track = video_track(streams)
-            if isinstance(track, str):
-                return track
-            reason = (
-                _entries_reason(track)
-                or display_reason(source, box, track)
-                or edit_reason(source, box, track)
-                or first_frame_reason(source, track)
-            )
-            if reason is not None:
-                return reason
-            if fragments or child(source, box, b"mvex") is not None or moof_in(boxes):
-                return "fragmented MP4"
-            return samples_reason(source, track.stbl)
-        fragments |= box.type == b"moof"
-        if box.type in (b"meta", b"udta") and has_cover(source, box):
-            streams.append(COVER)
-    return "no moov box"
+    video = find_video(source)
+    if isinstance(video, str):
+        return video
+    track, moov = video.track, video.moov
+    reason = (
+        _entries_reason(track)
+        or display_reason(source, moov, track)
+        or edit_reason(source, moov, track)
+        or first_frame_reason(source, track)
+    )
+    if reason is not None:
+        return reason
+    if video.fragmented:
+        return "fragmented MP4"
+    return samples_reason(source, track.stbl)
 
 
 def _entries_reason(track: Track) -> str | None:
@@ -169,20 +154,15 @@ def _entries_reason(track: Track) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # The sample entry: avcC and colr
 
-# A visual sample entry's fields before its child boxes: 6 reserved, data_reference_index,
-# 16 pre_defined/reserved, width, height, resolutions, reserved, frame_count, compressorname,
-# depth, pre_defined.
-_VISUAL_ENTRY_FIELDS = 78
-
 
 def _entry_reason(kind: bytes, body: bytes) -> str | None:
     if kind not in _H264_ENTRIES:
         return f"not H.264 ({fourcc(kind)})"
-    if len(body) < _VISUAL_ENTRY_FIELDS:
+    if len(body) < VISUAL_ENTRY_FIELDS:
         return f"truncated {fourcc(kind)} sample entry"
     source = BytesSource(body)
     avcc, colrs = None, []
-    for box in children(source, Box(kind, _VISUAL_ENTRY_FIELDS, len(body))):
+    for box in children(source, Box(kind, VISUAL_ENTRY_FIELDS, len(body))):
         if box.type == b"avcC" and avcc is None:
             avcc = body[box.start : box.end]
         elif box.type == b"colr":
@@ -205,6 +185,12 @@ def _entry_reason(kind: bytes, body: bytes) -> str | None:
 
 def _avcc_sps(avcc: bytes) -> list[bytes]:
     """The SPS NAL units of an AVCDecoderConfigurationRecord."""
+    return avcc_sps(avcc)[1]
+
+
+def avcc_sps(avcc: bytes) -> tuple[int, list[bytes]]:
+    """(the byte length of each NAL unit's size in the samples, the SPS NAL units) of an
+    AVCDecoderConfigurationRecord (ISO/IEC 14496-15 5.3.3.1)."""
     if len(avcc) < 6 or avcc[0] != 1:
         raise Unreadable("unreadable avcC box")
     count, pos, nals = avcc[5] & 0x1F, 6, []
@@ -217,7 +203,36 @@ def _avcc_sps(avcc: bytes) -> list[bytes]:
             raise Unreadable("truncated avcC box")
         nals.append(nal)
         pos += 2 + length
+    return (avcc[4] & 3) + 1, nals
+
+
+def sample_nals(sample: bytes, length_size: int) -> list[bytes]:
+    """The NAL units of an MP4/Matroska sample: each after its size in ``length_size`` bytes."""
+    nals, pos = [], 0
+    while pos < len(sample):
+        if pos + length_size > len(sample):
+            raise Unreadable("unreadable first frame")
+        length = int.from_bytes(sample[pos : pos + length_size], "big")
+        pos += length_size
+        if length == 0 or pos + length > len(sample):
+            raise Unreadable("unreadable first frame")
+        nals.append(sample[pos : pos + length])
+        pos += length
     return nals
+
+
+def first_sps(config: bytes | None, first_frame: bytes | None) -> Sps | None:
+    """The SPS the decoder holds when it decodes the first picture: the last one of the avcC
+    record and of the first sample's NAL units before its first slice (an ``avc3`` stream
+    sends them in-band); None where there is none."""
+    length_size, nals = avcc_sps(config) if config else (4, [])
+    for nal in sample_nals(first_frame or b"", length_size):
+        kind = nal[0] & 0x1F
+        if 1 <= kind <= 5:  # a slice: the parameter sets it uses came before it
+            break
+        if kind == 7:
+            nals.append(nal)
+    return parse_sps(nals[-1]) if nals else None
 
 
 def _matrix_reason(matrix: int) -> str | None:
@@ -254,46 +269,11 @@ class Sps:
     frame_mbs_only: bool
     full_range: bool | None  # None: no video_signal_type in the VUI
     matrix: int | None  # matrix_coefficients; None: no colour description in the VUI
+    primaries: int | None = None  # colour_primaries, as matrix
+    transfer: int | None = None  # transfer_characteristics, as matrix
 
 
-class _Bits:
-    """An MSB-first reader of an RBSP, with the exp-Golomb codes of ITU-T H.264 9.1."""
-
-    def __init__(self, data: bytes):
-        self._value = int.from_bytes(data, "big")
-        self._left = 8 * len(data)
-
-    def u(self, n: int) -> int:
-        if n > self._left:
-            raise Unreadable("unreadable SPS")
-        self._left -= n
-        return (self._value >> self._left) & ((1 << n) - 1)
-
-    def flag(self) -> bool:
-        return bool(self.u(1))
-
-    def ue(self, limit: int = (1 << 32) - 2) -> int:
-        rest = self._value & ((1 << self._left) - 1)
-        zeros = self._left - rest.bit_length()  # leading zero bits before the marker
-        if zeros > 31:
-            raise Unreadable("unreadable SPS")
-        self._left -= zeros
-        value = self.u(zeros + 1) - 1  # the marker bit and as many more: 2**zeros - 1 + info
-        if value > limit:
-            raise Unreadable("unreadable SPS")
-        return value
-
-    def se(self) -> int:
-        k = self.ue()
-        return (k + 1) // 2 if k & 1 else -(k // 2)
-
-
-def _rbsp(nal: bytes) -> bytes:
-    """The NAL unit's payload without its header and emulation-prevention bytes."""
-    return nal[1:].replace(b"\x00\x00\x03", b"\x00\x00")
-
-
-def _skip_scaling_list(bits: _Bits, size: int) -> None:
+def _skip_scaling_list(bits: Bits, size: int) -> None:
     """scaling_list() of 7.3.2.1.1.1: deltas until nextScale is 0 or the list is full."""
     last = 8
     for _ in range(size):
@@ -310,7 +290,7 @@ def parse_sps(nal: bytes) -> Sps:
     description; raises ValueError ("unreadable SPS") where it is not one."""
     if not nal or nal[0] & 0x1F != 7:
         raise Unreadable("unreadable SPS")
-    bits = _Bits(_rbsp(nal))
+    bits = Bits(rbsp(nal, 1), "SPS")
     profile_idc = bits.u(8)
     bits.u(16)  # constraint_set flags, reserved_zero_2bits, level_idc
     bits.ue(31)  # seq_parameter_set_id
@@ -347,13 +327,18 @@ def parse_sps(nal: bytes) -> Sps:
     if bits.flag():  # frame_cropping_flag
         for _ in range(4):
             bits.ue()  # frame_crop_{left,right,top,bottom}_offset
-    full_range, matrix = _vui_colour(bits) if bits.flag() else (None, None)
-    return Sps(profile_idc, chroma, depth_luma, depth_chroma, frame_mbs_only, full_range, matrix)
+    full_range, colour = _vui_colour(bits) if bits.flag() else (None, None)
+    primaries, transfer, matrix = colour or (None, None, None)
+    return Sps(
+        profile_idc, chroma, depth_luma, depth_chroma, frame_mbs_only, full_range, matrix,
+        primaries, transfer,
+    )  # fmt: skip
 
 
-def _vui_colour(bits: _Bits) -> tuple[bool | None, int | None]:
-    """(video_full_range_flag, matrix_coefficients) of vui_parameters() (E.1.1), each None
-    where the VUI leaves it out; the rest of the VUI is not read."""
+def _vui_colour(bits: Bits) -> tuple[bool | None, tuple[int, int, int] | None]:
+    """(video_full_range_flag, (colour_primaries, transfer_characteristics,
+    matrix_coefficients)) of vui_parameters() (E.1.1), each None where the VUI leaves it out;
+    the rest of the VUI is not read."""
     if bits.flag():  # aspect_ratio_info_present_flag
         if bits.u(8) == 255:  # aspect_ratio_idc: Extended_SAR
             bits.u(32)  # sar_width, sar_height
@@ -365,8 +350,7 @@ def _vui_colour(bits: _Bits) -> tuple[bool | None, int | None]:
     full_range = bits.flag()
     if not bits.flag():  # colour_description_present_flag
         return full_range, None
-    bits.u(16)  # colour_primaries, transfer_characteristics
-    return full_range, bits.u(8)
+    return full_range, (bits.u(8), bits.u(8), bits.u(8))
 
 
 def _sps_reason(sps: Sps) -> str | None:

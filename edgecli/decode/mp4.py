@@ -1,7 +1,8 @@
-"""An MP4/QuickTime file as FFmpeg's mov demuxer reads it, for :mod:`.h264`'s verdict: its
-boxes (walked with seeks, only headers and the few boxes asked for read), its tracks and which
-of them FFmpeg takes for video, and whether every sample of a track lies within the file; a
-track's keyframes, for :mod:`.segments`; and its frame count, for the progress bar.
+"""An MP4/QuickTime file as FFmpeg's mov demuxer reads it: its boxes (walked with seeks, only
+headers and the few boxes asked for read), its tracks and which of them FFmpeg takes for video,
+the video stream they hold (:func:`describe`, for :mod:`.streams`; :mod:`.h264`'s verdict), its
+display matrix, and whether every sample of a track lies within the file; a track's keyframes,
+for :mod:`.segments`; and its frame count, for the progress bar.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:  # streams imports this module
+    from .streams import Colour, VideoStream
 
 T = TypeVar("T")
 
@@ -202,6 +206,37 @@ def video_track(streams: list[Track]) -> Track | str:
     return tracks[0]
 
 
+@dataclass(frozen=True)
+class Video:
+    """The one video track of a file (:func:`video_track`), its moov box, and whether the file
+    is fragmented (samples in moof boxes, outside the moov's tables)."""
+
+    track: Track
+    moov: Box
+    fragmented: bool
+
+
+def find_video(source: Source) -> Video | str:
+    """The video track of an MP4/QuickTime file, or why there is none ("no moov box", "2
+    video tracks", "cover art before the video track", ...)."""
+    if source.size == 0:
+        return "empty file"
+    streams: list[Track] = []
+    fragments = False  # a moof box before moov
+    boxes = top_level(source)
+    for box in boxes:
+        if box.type == b"moov":
+            track = video_track(streams + moov_streams(source, box))
+            if isinstance(track, str):
+                return track
+            fragmented = fragments or child(source, box, b"mvex") is not None or moof_in(boxes)
+            return Video(track, box, fragmented)
+        fragments |= box.type == b"moof"
+        if box.type in (b"meta", b"udta") and has_cover(source, box):
+            streams.append(COVER)
+    return "no moov box"
+
+
 # What reading a file's boxes can raise besides Unreadable: a case the checks missed.
 MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
 
@@ -226,6 +261,129 @@ def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T
     except (OSError, Unreadable, *MALFORMED):
         pass
     return default
+
+
+# Sample entry types by the FFmpeg decoder cv2 decodes them with.
+_CODECS = {
+    b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"vp09": "vp9",
+    b"av01": "av1",
+}  # fmt: skip
+# Each codec's configuration box in its sample entry.
+_CONFIGS = {"h264": b"avcC", "hevc": b"hvcC", "vp9": b"vpcC", "av1": b"av1C"}
+# A visual sample entry's fields before its child boxes: 6 reserved, data_reference_index,
+# 16 pre_defined/reserved, width, height, resolutions, reserved, frame_count, compressorname,
+# depth, pre_defined.
+VISUAL_ENTRY_FIELDS = 78
+# The first sample is read whole (a VP9 superframe's index is at its end); a keyframe of 8K
+# video is some megabytes.
+_MAX_FIRST_SAMPLE = 1 << 26
+
+
+def describe(path) -> VideoStream | str:
+    """The video stream (:class:`~.streams.VideoStream`) of the MP4/QuickTime file at ``path``
+    as cv2 decodes it, or why it cannot be described or would not be decoded as its samples
+    say: the first video track's codec by its sample entry (avc1/avc3, hvc1/hev1, vp09, av01;
+    any other: "codec <fourcc>"), its colour from the codec's configuration record, its first
+    sample and the entry's colr (and vpcC) boxes by the codec's rules
+    (:func:`~.streams.from_codec`), its turn from the display matrix; then the refusals of
+    what cv2 would not show as the samples are: an edit list that drops frames, a first sample
+    that is no keyframe, a fragmented file, samples past the end of the file, several video
+    tracks or several sample entries, cover art first."""
+    try:
+        with open(path, "rb") as f:
+            return _describe(FileSource(f))
+    except OSError as exc:
+        return f"cannot read the file ({exc.strerror or exc})"
+    except Unreadable as exc:
+        return str(exc)
+    except MALFORMED as exc:  # a case missed above
+        return f"unreadable file ({type(exc).__name__})"
+
+
+def _describe(source: Source) -> VideoStream | str:
+    from .streams import cv2_rotation, from_codec
+
+    video = find_video(source)
+    if isinstance(video, str):
+        return video
+    track, moov = video.track, video.moov
+    if not track.entries:
+        return "no sample entry"
+    if len(track.entries) > 1:
+        return f"{len(track.entries)} sample entries"
+    kind, body = track.entries[0]
+    codec = _CODECS.get(kind)
+    if codec is None:
+        return f"codec {fourcc(kind)}"
+    config, colour = _sample_entry(kind, body, _CONFIGS[codec])
+    # Without a keyframe first, the first sample's headers are not the stream's.
+    reason = first_frame_reason(source, track)
+    if reason is not None:
+        return reason
+    rotation = cv2_rotation(display_matrix(source, moov, track))
+    stream = from_codec(codec, config, _first_sample(source, track.stbl), colour, "mp4", rotation)
+    if isinstance(stream, str):
+        return stream
+    reason = edit_reason(source, moov, track)
+    if reason is not None:
+        return reason
+    if video.fragmented:
+        return "fragmented MP4"
+    return samples_reason(source, track.stbl) or stream
+
+
+def _sample_entry(kind: bytes, body: bytes, config_type: bytes) -> tuple[bytes | None, Colour]:
+    """(the codec's configuration record or None, the container's Colour) of a visual sample
+    entry. FFmpeg's mov demuxer sets the stream's colour from each colr box (nclx: ISO/IEC
+    23001-8 code points and a full-range bit; QuickTime's nclc: no range; an ICC profile:
+    nothing) and from a vpcC record, a later box over an earlier one."""
+    from .streams import Colour
+    from .vp9 import parse_vpcc
+
+    if len(body) < VISUAL_ENTRY_FIELDS:
+        raise Unreadable(f"truncated {fourcc(kind)} sample entry")
+    source = BytesSource(body)
+    config, colour = None, Colour()
+    for box in children(source, Box(kind, VISUAL_ENTRY_FIELDS, len(body))):
+        data = body[box.start : box.end]
+        if box.type == config_type and config is None:
+            config = data
+        if box.type == b"colr" and data[:4] in (b"nclx", b"nclc"):
+            if len(data) < 10 + (data[:4] == b"nclx"):
+                raise Unreadable("truncated colr box")
+            primaries, transfer, matrix = (_known(c) for c in struct.unpack_from(">3H", data, 4))
+            full_range = bool(data[10] & 0x80) if data[:4] == b"nclx" else colour.full_range
+            colour = Colour(matrix, full_range, primaries, transfer)
+        elif box.type == b"vpcC" and data[:1] == b"\x01":  # FFmpeg reads version 1 only
+            record = parse_vpcc(data)
+            primaries, transfer = _known(record.primaries), _known(record.transfer)
+            colour = Colour(_known(record.matrix), record.full_range, primaries, transfer)
+    return config, colour
+
+
+def _known(code: int) -> int | None:
+    """An H.273 code point as the container's colour: None for unspecified (2)."""
+    return None if code == 2 else code
+
+
+def _first_sample(source: Source, stbl: Box | None) -> bytes | None:
+    """The bytes of the track's first sample in decode order, or None where the sample tables
+    do not place it within the file."""
+    if stbl is None:
+        return None
+    sizes = child(source, stbl, b"stsz") or child(source, stbl, b"stz2")
+    offsets = child(source, stbl, b"stco") or child(source, stbl, b"co64")
+    if sizes is None or offsets is None:
+        return None
+    sample_size, table, count = _sample_sizes(source, sizes)
+    chunks = _chunk_offsets(source, offsets)
+    if count == 0 or len(chunks) == 0:
+        return None
+    size = int(table[0]) if table is not None else sample_size
+    if size > _MAX_FIRST_SAMPLE:
+        raise Unreadable(f"a first sample of {size} bytes")
+    data = source.read(int(chunks[0]), size)
+    return data if len(data) == size else None
 
 
 def frame_count(path) -> int | None:
@@ -438,6 +596,28 @@ def display_reason(source: Source, moov: Box, track: Track) -> str | None:
 # (CAP_PROP_ORIENTATION_META, clockwise): ``ffmpeg -display_rotation 90`` writes the first.
 _ONE = 1 << 16
 _TURNS = {(0, -_ONE, _ONE, 0): 270, (-_ONE, 0, 0, -_ONE): 180, (0, _ONE, -_ONE, 0): 90}
+
+
+def display_matrix(source: Source, moov: Box, track: Track) -> tuple[int, ...]:
+    """The display matrix FFmpeg exports for the track: its tkhd matrix times the movie's mvhd
+    matrix, as the mov demuxer multiplies them (each product shifted down by 16 bits, or 30
+    for the third row's, and summed into a 32-bit integer); the identity where a box is
+    missing."""
+    track_matrix = _matrix_at(source, child(source, track.trak, b"tkhd"), 40, 52) or _IDENTITY
+    movie_matrix = _matrix_at(source, child(source, moov, b"mvhd"), 36, 48) or _IDENTITY
+    product = []
+    for i in range(3):
+        for j in range(3):
+            total = 0
+            for e in range(3):
+                term = (track_matrix[3 * i + e] * movie_matrix[3 * e + j]) >> (30 if e == 2 else 16)
+                total = _int32(total + _int32(term))
+            product.append(total)
+    return tuple(product)
+
+
+def _int32(value: int) -> int:
+    return (value + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def first_frame_reason(source: Source, track: Track) -> str | None:
