@@ -5,11 +5,14 @@ for nvJPEG's. Every output buffer is poisoned first, twice over, so an unwritten
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
 
-from edgecli.decode import yuv
+from edgecli.decode import nvdec, yuv
 from edgecli.decode.gpu import convert
 from edgecli.decode.jpeg_planes import (
     CHROMA_FACTORS,
@@ -19,12 +22,15 @@ from edgecli.decode.jpeg_planes import (
 )
 
 from . import cuda_host
+from .clips import FFMPEG, decode_planes, probe
+from .helpers import DATA
 
 MATRICES = [(m, full) for m in ("bt601", "bt709", "bt2020") for full in (False, True)]
 # (height, width): H.264's frames have even heights; odd widths share the last chroma column;
 # several blocks across (32 wide) and down (8 high).
 SIZES = [(2, 1), (2, 2), (2, 3), (4, 33), (10, 1917), (34, 70)]
 ROTATE = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+BT601 = yuv.Conversion().coefficients()  # an untagged stream's
 POISONS = (0xA5, 0x5A)  # no pixel equals both, so an unwritten one fails one of the two runs
 
 
@@ -48,20 +54,7 @@ on_the_cpu = pytest.mark.usefixtures("on_the_host")
 
 
 def coefficients(matrix: str, full_range: bool) -> tuple[int, ...]:
-    """(y_coeff, y_offset, v2r, v2g, u2g, u2b) by yuv.closed_form_table's arithmetic."""
-    crv, cbu, cgu, cgv = yuv._SWS_COEFFS[matrix]
-    cgu, cgv = -cgu, -cgv
-    if full_range:
-        cy, oy = 1 << 16, 0
-        crv, cbu, cgu, cgv = ((c * 224) // 255 for c in (crv, cbu, cgu, cgv))
-    else:
-        cy, oy = (255 << 16) // 219, 16 << 16
-
-    def round16(f: int) -> int:
-        return (f + (1 << 15)) >> 16
-
-    y_coeff, u2b, v2r, u2g, v2g = (round16(c << 13) for c in (cy, cbu, crv, cgu, cgv))
-    return y_coeff, round16(oy << 3), v2r, v2g, u2g, u2b
+    return yuv.Conversion(matrix, full_range).coefficients()
 
 
 @pytest.fixture(scope="module", params=MATRICES, ids=str)
@@ -171,17 +164,12 @@ def test_p016_near_nv12(matrix, rng):
     assert difference.min() == 0 and difference.max() <= 3
 
 
-def test_untagged_streams_get_bt601_limited():
-    """The coefficients the NVDEC decoder passes for an untagged stream are BT.601 limited's."""
-    assert convert.BT601_LIMITED == coefficients("bt601", False)
-
-
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"coefficients": (9539, 128, 13075, -6660, -3209), "rotation": 0}, "coefficients"),
-        ({"coefficients": convert.BT601_LIMITED, "rotation": 45}, "rotation must be one of"),
-        ({"coefficients": convert.BT601_LIMITED, "rotation": 0, "depth": 7}, "depth must be"),
+        ({"coefficients": BT601, "rotation": 45}, "rotation must be one of"),
+        ({"coefficients": BT601, "rotation": 0, "depth": 7}, "depth must be"),
     ],
 )
 def test_bad_conversions_refused(options, message):
@@ -225,3 +213,85 @@ def test_jpeg_planes_as_libjpeg(sampling, size, orientation, rng):
         frames.append(out)
     assert np.array_equal(frames[0], frames[1]), "pixels left unwritten"
     assert np.array_equal(frames[0], np.stack(expected))
+
+
+# The clips whose every frame NVDEC would take under --decode gpu (8-bit 4:2:0 in MP4/MOV:
+# H.264 untagged, BT.709, full range and turned, HEVC, VP9, AV1), from scripts/make_test_media.py.
+PLANNED_CLIPS = [
+    "nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "nvdec_bt709.mp4",
+    "nvdec_full.mp4", "nvdec_bt709_full.mov", "nvdec_1366x768.mp4", "nvdec_rotated.mp4",
+    "nvdec_hevc.mp4", "nvdec_vp9.mp4", "nvdec_av1.mp4",
+]  # fmt: skip
+
+
+def cv2_frames(path: Path):
+    """cv2.VideoCapture's frames of ``path``, one by one."""
+    capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+    try:
+        while (frame := capture.read()[1]) is not None:
+            yield frame
+    finally:
+        capture.release()
+
+
+@on_the_cpu
+@pytest.mark.parametrize("clip", PLANNED_CLIPS)
+def test_each_clips_plan_on_the_kernel_gives_cv2s_frames(clip):
+    """FFmpeg's planes of each clip (NVDEC's, by the standards), converted by the kernel as
+    edgecli.decode.nvdec plans it from the file alone (conversion and turn), are cv2's frames,
+    every one: the GPU path but for NVDEC itself."""
+    path = DATA / clip
+    plan = nvdec.plan_video(path, lambda *stream: None, exact_only=False)
+    assert isinstance(plan, nvdec.NvdecPlan) and plan.depth == 8, plan
+    frames = cv2_frames(path)
+    planes = decode_planes(path)
+    for index, (y, u, v) in enumerate(planes):
+        uv = np.empty((u.shape[0], 2 * u.shape[1]), np.uint8)
+        uv[:, 0::2], uv[:, 1::2] = u, v
+        coeffs = plan.conversion.coefficients()
+        got = frame_of(y, uv, y.shape[1], coeffs, plan.rotation)
+        assert np.array_equal(got, next(frames)), f"{clip} frame {index}"
+    assert next(frames, None) is None and planes
+
+
+def ten_bit_planes(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """FFmpeg's 10-bit planes of ``path`` as NVDEC's P016 gives them: Y, interleaved U and V,
+    each level in the high bits of 16."""
+    width, height = (probe(path)[k] for k in ("width", "height"))
+    command = [FFMPEG, "-v", "error", "-noautorotate", "-i", str(path)]
+    command += ["-fps_mode", "passthrough", "-pix_fmt", "yuv420p10le", "-f", "rawvideo", "-"]
+    raw = np.frombuffer(subprocess.run(command, capture_output=True, check=True).stdout, "<u2")
+    cw, ch = (width + 1) // 2, (height + 1) // 2
+    size = width * height + 2 * cw * ch
+    out = []
+    for frame in raw.reshape(-1, size) << 6:
+        y = frame[: width * height].reshape(height, width)
+        u = frame[width * height : width * height + cw * ch].reshape(ch, cw)
+        v = frame[width * height + cw * ch :].reshape(ch, cw)
+        uv = np.empty((ch, 2 * cw), np.uint16)
+        uv[:, 0::2], uv[:, 1::2] = u, v
+        out.append((y, uv))
+    return out
+
+
+# The largest difference from cv2's frame the 10-bit conversion may show on the Main10 clip
+# (docs/gpu-decoding.md; cv2 filters 10-bit chroma across rows, which no per-pixel form does).
+TEN_BIT_WORST = 25
+
+
+@on_the_cpu
+def test_ten_bit_frames_are_near_cv2s():
+    """--decode gpu's 10-bit frames (HEVC Main10 on NVDEC's P016 planes, by the kernel) have
+    cv2's shape and count and differ from cv2's by at most the documented bound."""
+    path = DATA / "nvdec_hevc10.mp4"
+    plan = nvdec.plan_video(path, lambda *stream: None, exact_only=False)
+    assert plan.depth == 10 and plan.inexact == "10-bit"
+    frames = list(cv2_frames(path))
+    planes = ten_bit_planes(path)
+    assert len(planes) == len(frames) == 12
+    worst = 0
+    for (y, uv), want in zip(planes, frames, strict=True):
+        got = frame_of(y, uv, y.shape[1], plan.conversion.coefficients(), 0, depth=10)
+        assert got.shape == want.shape
+        worst = max(worst, int(np.abs(got.astype(int) - want).max()))
+    assert 0 < worst <= TEN_BIT_WORST, worst

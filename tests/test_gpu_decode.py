@@ -28,11 +28,22 @@ from .media import photo
 
 pytestmark = pytest.mark.gpu
 
-EXACT_CLIPS = ["nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4"]
-# Stream copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded: turned upright, cut
-# by an edit list, begun without a keyframe (scripts/make_test_media.py).
-REMUXED_CLIPS = ["nvdec_rotated.mp4", "nvdec_cut.mp4", "nvdec_headless.mp4"]
-CPU_CLIPS = ["nvdec_bt709.mp4", "nvdec_bframes.mkv", *REMUXED_CLIPS]  # auto leaves these on the CPU
+# Clips NVDEC and the kernel decode to cv2's frames (scripts/make_test_media.py): odd sizes,
+# B-frames, BT.709 and full range, a portrait phone's display matrix, an audio track.
+EXACT_CLIPS = [
+    "nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4",
+    "nvdec_bt709.mp4", "nvdec_full.mp4", "nvdec_bt709_full.mov", "nvdec_1366x768.mp4",
+    "nvdec_rotated.mp4",
+]  # fmt: skip
+# Stream copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded: cut by an edit list,
+# begun without a keyframe; and Matroska and WebM, whose frame order on NVDEC is unchecked.
+CPU_CLIPS = [
+    "nvdec_cut.mp4", "nvdec_headless.mp4", "nvdec_bframes.mkv", "nvdec_hevc.mkv",
+    "nvdec_rot90.mkv", "nvdec_vp9.webm",
+]  # fmt: skip
+# Codecs NVDEC decodes whose frame order and count from PyNvVideoCodec are not yet checked
+# (edgecli.decode.nvdec.ORDER_CHECKED): --decode gpu takes them, auto leaves them on the CPU.
+UNCHECKED_CLIPS = ["nvdec_hevc.mp4", "nvdec_vp9.mp4"]
 SAMPLING = {
     "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
     "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
@@ -96,9 +107,9 @@ def poisoned_conversions(request, monkeypatch):
         out.data.memset_async(0x5A, out.nbytes, args[-1])
         jpeg(device, planes, frame_bytes, out, *args)
 
-    def poisoned_nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **options):
+    def poisoned_nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **conversion):
         out.data.memset_async(0xA5, out.nbytes, stream)
-        nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **options)
+        nv12(device, y, y_pitch, uv, uv_pitch, out, stream, **conversion)
 
     # Where the decoders look them up.
     monkeypatch.setattr(gpu_jpeg, "launch_jpeg_to_bgr", poisoned_jpeg)
@@ -226,15 +237,43 @@ def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
     assert auto.decoders == {"cpu": cpu.frames}
 
 
-# The display matrices of a half turn, a quarter turn the other way and a mirror (a, b, c, d).
-TURNS = {"180": (-1, 0, 0, -1), "90": (0, 1, -1, 0), "mirror": (-1, 0, 0, 1)}
+@pytest.mark.parametrize("clip", UNCHECKED_CLIPS)
+def test_unchecked_codecs_decode_on_nvdec_under_gpu_only(nvdec, clip, tmp_path):
+    """HEVC and VP9 go to NVDEC under --decode gpu (their frames counted as approximate while
+    their order on NVDEC is unchecked) and stay on the CPU under auto; the frames are the
+    CPU's either way, which is what ORDER_CHECKED waits for."""
+    cpu, auto = run_both(DATA / clip, tmp_path)
+    assert auto.decoders == {"cpu": cpu.frames}
+    gpu = edgecli.process(DATA / clip, tmp_path / "gpu", backend="cuda", decode="gpu")
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+    assert gpu.decoders == {"nvdec-approx": cpu.frames}
+
+
+def test_ten_bit_and_av1_under_gpu(nvdec, tmp_path):
+    """Under --decode gpu, 10-bit HEVC decodes on NVDEC (not cv2's conversion: approximate)
+    with cv2's frame count and shape, and AV1 goes to NVDEC only where the driver says this
+    GPU decodes it (not Hopper's)."""
+    from edgecli.decode.engines import nvdec_missing
+
+    for clip, frames in (("nvdec_hevc10.mp4", 12), ("nvdec_av1.mp4", 12)):
+        out = tmp_path / clip
+        gpu = edgecli.process(DATA / clip, out, backend="cuda", decode="gpu")
+        codec, depth = ("hevc", 10) if "hevc" in clip else ("av1", 8)
+        on_nvdec = nvdec_missing(0, codec, "4:2:0", depth) is None
+        assert gpu.decoders == {("nvdec-approx" if on_nvdec else "cpu"): frames}, clip
+        first = cv2.imread(str(out / f"{Path(clip).stem}_000000.png"), cv2.IMREAD_GRAYSCALE)
+        assert first.shape == (180, 320)
+
+
+# The display matrices of a half turn, quarter turns either way and a mirror (a, b, c, d).
+TURNS = {"180": (-1, 0, 0, -1), "90": (0, 1, -1, 0), "270": (0, -1, 1, 0), "mirror": (-1, 0, 0, 1)}
 
 
 @pytest.mark.parametrize("decode", ["auto", "gpu"])
 @pytest.mark.parametrize("turn", TURNS)
-def test_turned_clips_stay_on_the_cpu(nvdec, turn, decode, tmp_path):
-    """A clip whose display matrix turns or mirrors its frames is decoded by cv2, which shows
-    them turned, under either GPU decode mode: NVDEC's frames would be upright."""
+def test_turned_clips_decode_on_nvdec_turned(nvdec, turn, decode, tmp_path):
+    """A clip whose display matrix turns or mirrors its frames decodes on NVDEC, the kernel
+    turning each frame as cv2 does (a mirror as a half turn, as cv2 takes it)."""
     data = bytearray((DATA / "nvdec_250x142.mp4").read_bytes())
     matrix = data.index(b"tkhd") + 4 + 40  # a version 0 tkhd's matrix, 16.16 fixed point
     struct.pack_into(">iiiii", data, matrix, TURNS[turn][0] << 16, TURNS[turn][1] << 16, 0,
@@ -244,9 +283,9 @@ def test_turned_clips_stay_on_the_cpu(nvdec, turn, decode, tmp_path):
     cpu = edgecli.process(clip, tmp_path / "cpu", backend="cuda", decode="cpu")
     gpu = edgecli.process(clip, tmp_path / "gpu", backend="cuda", decode=decode)
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")
-    assert cpu.frames == 90 and gpu.decoders == {"cpu": 90}
+    assert cpu.frames == 90 and gpu.decoders == {"nvdec": 90}
     first = cv2.imread(str(tmp_path / "gpu" / "turned_000000.png"), cv2.IMREAD_GRAYSCALE)
-    assert first.shape == ((250, 142) if turn == "90" else (142, 250))  # cv2 turned it
+    assert first.shape == ((250, 142) if turn in ("90", "270") else (142, 250))
 
 
 def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):

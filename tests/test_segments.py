@@ -15,11 +15,14 @@ from edgecli.decode.segments import Schedule, Segment, cut_at, keyframes
 
 from .helpers import DATA
 
-# The clips whose samples FFmpeg shows as frames: those cut by an edit list, or begun without
-# a keyframe, are never cut into segments (they stay off NVDEC), and FFmpeg's frame numbers
-# of their keyframes are not their sample numbers.
+# The H.264 clips whose samples FFmpeg shows as frames: those cut by an edit list, or begun
+# without a keyframe, are never cut into segments (they stay off NVDEC), and FFmpeg's frame
+# numbers of their keyframes are not their sample numbers.
+OTHER_CODECS = ("nvdec_hevc.mp4", "nvdec_hevc10.mp4", "nvdec_vp9.mp4", "nvdec_av1.mp4")
 MP4_CLIPS = sorted(
-    p.name for p in DATA.glob("*.mp4") if p.name not in ("nvdec_cut.mp4", "nvdec_headless.mp4")
+    p.name
+    for p in DATA.glob("*.mp4")
+    if p.name not in ("nvdec_cut.mp4", "nvdec_headless.mp4", *OTHER_CODECS)
 )
 
 
@@ -36,6 +39,16 @@ def clips():
 def test_keyframes_of_the_test_clips_are_ffmpegs(clips, clip):
     found = keyframes(DATA / clip)
     assert list(found) == clips.key_frames(DATA / clip) and found[0] == 0
+
+
+@pytest.mark.parametrize("clip", OTHER_CODECS)
+def test_other_codecs_have_nowhere_to_cut(clips, clip):
+    """Only an H.264 IDR picture is sure to be shown after every picture decoded before it: an
+    HEVC clip's sync samples are not its keyframes' frame numbers (a CRA's leading pictures
+    come before it), so videos of other codecs are never cut."""
+    assert keyframes(DATA / clip) == ()
+    if clip == "nvdec_hevc.mp4":
+        assert clips.key_frames(DATA / clip) == [0, 12]  # its stss says [0, 9]
 
 
 @pytest.mark.parametrize("bframes", [0, 2])

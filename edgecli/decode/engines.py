@@ -5,6 +5,7 @@ whether each can run here. No CuPy; each library is loaded only when asked for.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from concurrent.futures import Future
@@ -99,7 +100,6 @@ def nvjpeg_missing() -> str | None:
 
 def video_unusable_reason() -> str | None:
     """None when NVDEC can decode here (PyNvVideoCodec and the driver's libnvcuvid)."""
-    import ctypes
 
     try:
         ctypes.CDLL("libnvcuvid.so.1")
@@ -112,11 +112,79 @@ def video_unusable_reason() -> str | None:
     return None
 
 
+class _DecodeCaps(ctypes.Structure):
+    """CUVIDDECODECAPS (the Video Codec SDK's cuviddec.h): what one NVDEC configuration is."""
+
+    _fields_ = [
+        ("eCodecType", ctypes.c_int), ("eChromaFormat", ctypes.c_int),
+        ("nBitDepthMinus8", ctypes.c_uint), ("reserved1", ctypes.c_uint * 3),
+        ("bIsSupported", ctypes.c_ubyte), ("nNumNVDECs", ctypes.c_ubyte),
+        ("nOutputFormatMask", ctypes.c_ushort), ("nMaxWidth", ctypes.c_uint),
+        ("nMaxHeight", ctypes.c_uint), ("nMaxMBCount", ctypes.c_uint),
+        ("nMinWidth", ctypes.c_ushort), ("nMinHeight", ctypes.c_ushort),
+        ("bIsHistogramSupported", ctypes.c_ubyte), ("nCounterBitDepth", ctypes.c_ubyte),
+        ("nMaxHistogramBins", ctypes.c_ushort), ("reserved3", ctypes.c_uint * 10),
+    ]  # fmt: skip
+
+
+# cudaVideoCodec and cudaVideoChromaFormat (cuviddec.h), by FFmpeg's codec names.
+CUVID_CODECS = {
+    "mpeg1video": 0, "mpeg2video": 1, "mpeg4": 2, "vc1": 3, "h264": 4, "hevc": 8, "vp8": 9,
+    "vp9": 10, "av1": 11,
+}  # fmt: skip
+CUVID_CHROMA = {"4:0:0": 0, "4:2:0": 1, "4:2:2": 2, "4:4:4": 3}
+_NV12, _P016 = 1 << 0, 1 << 1  # cudaVideoSurfaceFormat bits of nOutputFormatMask
+_caps: dict = {}
+_caps_lock = threading.Lock()
+
+
+def nvdec_missing(device: int, codec: str, chroma: str, depth: int) -> str | None:
+    """None when the NVDEC of GPU ``device`` decodes ``codec`` (FFmpeg's name) with ``chroma``
+    sampling at ``depth`` bits into NV12 (8-bit) or P016 (deeper), as the driver's
+    cuvidGetDecoderCaps answers; else why not ("NVDEC on this GPU does not decode
+    av1"). Hopper's decoders take H.264, HEVC, VP9, VP8, MPEG-1/2/4 and VC-1, not AV1; Ada's
+    and Blackwell's take AV1 too: the driver's answer decides, never a list. Answers are kept
+    for the process. Never raises: an answer that cannot be had is the reason."""
+    name = f"{codec} {chroma} {depth}-bit"
+    if codec not in CUVID_CODECS or chroma not in CUVID_CHROMA or not 8 <= depth <= 16:
+        return f"NVDEC does not decode {name}"
+    key = (device, codec, chroma, depth)
+    with _caps_lock:
+        caps = _caps.get(key)
+        if caps is None:
+            caps = _caps[key] = _query_caps(device, codec, chroma, depth)
+    if isinstance(caps, str):
+        return caps
+    if not caps.bIsSupported:
+        return f"NVDEC on this GPU does not decode {name}"
+    if not caps.nOutputFormatMask & (_NV12 if depth == 8 else _P016):
+        return f"NVDEC on this GPU gives no {'NV12' if depth == 8 else 'P016'} frames of {name}"
+    return None
+
+
+def _query_caps(device: int, codec: str, chroma: str, depth: int):
+    """cuvidGetDecoderCaps' answer (a _DecodeCaps), or why there is none."""
+    from ..cuda.driver import make_current
+
+    try:
+        library = ctypes.CDLL("libnvcuvid.so.1")
+    except OSError:
+        return "the driver's NVDEC library (libnvcuvid.so.1) is not installed"
+    make_current(device)  # the call needs a current context
+    caps = _DecodeCaps(
+        eCodecType=CUVID_CODECS[codec], eChromaFormat=CUVID_CHROMA[chroma],
+        nBitDepthMinus8=depth - 8,
+    )  # fmt: skip
+    status = library.cuvidGetDecoderCaps(ctypes.byref(caps))
+    if status != 0:
+        return f"cuvidGetDecoderCaps failed (CUDA error {status})"
+    return caps
+
+
 def import_nvc():
     """PyNvVideoCodec, with its own logger quiet (it prints an [ERROR] line per damaged
     packet, and a line per frame read past the end) and, where edgecli's CLI quiets FFmpeg
     (without -v), the FFmpeg libraries it bundles too."""
-    import ctypes
     from pathlib import Path
 
     os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # read by its logger at import

@@ -64,6 +64,7 @@ from pathlib import Path
 
 from .bits import Bits, rbsp
 from .mp4 import (
+    H264_ENTRIES,
     MALFORMED,
     VISUAL_ENTRY_FIELDS,
     Box,
@@ -80,8 +81,6 @@ from .mp4 import (
     fourcc,
     samples_reason,
 )
-
-_H264_ENTRIES = {b"avc1", b"avc3"}
 
 # SPS profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists.
 _HIGH_PROFILES = {100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135}
@@ -156,7 +155,7 @@ def _entries_reason(track: Track) -> str | None:
 
 
 def _entry_reason(kind: bytes, body: bytes) -> str | None:
-    if kind not in _H264_ENTRIES:
+    if kind not in H264_ENTRIES:
         return f"not H.264 ({fourcc(kind)})"
     if len(body) < VISUAL_ENTRY_FIELDS:
         return f"truncated {fourcc(kind)} sample entry"

@@ -268,6 +268,7 @@ _CODECS = {
     b"avc1": "h264", b"avc3": "h264", b"hvc1": "hevc", b"hev1": "hevc", b"vp09": "vp9",
     b"av01": "av1",
 }  # fmt: skip
+H264_ENTRIES = frozenset(kind for kind, codec in _CODECS.items() if codec == "h264")
 # Each codec's configuration box in its sample entry.
 _CONFIGS = {"h264": b"avcC", "hevc": b"hvcC", "vp9": b"vpcC", "av1": b"av1C"}
 # A visual sample entry's fields before its child boxes: 6 reserved, data_reference_index,

@@ -2,10 +2,11 @@
 
 ``auto`` puts a JPEG on the GPU's JPEG engines (nvJPEG's hardware backend) and a video on NVDEC
 wherever that gives exactly the CPU decoder's frames, per file (:func:`edgecli.decode.jpeg_header.
-parse_header`, :func:`edgecli.decode.gpu.video.nvdec_reason`); ``gpu`` also uses nvJPEG's CUDA
-backend on GPUs without JPEG engines (its IDCT differs from libjpeg-turbo's by up to 3 levels)
-and fails (exit 4) where no GPU decoder can run; ``cpu`` never decodes on the GPU. What opens
-the libraries is :mod:`.engines`; the decoders themselves are :mod:`edgecli.decode.gpu`.
+parse_header`, :func:`edgecli.decode.nvdec.plan_video`); ``gpu`` also uses nvJPEG's CUDA
+backend on GPUs without JPEG engines (its IDCT differs from libjpeg-turbo's by up to 3 levels),
+puts on NVDEC every video it can decode, converted as near cv2's frames as the kernel can where
+not exactly, and fails (exit 4) where no GPU decoder can run; ``cpu`` never decodes on the GPU.
+What opens the libraries is :mod:`.engines`; the decoders are :mod:`edgecli.decode.gpu`.
 """
 
 from __future__ import annotations
@@ -98,13 +99,15 @@ class DecodePlan:
     """What one run decodes on the GPU (:class:`edgecli.decode.gpu.decoders.GpuDecoders`
     opens it): JPEGs on nvJPEG's ``jpeg_backend`` ("hardware": the engines, "cuda"; None: on
     the CPU), videos on NVDEC where ``video``, on CUDA device ``device``, frames of at most
-    ``max_pixels``; ``notice``: what was left on the CPU, and why (None: nothing)."""
+    ``max_pixels``, only those NVDEC decodes exactly where ``exact_video`` (``--decode auto``);
+    ``notice``: what was left on the CPU, and why (None: nothing)."""
 
     device: int
     max_pixels: int
     jpeg_backend: str | None
     video: bool
     notice: str | None = None
+    exact_video: bool = True
 
 
 def plan(options, sources: list) -> DecodePlan | None:
@@ -149,4 +152,6 @@ def plan(options, sources: list) -> DecodePlan | None:
     if jpeg_backend is None and not video:
         return None
     notice = ("decoding on the CPU: " + "; ".join(missing)) if missing else None
-    return DecodePlan(options.device, options.max_pixels, jpeg_backend, video, notice)
+    return DecodePlan(
+        options.device, options.max_pixels, jpeg_backend, video, notice, exact_video=not wants_gpu
+    )

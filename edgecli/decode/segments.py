@@ -26,18 +26,20 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .mp4 import read_video_track, sync_samples
+from .mp4 import H264_ENTRIES, read_video_track, sync_samples
 
 # A video is cut only where each part keeps at least this many frames.
 MIN_SEGMENT = 60
 
 
 def keyframes(path: Path) -> Sequence[int] | None:
-    """The frame indices of the keyframes of the video at ``path`` (an MP4/QuickTime file),
-    sorted; None where every frame is one (no ``stss`` box); () where the file does not say
-    (no moov box, no single video track, unreadable): nowhere to cut."""
+    """The frame indices of the keyframes of the video at ``path`` (an MP4/QuickTime file of
+    H.264), sorted; None where every frame is one (no ``stss`` box); () where the file does not
+    say (no moov box, no single video track, unreadable, another codec): nowhere to cut."""
 
     def read(source, track, moov, rest) -> Sequence[int] | None:
+        if any(kind not in H264_ENTRIES for kind, _ in track.entries):
+            return ()  # an HEVC CRA's leading pictures, say, come before it: no cut is sure
         found = sync_samples(source, track.stbl)
         return None if found is None else found.tolist()
 

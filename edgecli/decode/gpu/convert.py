@@ -32,10 +32,6 @@ KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr", "p016_to_bgr")
 # ROTATE_180 and ROTATE_90_COUNTERCLOCKWISE).
 ROTATIONS = (0, 90, 180, 270)
 
-# swscale's coefficients (y_coeff, y_offset, v2r, v2g, u2g, u2b) for BT.601 limited range: what
-# cv2 converts an untagged stream with (edgecli.decode.yuv.closed_form_table's arithmetic).
-BT601_LIMITED = (9539, 128, 13075, -6660, -3209, 16525)
-
 
 @cache
 def _module(device: int) -> dict:

@@ -15,13 +15,15 @@ class GpuDecoders:
         self.device, self.max_pixels = chosen.device, chosen.max_pixels
         backend = chosen.jpeg_backend
         self.jpeg = JpegDecoder(self.device, backend, self.max_pixels) if backend else None
-        self.video = chosen.video
+        self.video, self.exact_video = chosen.video, chosen.exact_video
         self.notice = chosen.notice
         self.lanes = 1
         self.fleets: list[VideoFleet] = []
 
     def fleet(self, sources, wanted, skipped, clock) -> VideoFleet:
-        fleet = VideoFleet(self.device, sources, self.max_pixels, wanted, skipped, clock)
+        fleet = VideoFleet(
+            self.device, sources, self.max_pixels, wanted, skipped, clock, self.exact_video
+        )
         self.lanes = max(self.lanes, fleet.sessions)
         self.fleets.append(fleet)
         return fleet

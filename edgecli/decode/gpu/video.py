@@ -1,34 +1,33 @@
 """Video on the GPU: NVDEC sessions side by side, one a video or a segment of one, each
-converting NV12 to the contract's frames (``nv12_to_bgr``) into a ring of slots."""
+converting NVDEC's planes to the contract's frames (``nv12_to_bgr``, by each video's
+:class:`.NvdecPlan`) into a ring of slots."""
 
 from __future__ import annotations
 
 import queue
 import threading
 import time
+from functools import partial
 
 import cupy
 
 from ...errors import FrameError
 from ...workers import Raised
 from ..cpu import check_size
-from ..engines import import_nvc
-from ..h264 import stream_reason
-from ..mp4 import MP4_CONTAINERS
+from ..engines import import_nvc, nvdec_missing
+from ..nvdec import NvdecPlan, plan_video
 from ..segments import Schedule, Segment, keyframes
-from .convert import BT601_LIMITED, launch_nv12_to_bgr
+from .convert import launch_nv12_to_bgr
 from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
 NVDEC = "nvdec"
+NVDEC_APPROX = "nvdec-approx"  # --decode gpu's frames where the conversion is not cv2's
 # Decoder sessions at once. Alone, NVDEC on the H200 gave 583 fps with 1, 1,518 with 4, 1,870
 # with 8 (1080p H.264, decode and conversion), but whole runs, where the PNGs set the pace, went
 # faster with 4 than with 8, with segments cut at keyframes too (benchmarks/RESULTS.md).
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
-# Containers whose frame index PyNvVideoCodec's SimpleDecoder gets right: on a Matroska clip
-# with B-frames its frames came out of order (benchmarks/RESULTS.md), so others stay on the CPU.
-NVDEC_CONTAINERS = MP4_CONTAINERS
 
 
 class _Done:
@@ -72,21 +71,23 @@ class VideoFleet:
     """Decodes every video of a run, ``sessions`` at a time, each on a thread of its own,
     into DeviceBatches in the order they are ready (frames keep their own output names).
 
-    A video NVDEC decodes exactly (``nvdec_reason`` is None) is decoded there, cut at its
-    keyframes into segments for sessions that would otherwise idle (:class:`.Schedule`); any
-    other is decoded by the CPU decoder (cv2.VideoCapture, as without GPU decoding) on the
-    session's thread and uploaded.
+    A video NVDEC decodes (:func:`.plan_video`: exactly, where ``exact_only``) is decoded
+    there, cut at its keyframes into segments for sessions that would otherwise idle
+    (:class:`.Schedule`); any other is decoded by the CPU decoder (cv2.VideoCapture, as
+    without GPU decoding) on the session's thread and uploaded.
     ``wanted(name, pixels)`` is --skip-existing's test, ``skipped()`` counts what it keeps.
     """
 
-    def __init__(self, device, sources, max_pixels, wanted, skipped, clock, sessions=None):
-        self.device, self.max_pixels = device, max_pixels
+    def __init__(
+        self, device, sources, max_pixels, wanted, skipped, clock, exact_only=True, sessions=None
+    ):
+        self.device, self.max_pixels, self.exact_only = device, max_pixels, exact_only
         self.wanted, self.skipped, self.clock = wanted, skipped, clock
         self.schedule = Schedule(  # the frames --start, --end and --frames keep of each
             Segment(s) if s.selection is None else Segment(s, s.selection.start, s.selection.stop)
             for s in sources
         )
-        self.exact: dict = {}  # path: whether NVDEC decodes it exactly (nvdec_reason)
+        self.plans: dict = {}  # path: its NvdecPlan, or why the CPU decodes it
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.stop = threading.Event()
         # As many sessions as VIDEO_SESSIONS even for one video: it is cut for them.
@@ -126,14 +127,18 @@ class VideoFleet:
 
     def _run(self, segment: Segment, stream, ring: SlotRing, decoder: SessionDecoder) -> None:
         path = segment.source.path
-        if path not in self.exact:  # asked once a video, not once a segment
-            self.exact[path] = nvdec_reason(path) is None
-        if self.exact[path]:
-            self._nvdec(segment, stream, ring, decoder)
+        if path not in self.plans:  # asked once a video, not once a segment
+            missing = partial(nvdec_missing, self.device)
+            self.plans[path] = plan_video(path, missing, self.exact_only)
+        plan = self.plans[path]
+        if isinstance(plan, NvdecPlan):
+            self._nvdec(segment, plan, stream, ring, decoder)
         else:
             self._cpu(segment, stream, ring)
 
-    def _nvdec(self, segment: Segment, stream, ring: SlotRing, held: SessionDecoder) -> None:
+    def _nvdec(
+        self, segment: Segment, plan: NvdecPlan, stream, ring: SlotRing, held: SessionDecoder
+    ) -> None:
         """``segment``'s frames from NVDEC, as far as no other session cuts it off. Where NVDEC
         cannot open the video, or stops short of the frames its container declares (a
         truncated or damaged file), the CPU decodes the rest, as it would without GPU
@@ -145,6 +150,9 @@ class VideoFleet:
             width, height, total = metadata.width, metadata.height, len(decoder)
         except Exception:  # the CPU decoder opens it, or says why it cannot
             held.discard()
+            self.schedule.keep(segment)
+            return self._cpu(segment, stream, ring)
+        if width % 2 or height % 2:  # VP9 or AV1: NVDEC's 4:2:0 surfaces are of even sizes
             self.schedule.keep(segment)
             return self._cpu(segment, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
@@ -167,17 +175,19 @@ class VideoFleet:
                 self.schedule.keep(segment)
                 rest = Segment(source, index, None if segment.stop == total else segment.stop)
                 return self._cpu(rest, stream, ring)
-            self._convert(source, index, decoded, (height, width), stream, ring, began)
+            self._convert(source, index, decoded, plan, (height, width), stream, ring, began)
             index += len(decoded)
 
-    def _convert(self, source, index: int, decoded: list, shape, stream, ring, began) -> None:
-        """NVDEC's NV12 frames ``decoded`` (frames ``index`` on of ``source``, each of
-        ``shape``) converted into a slot as a DeviceBatch; those --skip-existing keeps, left
-        out. Returns once the conversions have read the frames: the decoder reuses them."""
+    def _convert(self, source, index, decoded: list, plan, shape, stream, ring, began) -> None:
+        """NVDEC's frames ``decoded`` (frames ``index`` on of ``source``, each of ``shape``
+        as decoded) converted and turned by ``plan`` into a slot as a DeviceBatch; those
+        --skip-existing keeps, left out. Returns once the conversions have read the frames:
+        the decoder reuses them."""
         height, width = shape
+        out_h, out_w = (width, height) if plan.rotation in (90, 270) else (height, width)
         slot = ring.take(stream)
         frames = slot.buffer("frames", len(decoded) * height * width * 3)
-        frames = frames.reshape(len(decoded), height, width, 3)
+        frames = frames.reshape(len(decoded), out_h, out_w, 3)
         names, sources = [], []
         with stream:
             for offset, frame in enumerate(decoded):
@@ -187,11 +197,12 @@ class VideoFleet:
                 if not self.wanted(name, lambda: width * height):
                     self.skipped()
                     continue
-                nv12 = cupy.from_dlpack(frame)  # waits, on this stream, for the decode
-                pitch = nv12.strides[0]
+                planes = cupy.from_dlpack(frame)  # waits, on this stream, for the decode
+                pitch = planes.strides[0]
                 launch_nv12_to_bgr(
-                    self.device, nv12.data.ptr, pitch, nv12.data.ptr + pitch * height, pitch,
-                    frames[len(names)], stream, coefficients=BT601_LIMITED, rotation=0,
+                    self.device, planes.data.ptr, pitch, planes.data.ptr + pitch * height, pitch,
+                    frames[len(names)], stream, coefficients=plan.conversion.coefficients(),
+                    rotation=plan.rotation, depth=plan.depth,
                 )  # fmt: skip
                 names.append(name)
                 sources.append(f"{source.path} [frame {index + offset}]")
@@ -199,7 +210,8 @@ class VideoFleet:
         ready.record(stream)
         stream.synchronize()
         elapsed_ms = (time.perf_counter() - began) * 1e3
-        self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
+        decoder = NVDEC if plan.exact else NVDEC_APPROX
+        self._put(names, sources, frames, ready, slot, decoder, elapsed_ms)
 
     def _cpu(self, segment: Segment, stream, ring: SlotRing) -> None:
         """The CPU decoder's frames ``segment.start`` to ``segment.stop`` of a video (one NVDEC
@@ -293,34 +305,3 @@ class VideoFleet:
         if self.running:
             for thread in self.threads:
                 thread.join()
-
-
-def _value(getter) -> str:
-    """A demuxer property as lower-case text: PyNvVideoCodec gives enums or ints."""
-    value = getter()
-    return str(getattr(value, "name", value)).lower().rsplit(".", 1)[-1]
-
-
-def nvdec_reason(path) -> str | None:
-    """None when NVDEC and ``nv12_to_bgr`` give exactly cv2.VideoCapture's frames of the video
-    at ``path``: 8-bit 4:2:0 progressive H.264 in MP4 or QuickTime, BT.601 (or untagged)
-    limited range, shown as decoded (not turned, cut or begun past a keyframe); else why not.
-    The demuxer reports codec, depth and sampling, but not the stream's colour tags (it said
-    "unspecified" of a BT.709 clip) or how FFmpeg presents the frames: :mod:`edgecli.decode.h264`
-    reads those from the file, as FFmpeg resolves them for cv2."""
-    nvc = import_nvc()
-
-    if path.suffix.lower() not in NVDEC_CONTAINERS:
-        return f"{path.suffix} container"
-    try:
-        demuxer = nvc.CreateDemuxer(str(path))
-        codec = _value(demuxer.GetNvCodecId)
-        depth = int(demuxer.BitDepth())
-        chroma = _value(demuxer.ChromaFormat)
-    except Exception as exc:  # not a stream the demuxer reads: the CPU decoder says why
-        return f"the demuxer cannot read it ({type(exc).__name__})"
-    if codec != "h264":
-        return f"codec {codec}"
-    if depth != 8 or "420" not in chroma:
-        return f"{depth}-bit {chroma}"
-    return stream_reason(path)
