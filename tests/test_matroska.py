@@ -212,6 +212,17 @@ def test_an_audio_track_first_is_no_video_track(folder):
     assert mkv.describe(audio_only) == "no video track"
 
 
+def test_a_file_appended_to_another_is_refused(folder):
+    """FFmpeg, and so cv2, reads on into a second file appended after the Segment: its count
+    is not the first file's, and the file is refused."""
+    first, second = make(folder / "first.mkv", frames=30), make(folder / "second.mkv", frames=20)
+    clip = folder / "appended.mkv"
+    clip.write_bytes(first.read_bytes() + second.read_bytes())
+    assert cv2_count(clip) == 50
+    assert mkv.describe(clip) == "data after the Segment's end (another file appended?)"
+    assert mkv.frame_count(clip) is None and mkv.keyframes(clip) == ()
+
+
 @pytest.mark.parametrize("name", ["text.mkv", "empty.mkv", "riff.webm"])
 def test_files_that_are_not_matroska_say_so(folder, name):
     """Bytes that are not Matroska give a reason, never an exception."""
@@ -455,6 +466,13 @@ def test_tracks_that_ffmpeg_transforms_are_refused(folder, frames, track, video,
     clip.write_bytes(matroska(frames, track=track, video=video))
     assert mkv.describe(clip) == reason
     assert mkv.frame_count(clip) is None and mkv.keyframes(clip) == ()
+
+
+def test_a_track_number_given_twice_is_refused(folder, frames):
+    """A video track sharing its number with another track may lose its blocks to it."""
+    clip = folder / "shared_number.webm"
+    clip.write_bytes(matroska(frames, track=uint(mkv.TRACK_NUMBER, 2), audio=1))
+    assert mkv.describe(clip) == "track number 2 given to more than one track"
 
 
 @pytest.mark.parametrize("groups", [False, True])

@@ -334,6 +334,9 @@ def video_track(tracks: tuple[Track, ...]) -> Track | str:
         return "no video track"
     if len(video) > 1:
         return f"{len(video)} video tracks"
+    # FFmpeg gives a block to the first track of its number.
+    if sum(t.number == video[0].number for t in tracks) > 1:
+        return f"track number {video[0].number} given to more than one track"
     return video[0]
 
 
@@ -618,6 +621,10 @@ class _File:
 
 def _read_file(source: Source) -> _File | str:
     header = read_header(source)
+    # FFmpeg reads on past the Segment's end, into a second file appended to the first (the
+    # frames of both, cv2 among them): a count of the first file's blocks would be short.
+    if header.declared_end < source.size:
+        return "data after the Segment's end (another file appended?)"
     track = video_track(header.tracks)
     if isinstance(track, str):
         return track
@@ -734,7 +741,11 @@ def keyframes(path: Path) -> list[int] | None | tuple[()]:
     keyframe is listed only where every block before it is shown before it and every block
     after it is shown after it (by their timestamps): there the frames in decode order split
     as in presentation order, and that index is the frame's place in cv2's order too. An open
-    GOP's I frame, with leading pictures after it that are shown before it, is left out."""
+    GOP's I frame, with leading pictures after it that are shown before it, is left out.
+
+    The Cues are not read: they give a keyframe's time and Cluster, not its frame number (the
+    count of frames before it needs the walk of the block headers anyway, a variable frame
+    rate rules out dividing), nor whether its GOP is closed."""
     stream = describe(path)
     if isinstance(stream, str) or not stream.progressive:
         return ()
