@@ -23,9 +23,6 @@ from pathlib import Path
 from . import streams
 from .mp4 import BytesSource, Source, Unreadable
 
-# The file names of this family.
-MATROSKA_CONTAINERS = (".mkv", ".webm", ".mk3d")
-
 # Element IDs (marker bits kept, as the specification writes them).
 EBML, DOCTYPE, DOCTYPE_READ_VERSION = 0x1A45DFA3, 0x4282, 0x4285
 EBML_READ_VERSION, EBML_MAX_ID_LENGTH, EBML_MAX_SIZE_LENGTH = 0x42F7, 0x42F2, 0x42F3
@@ -437,18 +434,14 @@ class _Window:
         return self._data, at
 
 
-class _Walk:
-    """Where a walk of the Clusters stopped: ``truncated`` once the file ended inside one."""
-
-    truncated = False
-
-
 def _track_blocks(
-    source: Source, header: Header, number: int, walk: _Walk
+    source: Source, header: Header, number: int
 ) -> Iterator[tuple[int, BlockHeader, Element]]:
     """(timestamp, header, element) of each block of track ``number`` in file order, read from
     the Clusters' element headers and the blocks' own headers alone, a page at a time; at
-    most _MAX_WALK elements. A BlockGroup's block is a keyframe without a ReferenceBlock."""
+    most _MAX_WALK elements. A BlockGroup's block is a keyframe without a ReferenceBlock. A
+    file cut short ends with its last whole block (whether it is cut short is for
+    :func:`.cpu.matroska_sizes` to say)."""
     window = _Window(source)
     budget = _MAX_WALK
     pos, end = header.first_cluster, header.segment.end
@@ -461,8 +454,7 @@ def _track_blocks(
             if not cluster.known:
                 if cluster.end < source.size:
                     raise Unreadable(f"element 0x{cluster.id:X} of unknown size")
-                walk.truncated = True
-                return
+                return  # the file ends inside it
             pos = cluster.end
             continue
         base = None  # the Cluster's Timestamp
@@ -486,7 +478,6 @@ def _track_blocks(
                 raise Unreadable(f"element 0x{kind:X} of unknown size in a Cluster")
             if body + size > cluster.end:
                 if cluster.end >= source.size:  # the file ends inside it
-                    walk.truncated = True
                     return
                 raise Unreadable(f"element 0x{kind:X} at offset {pos} overruns its Cluster")
             pos = body + size
@@ -514,7 +505,6 @@ def _track_blocks(
             if referenced is not None:
                 found = dataclasses.replace(found, keyframe=not referenced)
             yield base + found.timestamp, found, block
-    walk.truncated = walk.truncated or header.declared_end > source.size
 
 
 @dataclass(frozen=True)
@@ -525,27 +515,25 @@ class Blocks:
     keyframes: tuple[bool, ...]
     frames: int  # laced frames counted
     laced: bool
-    truncated: bool  # the file ends inside an element, or before its Segment does
 
 
 def walk_blocks(source: Source, header: Header, number: int) -> Blocks:
     """Every block of track ``number``, from the block headers (:func:`_track_blocks`)."""
-    walk = _Walk()
     timestamps: list[int] = []
     keys: list[bool] = []
     frames = laced = 0
-    for timestamp, found, _ in _track_blocks(source, header, number, walk):
+    for timestamp, found, _ in _track_blocks(source, header, number):
         timestamps.append(timestamp)
         keys.append(bool(found.keyframe))
         frames += found.frames
         laced |= found.lacing != 0
-    return Blocks(tuple(timestamps), tuple(keys), frames, bool(laced), walk.truncated)
+    return Blocks(tuple(timestamps), tuple(keys), frames, bool(laced))
 
 
 def first_block(source: Source, header: Header, number: int) -> tuple[BlockHeader, bytes] | str:
     """The header of the first block of track ``number`` and its (first) frame's bytes, or
     why they cannot be read."""
-    found = next(_track_blocks(source, header, number, _Walk()), None)
+    found = next(_track_blocks(source, header, number), None)
     if found is None:
         return "no video block"
     _, head, block = found
