@@ -41,6 +41,10 @@ CODECS = {
         *["-c:v", "libx265", "-preset", "fast", "-pix_fmt", "yuv420p"],
         *["-x265-params", "log-level=none:keyint=10:min-keyint=10:scenecut=0:open-gop=1"],
     ],
+    "av1": [
+        *["-c:v", "libaom-av1", "-cpu-used", "8", "-usage", "realtime", "-pix_fmt", "yuv420p"],
+        *["-g", "10", "-keyint_min", "10"],
+    ],
     "vp9": [
         *["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-pix_fmt", "yuv420p"],
         *["-g", "10", "-keyint_min", "10"],
@@ -97,6 +101,7 @@ def folder(tmp_path_factory) -> Path:
         ("hevc", ".mkv", "64x48"),
         ("vp9", ".webm", "854x480"),
         ("vp9", ".mkv", "64x48"),
+        ("av1", ".webm", "64x48"),
     ],
 )
 def test_describe_names_codec_and_sampling(folder, codec, suffix, size):
@@ -254,6 +259,7 @@ def test_a_missing_file_says_why(folder):
         ("hevc_open_gop", AUDIO),
         ("vp9", AUDIO),
         ("vp9", VFR),
+        ("av1", AUDIO),
     ],
 )
 def test_frame_count_is_cv2s(folder, codec, args):
@@ -286,7 +292,7 @@ def test_a_file_cut_before_its_first_block_has_no_video_block(folder):
     assert cv2_count(cut) == 0
 
 
-@pytest.mark.parametrize("codec", ["h264_bframes", "hevc", "vp9"])
+@pytest.mark.parametrize("codec", ["h264_bframes", "hevc", "vp9", "av1"])
 @pytest.mark.parametrize("args", [[], AUDIO])
 def test_keyframes_are_ffmpegs_in_closed_gops(folder, codec, args):
     """Every keyframe of a closed-GOP clip is listed, at the index FFmpeg's decoder shows it."""
