@@ -6,6 +6,7 @@ do with them: the stream and its turn, the frame count, the keyframes."""
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -27,19 +28,19 @@ CODECS = {
     # B-frames (decode order is not presentation order) and a keyframe every 10 frames.
     "h264_bframes": [
         *["-c:v", "libx264", "-preset", "fast", "-bf", "3", "-pix_fmt", "yuv420p"],
-        *["-x264-params", "keyint=10:min-keyint=10:scenecut=0"],
+        *["-x264-params", "keyint=10:min-keyint=10:scenecut=0:aud=1"],
     ],
     "h264_open_gop": [
         *["-c:v", "libx264", "-preset", "fast", "-bf", "3", "-pix_fmt", "yuv420p"],
-        *["-x264-params", "keyint=10:min-keyint=10:scenecut=0:open-gop=1"],
+        *["-x264-params", "keyint=10:min-keyint=10:scenecut=0:open-gop=1:aud=1"],
     ],
     "hevc": [
         *["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p"],
-        *["-x265-params", "log-level=none:keyint=10:min-keyint=10:scenecut=0:no-open-gop=1"],
+        *["-x265-params", "log-level=none:keyint=10:min-keyint=10:scenecut=0:no-open-gop=1:aud=1"],
     ],
     "hevc_open_gop": [
         *["-c:v", "libx265", "-preset", "fast", "-pix_fmt", "yuv420p"],
-        *["-x265-params", "log-level=none:keyint=10:min-keyint=10:scenecut=0:open-gop=1"],
+        *["-x265-params", "log-level=none:keyint=10:min-keyint=10:scenecut=0:open-gop=1:aud=1"],
     ],
     "av1": [
         *["-c:v", "libaom-av1", "-cpu-used", "8", "-usage", "realtime", "-pix_fmt", "yuv420p"],
@@ -307,6 +308,68 @@ def test_open_gop_keyframes_are_left_out(folder, codec):
     clip = make(folder / f"open_{codec}.mkv", codec, frames=37)
     found = mkv.keyframes(clip)
     assert found[0] == 0 and set(found) < set(key_frames(clip))
+
+
+# Per codec: a NAL unit's type from its header, the access unit delimiter's type, the
+# parameter sets' types, and whether a type is a picture's slice (VCL).
+NAL_TYPES = {
+    "h264": (lambda header: header[0] & 0x1F, 9, (7, 8), lambda kind: 1 <= kind <= 5),
+    "hevc": (lambda header: header[0] >> 1 & 0x3F, 35, (32, 33, 34), lambda kind: kind < 32),
+}
+
+
+def frames_from(clip: Path, codec: str, block: int) -> list[bytes]:
+    """FFmpeg's decode (raw 4:2:0 planes, a frame each) of the clip's stream from its block
+    ``block`` on, as a decoder started there sees it: the Annex B access units from there (the
+    parameter sets put first), or the VP9 frames from there."""
+    if codec == "vp9":
+        ivf = clip.with_suffix(".ivf")
+        ffmpeg("-i", clip, "-c", "copy", ivf)
+        data, at, units = ivf.read_bytes(), 32, []
+        while at < len(data):
+            size = int.from_bytes(data[at : at + 4], "little")
+            units.append(data[at : at + 12 + size])
+            at += 12 + size
+        stream, demuxer = data[:32] + b"".join(units[block:]), "ivf"
+    else:
+        annex_b = clip.with_suffix(".annexb")
+        ffmpeg("-i", clip, "-c", "copy", "-f", codec, annex_b)
+        nal_type, delimiter, parameters, slice_ = NAL_TYPES[codec]
+        data = annex_b.read_bytes()
+        starts = [m.end() for m in re.finditer(b"\x00\x00\x01", data)]
+        ends = [*starts[1:], len(data) + 3]
+        units: list[list[bytes]] = [[]]
+        for a, b in zip(starts, ends, strict=True):
+            nal = data[a : b - 3].rstrip(b"\0")  # a 4-byte start code's zero is not its NAL's
+            if nal_type(nal) == delimiter and any(slice_(nal_type(n)) for n in units[-1]):
+                units.append([])
+            units[-1].append(nal)
+        first = [n for n in units[0] if nal_type(n) in parameters]
+        chosen = first + [nal for unit in units[block:] for nal in unit]
+        stream, demuxer = b"".join(b"\0\0\0\1" + nal for nal in chosen), codec
+    raw = subprocess.run(
+        [FFMPEG, "-v", "error", "-f", demuxer, "-i", "-", "-f", "rawvideo", "-pix_fmt", "yuv420p"]
+        + ["-fps_mode", "passthrough", "-"],
+        input=stream,
+        capture_output=True,
+        check=True,
+    ).stdout
+    size = 64 * 48 * 3 // 2
+    return [raw[i : i + size] for i in range(0, len(raw), size)]
+
+
+@pytest.mark.parametrize("codec", ["h264_bframes", "h264_open_gop", "hevc", "vp9"])
+def test_a_decoder_started_at_a_keyframe_gives_the_frames_from_there(folder, codec):
+    """Decoding from each listed keyframe's block on gives exactly the whole decode's frames
+    from that index on: the index is the keyframe's place in decode and presentation order,
+    and nothing after it needs a frame before it."""
+    clip = make(folder / f"started_{codec}.mkv", codec, frames=37)
+    found = mkv.keyframes(clip)
+    name = codec.split("_")[0]
+    whole = frames_from(clip, name, 0)
+    assert len(whole) == 37 and len(found) > 1
+    for keyframe in found[1:]:
+        assert frames_from(clip, name, keyframe) == whole[keyframe:], keyframe
 
 
 def test_every_frame_a_keyframe_is_none(folder):
