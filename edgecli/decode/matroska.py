@@ -11,6 +11,7 @@ that cannot be read gives a short reason instead of an exception.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import functools
 import math
@@ -19,6 +20,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from . import streams
 from .mp4 import BytesSource, Source, Unreadable
@@ -511,23 +514,24 @@ def _track_blocks(
 class Blocks:
     """The blocks of one track in the file's (decode) order, from their headers."""
 
-    timestamps: tuple[int, ...]  # each block's, in the Segment's TimestampScale units
-    keyframes: tuple[bool, ...]
+    timestamps: np.ndarray  # int64: each block's, in the Segment's TimestampScale units
+    keyframes: np.ndarray  # bool
     frames: int  # laced frames counted
     laced: bool
 
 
 def walk_blocks(source: Source, header: Header, number: int) -> Blocks:
     """Every block of track ``number``, from the block headers (:func:`_track_blocks`)."""
-    timestamps: list[int] = []
-    keys: list[bool] = []
+    timestamps = array.array("q")  # 9 bytes a block with the flags: a long video's are kept
+    keys = bytearray()
     frames = laced = 0
     for timestamp, found, _ in _track_blocks(source, header, number):
         timestamps.append(timestamp)
         keys.append(bool(found.keyframe))
         frames += found.frames
         laced |= found.lacing != 0
-    return Blocks(tuple(timestamps), tuple(keys), frames, bool(laced))
+    times = np.frombuffer(timestamps, np.int64) if timestamps else np.zeros(0, np.int64)
+    return Blocks(times, np.frombuffer(bytes(keys), np.bool_), frames, bool(laced))
 
 
 def first_block(source: Source, header: Header, number: int) -> tuple[BlockHeader, bytes] | str:
@@ -679,7 +683,7 @@ class _Walked:
     blocks: Blocks
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _walk(path: str, version: tuple[int, int, int]) -> _Walked | str:
     """The video track's blocks of the file at ``path`` (as it is at ``version``, its inode,
     size and modification time: a file changed since is read again)."""
@@ -738,18 +742,15 @@ def keyframes(path: Path) -> list[int] | None | tuple[()]:
     if isinstance(stream, str) or not stream.progressive:
         return ()
     walked = _walked(path)
-    if isinstance(walked, str) or walked.blocks.laced or not walked.blocks.timestamps:
+    if isinstance(walked, str) or walked.blocks.laced or not len(walked.blocks.timestamps):
         return ()
-    blocks = walked.blocks
-    if all(blocks.keyframes):
+    times, keys = walked.blocks.timestamps, walked.blocks.keyframes
+    if keys.all():
         return None
-    times = blocks.timestamps
-    later = [math.inf] * (len(times) + 1)  # later[i]: the least timestamp from block i on
-    for i in range(len(times) - 1, -1, -1):
-        later[i] = min(times[i], later[i + 1])
-    found, earlier = [], -math.inf  # earlier: the greatest timestamp before block i
-    for i, (time, key) in enumerate(zip(times, blocks.keyframes, strict=True)):
-        if key and earlier < time < later[i + 1]:
-            found.append(i)
-        earlier = max(earlier, time)
+    earliest_after = np.minimum.accumulate(times[::-1])[::-1][1:]  # [i]: from block i + 1 on
+    latest_before = np.maximum.accumulate(times)[:-1]  # [i]: up to block i
+    clean = np.ones(len(times), bool)
+    clean[:-1] &= times[:-1] < earliest_after
+    clean[1:] &= latest_before < times[1:]
+    found = np.flatnonzero(keys & clean).tolist()
     return found if found and found[0] == 0 else ()
