@@ -372,6 +372,22 @@ def test_a_decoder_started_at_a_keyframe_gives_the_frames_from_there(folder, cod
         assert frames_from(clip, name, keyframe) == whole[keyframe:], keyframe
 
 
+@pytest.mark.parametrize(
+    "codec, muxer", [("vp9", ["-f", "webm", "-live", 1]), ("h264", ["-f", "matroska"])]
+)
+def test_a_stream_written_to_a_pipe_is_read(folder, codec, muxer):
+    """ffmpeg writing to a pipe leaves the Segment's size unknown: the count and the keyframes
+    are still cv2's and FFmpeg's."""
+    source = ["-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10", "-frames:v", "30"]
+    codec_args = [*CODECS[codec], "-g", "10", "-bf", "2"] if codec == "h264" else CODECS[codec]
+    clip = folder / f"piped_{codec}.{muxer[1]}"
+    command = [FFMPEG, "-v", "error", *source, *codec_args, *map(str, muxer), "-"]
+    clip.write_bytes(subprocess.run(command, capture_output=True, check=True).stdout)
+    assert mkv.SEGMENT.to_bytes(4, "big") + b"\x01" + b"\xff" * 7 in clip.read_bytes()[:64]
+    assert mkv.frame_count(clip) == cv2_count(clip) == 30
+    assert mkv.keyframes(clip) == key_frames(clip) == [0, 10, 20]
+
+
 def test_every_frame_a_keyframe_is_none(folder):
     """An all-intra clip may be cut anywhere: None."""
     clip = make(folder / "intra.mkv", "h264", frames=12, args=["-g", "1"])
