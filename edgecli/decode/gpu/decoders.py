@@ -17,12 +17,14 @@ class GpuDecoders:
         self.jpeg = JpegDecoder(self.device, backend, self.max_pixels) if backend else None
         self.video = chosen.video
         self.notice = chosen.notice
-        self.lanes = 1
+        # The summary's resources these decoders add, with their lanes (timing.find_bottleneck):
+        # the JPEG engines, fed by one thread; NVDEC, its sessions side by side.
+        self.lanes = {"jpeg": 1} if self.jpeg is not None else {}
         self.fleets: list[VideoFleet] = []
 
     def fleet(self, sources, wanted, skipped, clock) -> VideoFleet:
         fleet = VideoFleet(self.device, sources, self.max_pixels, wanted, skipped, clock)
-        self.lanes = max(self.lanes, fleet.sessions)
+        self.lanes["nvdec"] = max(self.lanes.get("nvdec", 0), fleet.sessions)
         self.fleets.append(fleet)
         return fleet
 

@@ -175,7 +175,9 @@ class VideoFleet:
         ``shape``) converted into a slot as a DeviceBatch; those --skip-existing keeps, left
         out. Returns once the conversions have read the frames: the decoder reuses them."""
         height, width = shape
+        waited = time.perf_counter()
         slot = ring.take(stream)
+        began += time.perf_counter() - waited  # a wait for the consumer is not NVDEC's time
         frames = slot.buffer("frames", len(decoded) * height * width * 3)
         frames = frames.reshape(len(decoded), height, width, 3)
         names, sources = [], []
@@ -199,7 +201,7 @@ class VideoFleet:
         ready.record(stream)
         stream.synchronize()
         elapsed_ms = (time.perf_counter() - began) * 1e3
-        self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms)
+        self._put(names, sources, frames, ready, slot, NVDEC, elapsed_ms, "gpu_decode")
 
     def _cpu(self, segment: Segment, stream, ring: SlotRing) -> None:
         """The CPU decoder's frames ``segment.start`` to ``segment.stop`` of a video (one NVDEC
@@ -224,7 +226,8 @@ class VideoFleet:
                 if not self.wanted(frame.out_name, lambda p=pixels: p):
                     self.skipped()
                     continue
-                self.clock.record("read", (time.perf_counter() - started) * 1e3, frame.out_name)
+                elapsed_ms = (time.perf_counter() - started) * 1e3
+                self.clock.record("read", elapsed_ms, frame.out_name, "nvdec")
                 if batch and frame.pixels.shape != batch[0].pixels.shape:
                     self._upload(batch, stream, ring)
                 batch.append(frame)
@@ -239,8 +242,8 @@ class VideoFleet:
     def _upload(self, batch: list, stream, ring: SlotRing) -> None:
         """The CPU-decoded frames of ``batch`` into a slot, as a DeviceBatch, and ``batch``
         emptied (its time: the upload's; their decode is timed as "read", as on the CPU)."""
+        slot = ring.take(stream)  # a wait for the consumer: not the session's time
         began = time.perf_counter()
-        slot = ring.take(stream)
         shape = batch[0].pixels.shape
         frames = slot.buffer("frames", len(batch) * shape[0] * shape[1] * 3)
         frames = frames.reshape(len(batch), *shape)
@@ -249,16 +252,17 @@ class VideoFleet:
         ready.record(stream)
         elapsed_ms = (time.perf_counter() - began) * 1e3
         names = [f.out_name for f in batch]
-        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms)
+        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms, "upload")
         batch.clear()
 
-    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms) -> None:
+    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms, stage) -> None:
+        """A batch to the consumer; ``elapsed_ms``: the session's time on it, as ``stage``."""
         if not names:
             slot.free.set()
             return
         batch = DeviceBatch(
             names, sources, frames[: len(names)], ready, slot, {decoder: len(names)},
-            decode_ms=elapsed_ms,
+            decode_ms=elapsed_ms, timed=("nvdec", stage),
         )  # fmt: skip
         self.out.put(batch)
 
