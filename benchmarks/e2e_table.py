@@ -357,8 +357,9 @@ def _rss_cell(result: dict, name: str) -> str:
 
 
 def _bottleneck_cell(figures: dict) -> str:
-    """'decode 79%' from edgecli's 'decode-bound: the 16 worker thread(s) were busy 79% of the
-    wall time, 41% on decode': the stage, and how busy it kept its resource's (all stages)."""
+    """'decode 79%' from edgecli's 'decode-bound: the CPU decoders set the pace (the 16 worker
+    thread(s) busy 79% of the wall time, 41% on decode)': the stage, and how busy its resource
+    was (all stages)."""
     detail = figures.get("bottleneck_detail")
     if not detail:
         return runner_cells(figures, "bottleneck")

@@ -79,7 +79,22 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
     for s in summaries:
         for name, count in s.get("decoders", {}).items():
             decoders[name] = decoders.get(name, 0) + count
-    busy = [s["gpu_busy_s"] for s in summaries if s["gpu_busy_s"] is not None]
+    # Busy time summed over the tasks; lanes over the Dask workers, each worker's the most
+    # any of its tasks had (its tasks ran one after another on the same threads).
+    busy: dict[str, dict[str, float]] = {}
+    lanes_of: dict[str, dict[str, int]] = {}
+    for r in results:
+        for resource, by_stage in r["summary"].get("busy", {}).items():
+            merged = busy.setdefault(resource, {})
+            for stage, ms in by_stage.items():
+                merged[stage] = merged.get(stage, 0.0) + ms
+        held = lanes_of.setdefault(r["worker"], {})
+        for resource, n in r["summary"].get("lanes", {}).items():
+            held[resource] = max(held.get(resource, 0), n)
+    lanes: dict[str, int] = {}
+    for held in lanes_of.values():
+        for resource, n in held.items():
+            lanes[resource] = lanes.get(resource, 0) + n
     ran = [s for s in summaries if s["backend"] != "none"]  # "none": a shard with no sources
     first = ran[0] if ran else {"backend": options.backend, "device": ""}
     return ClusterSummary(
@@ -95,10 +110,10 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
         megapixels=sum(s["megapixels"] for s in summaries),
         skipped_existing=sum(s["skipped_existing"] for s in summaries),
         interrupted=interrupted,
-        gpu_busy_s=sum(busy) if busy else None,
         main_thread_waits_s=waits,
         decoders=dict(sorted(decoders.items())),
-        decode_lanes=max((s.get("decode_lanes", 1) for s in summaries), default=1),
+        busy=busy,
+        lanes=lanes,
         scheduler=scheduler,
         tasks=tasks,
         workers_detail=sorted(detail.values(), key=lambda w: w["worker"]),

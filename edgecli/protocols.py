@@ -90,6 +90,7 @@ class DecodedBatch(Protocol):
     ready: Any  # the CUDA event after which they are there
     decoders: dict[str, int]  # frames per decoder
     errors: list  # FrameErrors of the batch's files that could not be decoded
+    timed: tuple[str, str]  # the resource decode_ms() occupied, and the stage it counts as
 
     def result(self) -> DecodedBatch: ...
 

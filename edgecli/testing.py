@@ -311,14 +311,17 @@ class StandInDeviceBatch:
     """Stands in for ``edgecli.decode.gpu.slots.DeviceBatch``: frames "on the device" (host
     arrays here), and the protocol's checks: consumed or discarded exactly once."""
 
+    timed = ("jpeg", "gpu_decode")  # as the JPEG engines' batches
+
     def __init__(self, names, sources, frames, decoders, errors=()):
         self.names, self.sources, self.frames = names, sources, frames
         self.decoders, self.errors = decoders, list(errors)
         self.ready = None
         self.handed_back = 0
+        self.elapsed_ms = 0.0  # the stand-in decoder's time on the batch
 
     def decode_ms(self) -> float:
-        return 0.0
+        return self.elapsed_ms
 
     def consumed(self, stream) -> None:
         self.handed_back += 1
@@ -359,7 +362,13 @@ class StandInJpegDecoder:
         limit = self.batch_for(items[0].header)
         if len({item.key() for item in items}) != 1 or not 1 <= len(items) <= limit:
             raise RuntimeError(f"a JPEG batch of {len(items)} files with several keys")
-        return self.executor.submit(self._decode, items)
+        return self.executor.submit(self._timed_decode, items)
+
+    def _timed_decode(self, items) -> StandInDeviceBatch:
+        start = time.perf_counter()
+        batch = self._decode(items)
+        batch.elapsed_ms = (time.perf_counter() - start) * 1e3
+        return batch
 
     def _decode(self, items) -> StandInDeviceBatch:
         from .decode.cpu import decode_image
@@ -403,7 +412,7 @@ class StandInDecoders:
 
     video = False
     notice = None
-    lanes = 1
+    lanes = {"jpeg": 1}
 
     def __init__(self, max_pixels: int, batch: int):
         self.jpeg = StandInJpegDecoder(max_pixels, batch)

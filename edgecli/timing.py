@@ -15,17 +15,43 @@ import numpy as np
 
 from .errors import printable
 
-# Stages in pipeline order. Device stages run on the GPU, timed with CUDA events; "read", a
-# video's (or multi-frame file's) frames decoded in order, on its reader thread; the others on
-# the worker threads. Host stages are timed with perf_counter.
-DEVICE_STAGES = ("upload", "kernel", "download")
-READER_STAGES = ("read",)
-# "gpu_decode": a batch decoded by the GPU's JPEG engines (timed with CUDA events) or by an NVDEC
-# session (on its thread), shared by its frames.
-DECODER_STAGES = ("gpu_decode",)
+# Stages in pipeline order. Each runs on one resource, which it occupies while it runs: the
+# ``workers`` threads (timed with perf_counter: decoding stills on the CPU, reading JPEGs for the
+# GPU's decoder, copying frames into pinned memory, computing on the CPU, encoding PNGs,
+# writing); the ``reader`` of videos and multi-frame files (a video's frames decoded in order);
+# the GPU's streams (CUDA events: upload, kernel with the packing of 1-bit rows, deflate when the
+# GPU compresses the PNGs, download); the JPEG engines (``gpu_decode``, events on their decoder's
+# stream); and the NVDEC sessions, which record their own stages under ``nvdec``.
 STAGE_ORDER = (
-    "read", "decode", "gpu_decode", "compute", "upload", "kernel", "download", "encode", "write",
+    "read", "decode", "load", "gpu_decode", "copy", "compute", "upload", "kernel", "deflate",
+    "download", "encode", "write",
 )  # fmt: skip
+RESOURCE_OF = {
+    "decode": "workers", "load": "workers", "copy": "workers", "compute": "workers",
+    "encode": "workers", "write": "workers", "read": "reader", "upload": "gpu", "kernel": "gpu",
+    "deflate": "gpu", "download": "gpu", "gpu_decode": "jpeg",
+}  # fmt: skip
+# The main thread's own work: what it does between its waits (WaitClock) while frames flow.
+HANDOFF = "handoff"
+# What set the pace, by the resource and the stage that kept it busiest.
+PACE_SETTERS = {
+    ("workers", "decode"): "the CPU decoders",
+    ("workers", "load"): "reading the JPEGs for the GPU's decoder",
+    ("workers", "copy"): "copying frames into pinned memory",
+    ("workers", "compute"): "edge detection on the CPU",
+    ("workers", "encode"): "PNG compression",
+    ("workers", "write"): "the writes",
+    ("reader", "read"): "the reader of a video",
+    ("gpu", "upload"): "copies to the GPU",
+    ("gpu", "kernel"): "the kernel",
+    ("gpu", "deflate"): "PNG compression on the GPU",
+    ("gpu", "download"): "copies from the GPU",
+    ("jpeg", "gpu_decode"): "the JPEG engines",
+    ("nvdec", "gpu_decode"): "NVDEC",
+    ("nvdec", "read"): "the CPU decoders of videos NVDEC does not decode exactly",
+    ("nvdec", "upload"): "uploading CPU-decoded video frames",
+    ("main", HANDOFF): "the main thread's hand-offs between the stages",
+}
 SCHEMA_VERSION = 1
 # A resource is named the bottleneck only when it was busy at least this share of the wall
 # time. Below it nothing was saturated: the run was too short for the pipeline to fill (start-up
@@ -43,13 +69,27 @@ class StageClock:
     def __init__(self, per_frame: bool = False) -> None:
         self._lock = threading.Lock()
         self._ms: dict[str, list[float]] = defaultdict(list)
+        self._busy: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._rows: dict[str, dict[str, float]] | None = {} if per_frame else None
 
-    def record(self, stage: str, elapsed_ms: float, frame: str) -> None:
+    def record(self, stage: str, elapsed_ms: float, frame: str, resource: str | None = None):
+        """``frame``'s ``elapsed_ms`` in ``stage``, which occupied ``resource`` (by default
+        the one the stage runs on, RESOURCE_OF) that long."""
         with self._lock:
             self._ms[stage].append(elapsed_ms)
+            self._busy[resource or RESOURCE_OF[stage]][stage] += elapsed_ms
             if self._rows is not None:
                 self._rows.setdefault(frame, {})[stage] = elapsed_ms
+
+    def add_busy(self, resource: str, stage: str, elapsed_ms: float) -> None:
+        """Time ``resource`` spent on ``stage`` for no one frame (the main thread's)."""
+        with self._lock:
+            self._busy[resource][stage] += elapsed_ms
+
+    def busy(self) -> dict[str, dict[str, float]]:
+        """Milliseconds each resource was occupied, by stage."""
+        with self._lock:
+            return {r: {s: round(ms, 3) for s, ms in st.items()} for r, st in self._busy.items()}
 
     @contextmanager
     def timed(self, stage: str, frame: str):
@@ -120,60 +160,68 @@ class WaitClock:
     def totals(self) -> dict[str, float]:
         return {what: round(s, 4) for what, s in sorted(self.seconds.items())}
 
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
 
-def find_bottleneck(
-    stages: dict, wall_s: float, workers: int, decode_lanes: int = 1
-) -> tuple[str, str]:
-    """The stage that kept the busiest resource busiest, and a sentence saying so; or "none"
-    when even the busiest resource was busy less than BOUND_FRACTION of the wall time.
 
-    The resources: the ``workers`` threads, which the worker stages share; the GPU, which
-    the device stages share; and the readers of videos and multi-frame files, one a file
-    (two at most at once, the next file read ahead: their time can pass the wall time). A
-    resource's busy fraction is its stages' total time over the time it had (wall x threads,
-    or wall). The busiest names the bottleneck: the GPU stage that took it longest, the worker
-    stage that took the most of the workers' time, or reading. The GPU's decoders are a
-    resource of their own: the JPEG engines (one decoder thread feeds them) or the NVDEC
-    sessions (``decode_lanes`` of them side by side).
+# Who each resource is, in the bottleneck's sentence ({n}: its lanes).
+RESOURCE_NAMES = {
+    "workers": "the {n} worker thread(s)",
+    "reader": "the reader of videos and multi-frame files",
+    "gpu": "the GPU's {n} stream(s)",
+    "jpeg": "the JPEG engines",
+    "nvdec": "the {n} NVDEC session(s)",
+    "main": "the main thread",
+}
+RESOURCE_ORDER = tuple(RESOURCE_NAMES)
+
+
+def busy_fractions(busy: dict, lanes: dict, wall_s: float) -> dict[str, float]:
+    """Each resource's busy fraction: the time its stages occupied it over the time it had,
+    its lanes (threads, streams, sessions) times the wall time."""
+    if wall_s <= 0:
+        return {}
+    ordered = sorted(busy, key=lambda r: RESOURCE_ORDER.index(r) if r in RESOURCE_ORDER else 99)
+    return {
+        r: sum(busy[r].values()) / 1e3 / (max(lanes.get(r, 1), 1) * wall_s)
+        for r in ordered
+        if busy[r]
+    }
+
+
+def find_bottleneck(busy: dict, lanes: dict, wall_s: float) -> tuple[str, str]:
+    """The stage that set the pace, and a sentence saying what it is and how busy it kept its
+    resource; or "none" when even the busiest resource was busy less than BOUND_FRACTION of
+    the wall time.
+
+    ``busy`` holds the milliseconds each resource was occupied, by stage
+    (:meth:`StageClock.busy`); ``lanes`` how many of each there were. Busy means the same on
+    every resource: a lane was working on a stage, not waiting for work or for room
+    downstream. A resource whose lanes were all busy all the time set the pace, whatever the
+    others did; its busiest stage names it: the CPU decoders, the JPEG engines, NVDEC, the
+    kernel, compression (on the host or the GPU), the writes, the reader of a video, the main
+    thread's hand-offs. The GPU's lanes are its streams, the batches it may have in flight: a
+    stream's batch occupies it from its first copy to its last, however many other streams the
+    GPU runs beside it, so a GPU whose every stream was full set the pace, and one that ran a
+    few short batches side by side did not.
     """
-    if not stages or wall_s <= 0:
+    fractions = busy_fractions(busy, lanes, wall_s)
+    if not any(r != "main" for r in fractions):
         return "none", "no frames were processed"
-
-    def busy(names, threads: int = 1) -> dict[str, float]:
-        return {n: stages[n]["total_ms"] / 1e3 / (wall_s * threads) for n in stages if n in names}
-
-    own = DEVICE_STAGES + READER_STAGES + DECODER_STAGES
-    host = busy([n for n in stages if n not in own], workers)
-    device, reader = busy(DEVICE_STAGES), busy(READER_STAGES)
-    engines = busy(DECODER_STAGES, decode_lanes)
-    resources = (host, device, reader, engines)
-    busiest = max((f for f in resources if f), key=lambda f: sum(f.values()))
-    name = max(busiest, key=busiest.get)
-    total = sum(busiest.values())
+    resource = max(fractions, key=fractions.get)
+    stages, total = busy[resource], fractions[resource]
+    stage = max(stages, key=stages.get)
+    who = RESOURCE_NAMES.get(resource, resource).format(n=lanes.get(resource, 1))
     if total < BOUND_FRACTION:
-        who = {
-            id(host): f"the {workers} worker thread(s)",
-            id(device): "the GPU",
-            id(reader): "the readers of videos and multi-frame files",
-            id(engines): "the GPU's decoders",
-        }[id(busiest)]
         return "none", (  # percent rounded down, so 69.6% never reads "70% (under 70%)"
             f"not bound: the busiest resource, {who}, was busy {int(total * 100)}% of the wall "
             f"time (under {BOUND_FRACTION:.0%}: the run was too short, or waited on I/O)"
         )
-    if busiest is reader:
-        return name, (
-            f"{name}-bound: reading videos and multi-frame files, in order (a reader a file), "
-            f"took {total:.0%} of the wall time"
-        )
-    if busiest is engines:
-        return name, (
-            f"{name}-bound: the GPU's decoders (JPEG engines or {decode_lanes} NVDEC "
-            f"session(s)) were busy {total:.0%} of the wall time"
-        )
-    who = "the GPU was" if busiest is device else f"the {workers} worker thread(s) were"
-    return name, (
-        f"{name}-bound: {who} busy {total:.0%} of the wall time, {busiest[name]:.0%} on {name}"
+    share = stages[stage] / sum(stages.values()) * total
+    on = f", {share:.0%} on {stage}" if len(stages) > 1 else ""
+    pace = PACE_SETTERS.get((resource, stage), stage)
+    return stage, (
+        f"{stage}-bound: {pace} set the pace ({who} busy {total:.0%} of the wall time{on})"
     )
 
 
@@ -193,16 +241,20 @@ class Summary:
     megapixels: float = 0.0
     skipped_existing: int = 0
     interrupted: bool = False
-    gpu_busy_s: float | None = None  # time the GPU spent on copies and kernels (CUDA only)
     main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
     decoders: dict = field(default_factory=dict)  # frames per decoder: "cpu", "nvjpeg-hw", ...
-    decode_lanes: int = 1  # the GPU decoders' sessions side by side (for the bottleneck)
+    busy: dict = field(default_factory=dict)  # StageClock.busy(): ms by resource and stage
+    lanes: dict = field(default_factory=dict)  # each resource's threads, streams or sessions
+
+    def busy_fractions(self) -> dict[str, float]:
+        return busy_fractions(self.busy, self.lanes, self.wall_s)
 
     @property
     def gpu_busy_fraction(self) -> float | None:
-        if self.gpu_busy_s is None or self.wall_s <= 0:
+        """The share of its streams' time the GPU's batches occupied (CUDA backend only)."""
+        if "gpu" not in self.lanes:
             return None
-        return min(self.gpu_busy_s / self.wall_s, 1.0)
+        return self.busy_fractions().get("gpu", 0.0)
 
     @property
     def frames_failed(self) -> int:
@@ -218,12 +270,20 @@ class Summary:
         return self.megapixels / self.wall_s if self.wall_s > 0 else 0.0
 
     def bottleneck(self) -> tuple[str, str]:
-        return find_bottleneck(self.stages, self.wall_s, self.workers, self.decode_lanes)
+        return find_bottleneck(self.busy, self.lanes, self.wall_s)
 
     def as_json(self) -> dict:
         data = asdict(self)
-        data.pop("gpu_busy_s")
-        data.pop("decode_lanes")
+        data.pop("lanes")
+        fractions = self.busy_fractions()
+        data["busy"] = {
+            resource: {
+                "lanes": self.lanes.get(resource, 1),
+                "busy_fraction": round(fraction, 4),
+                "stages_s": {s: round(ms / 1e3, 4) for s, ms in self.busy[resource].items()},
+            }
+            for resource, fraction in fractions.items()
+        }
         name, detail = self.bottleneck()
         data.update(
             schema=SCHEMA_VERSION,
@@ -277,8 +337,15 @@ class Summary:
                 f"  {name:<9} total {s['total_ms'] / 1e3:8.3f} s  mean {s['mean_ms']:8.3f} ms"
                 f"  p50 {s['p50_ms']:8.3f} ms  p95 {s['p95_ms']:8.3f} ms"
             )
-        if self.gpu_busy_fraction is not None:
-            lines.append(f"  GPU busy {self.gpu_busy_fraction:.1%} of the wall time")
+        fractions = self.busy_fractions()
+        if fractions:
+            lines.append(
+                "  busy: "
+                + ", ".join(
+                    f"{RESOURCE_NAMES.get(r, r).format(n=self.lanes.get(r, 1))} {f:.0%}"
+                    for r, f in fractions.items()
+                )
+            )
         if self.decoders:
             lines.append("  decoded by: " + ", ".join(f"{k} {v}" for k, v in self.decoders.items()))
         if self.main_thread_waits_s:

@@ -22,7 +22,7 @@ JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
     "backend", "device", "params", "workers", "output", "stages", "bottleneck",
     "bottleneck_detail", "skipped_existing", "interrupted", "gpu_busy_fraction",
-    "main_thread_waits_s", "decoders",
+    "main_thread_waits_s", "decoders", "busy",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
 
@@ -137,7 +137,10 @@ def test_json_summary_to_stdout(frames_dir, tmp_path):
     }
     assert {"decode", "compute", "encode", "write"} <= set(summary["stages"])
     assert all(set(s) == STAGE_KEYS for s in summary["stages"].values())
-    assert summary["bottleneck"] in set(summary["stages"]) | {"none"}
+    assert summary["bottleneck"] in set(summary["stages"]) | {"handoff", "none"}
+    assert set(summary["busy"]) == {"workers", "main"}  # no video: the reader never ran
+    assert summary["busy"]["workers"]["lanes"] == summary["workers"]
+    assert set(summary["busy"]["workers"]["stages_s"]) == {"decode", "compute", "encode", "write"}
     assert set(summary["main_thread_waits_s"]) == {"decode", "encode"}
     assert all(s >= 0 for s in summary["main_thread_waits_s"].values())
 

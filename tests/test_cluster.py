@@ -113,6 +113,11 @@ def test_merged_summary_lists_a_failure_once(media, tmp_path, scheduler):
     assert result.output.count(f"skipped {media / 'bad.png'}") == 1
     assert sum(w["frames"] for w in summary["workers_detail"]) == summary["frames"]
     assert sum(w["tasks"] for w in summary["workers_detail"]) == summary["tasks"] == 8
+    # Each resource's lanes: every Dask worker's, summed; its time: every task's.
+    assert summary["busy"]["workers"]["lanes"] == summary["workers"]
+    assert summary["busy"]["reader"]["lanes"] == len(summary["workers_detail"])
+    decode_s = summary["busy"]["workers"]["stages_s"]["decode"]
+    assert decode_s == pytest.approx(summary["stages"]["decode"]["total_ms"] / 1e3, abs=1e-3)
 
 
 def test_failure_under_fail_is_one_error(media, tmp_path, scheduler):

@@ -344,17 +344,59 @@ def test_one_clip_split_into_segments_at_its_keyframes(nvdec, tmp_path, monkeypa
 
 def test_the_last_clips_of_a_folder_are_shared_by_idle_sessions(nvdec, tmp_path, monkeypatch):
     """Five copies of a clip with a keyframe every 12 frames, for 2 sessions: once the queue is
-    empty, a session that finishes cuts a clip still running, at a keyframe; the CPU's frames."""
+    empty, the session that finishes its clip cuts the last clip, still running, at a
+    keyframe; the CPU's frames. The last clip's own session holds its first batch until a
+    session has sought into that clip (30 s at most), so that it is still running when the
+    other session finishes, whichever session finishes first."""
+    import threading
+
     monkeypatch.setattr(segments, "MIN_SEGMENT", 7)
     monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", 2)
-    seeks = recorded_seeks(nvdec, monkeypatch)
+    real, seeks, last_clip_cut = nvdec.import_nvc(), [], threading.Event()
+
+    class Decoder:
+        """A session's decoder, which knows its clip and whether it has sought into it."""
+
+        def __init__(self, decoder, path):
+            self.decoder, self.clip, self.sought = decoder, Path(path).name, False
+
+        def __getattr__(self, name):
+            return getattr(self.decoder, name)
+
+        def __len__(self):
+            return len(self.decoder)
+
+        def reconfigure_decoder(self, path):
+            self.decoder.reconfigure_decoder(path)
+            self.clip, self.sought = Path(path).name, False
+
+        def seek_to_index(self, index):
+            seeks.append(index)
+            self.sought = True
+            if self.clip == "c4.mp4":
+                last_clip_cut.set()
+            return self.decoder.seek_to_index(index)
+
+        def get_batch_frames(self, count):
+            if self.clip == "c4.mp4" and not self.sought:  # the last clip, from its start
+                last_clip_cut.wait(30)
+            return self.decoder.get_batch_frames(count)
+
+    class Library:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def SimpleDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
+            return Decoder(real.SimpleDecoder(*args, **kwargs), args[0])
+
+    monkeypatch.setattr(nvdec, "import_nvc", Library)
     folder = tmp_path / "clips"
     folder.mkdir()
     for i in range(5):
         shutil.copy(DATA / "nvdec_250x142.mp4", folder / f"c{i}.mp4")
     cpu, auto = run_both(str(folder / "*.mp4"), tmp_path)
     assert auto.decoders == {"nvdec": 450}
-    assert seeks and set(seeks) <= set(range(12, 90, 12))
+    assert last_clip_cut.is_set() and set(seeks) <= set(range(12, 90, 12))
 
 
 def test_a_clip_with_one_keyframe_is_not_split(nvdec, tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 
 import cv2
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 
 import edgecli
 from edgecli.params import BORDERS, NORMS
+from edgecli.sources import ImageSource
 
 from .helpers import H264_CLIP, invoke, same_bytes
 from .media import cv2_layouts, photo
@@ -153,3 +155,27 @@ def test_a_preview_is_the_same_on_both_backends(gpu, mixed_folder, tmp_path):
         assert f"({backend})" in result.stderr
         sheets[backend] = sheet.read_bytes()
     assert sheets["cpu"] == sheets["cuda"]
+
+
+def test_slow_cpu_decoders_set_a_decode_cpu_run_s_pace(gpu, tmp_path, monkeypatch):
+    """--decode cpu on the CUDA backend, its CPU decoders slowed (a sleep a frame, as cv2
+    lets go of the GIL): whatever the kernel's and the deflate's latency on the GPU's streams,
+    the summary names the CPU decoders, its workers busy, its streams far from full."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(48):
+        assert cv2.imwrite(str(folder / f"f{i:03d}.jpg"), photo(24, 40, seed=i))
+    # The backend's once-a-process start (CuPy, the kernels, the deflate's check) first.
+    edgecli.process(folder / "f000.jpg", tmp_path / "warm", backend="cuda", decode="cpu")
+    decode = ImageSource.decode
+
+    def slow(self, max_pixels):
+        time.sleep(0.05)
+        return decode(self, max_pixels)
+
+    monkeypatch.setattr(ImageSource, "decode", slow)
+    summary = edgecli.process(folder, tmp_path / "out", backend="cuda", decode="cpu", workers=2)
+    data = json.loads(summary.dumps())
+    assert data["bottleneck"] == "decode"
+    assert data["bottleneck_detail"].startswith("decode-bound: the CPU decoders set the pace")
+    assert data["busy"]["gpu"]["busy_fraction"] < 0.7

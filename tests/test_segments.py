@@ -138,6 +138,39 @@ def test_videos_are_taken_in_order_before_any_is_cut():
     assert first.stop == 1000
 
 
+def test_the_last_videos_are_cut_for_a_session_that_finished_its_own():
+    """Five clips of 90 frames (a keyframe every 12) for 2 sessions: once the queue is empty,
+    the session that finishes its clip cuts the last one, which the other session has begun,
+    at the keyframe nearest the middle of what that session has not claimed."""
+    schedule = Schedule([Segment(f"c{i}") for i in range(5)], shortest=7)
+
+    def finish(segment: Segment) -> None:
+        schedule.started(segment, 90, GOP_12)
+        assert schedule.claim(segment, segment.start, 90) == 90
+        schedule.done(segment)
+
+    first, second = schedule.take(), schedule.take()
+    finish(first)
+    third = schedule.take()
+    finish(second)
+    fourth = schedule.take()
+    finish(third)
+    last = schedule.take()  # nothing left to start after it
+    assert [s.source for s in (first, second, third, fourth, last)] == [
+        "c0",
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+    ]
+    schedule.started(last, 90, GOP_12)
+    assert schedule.claim(last, 0, 16) == 16
+    finish(fourth)
+    thread, got = taker(schedule)  # on a thread: a schedule that never cuts fails, not hangs
+    thread.join(10)
+    assert [(s.source, s.start, s.stop) for s in got] == [("c4", 48, 90)] and last.stop == 48
+
+
 def taker(schedule: Schedule) -> tuple[threading.Thread, list]:
     """A thread waiting in ``schedule.take()``; the list gets what it returned."""
     got: list = []

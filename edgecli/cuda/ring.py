@@ -64,8 +64,10 @@ class Slab:
         self.capacity = 0  # pixels (frames x height x width) the edge buffer holds
         self.input_capacity = 0  # pixels the input buffers (host frames) hold
         self.out_capacity = 0  # bytes the output buffers hold
-        self.started, self.uploaded, self.computed, self.downloaded = (
-            cp.cuda.Event() for _ in range(4)
+        # ``rows_ready``: after the kernel (and the packing), before the deflate, which the
+        # summary counts as compression, not as the kernel.
+        self.started, self.uploaded, self.rows_ready, self.computed, self.downloaded = (
+            cp.cuda.Event() for _ in range(5)
         )
         # Set while no one reads out_pinned; cleared from fill() until release().
         self.free = threading.Event()
@@ -195,6 +197,7 @@ class Filling:
                 then(slab.stream)
             if slab.packed:
                 self.pack(edges_dev, out_dev, slab.stream)
+            slab.rows_ready.record(slab.stream)
             streams = None
             if slab.deflate is not None:
                 size = deflate_out_bytes(h * row_bytes)
@@ -237,7 +240,8 @@ class InFlight:
     def result(self) -> tuple[Sequence[np.ndarray | PackedEdges], dict[str, float]]:
         """The batch's edge maps (a packed slab's as :class:`PackedEdges`), views of pinned
         memory that stay valid until :meth:`release`, and the GPU milliseconds of each stage
-        for the whole batch (the packing is part of the kernel's)."""
+        for the whole batch (the packing is part of the kernel's; the deflate, where the GPU
+        compresses, a stage of its own)."""
         slab = self.slab
         slab.downloaded.synchronize()  # also means the uploads are done with the inputs
         if self.width is not None:  # once: the streams' lengths are in only now
@@ -251,9 +255,11 @@ class InFlight:
         elapsed = cp.cuda.get_elapsed_time
         stages = {
             "upload": elapsed(slab.started, slab.uploaded),
-            "kernel": elapsed(slab.uploaded, slab.computed),
+            "kernel": elapsed(slab.uploaded, slab.rows_ready),
             "download": elapsed(slab.computed, slab.downloaded),
         }
+        if slab.deflate is not None:
+            stages["deflate"] = elapsed(slab.rows_ready, slab.computed)
         return self.outputs, stages
 
     def release(self) -> None:

@@ -22,9 +22,10 @@ from ..workers import Lane
 from .writer import Writer
 
 
-def copy_frame(pixels: np.ndarray, out: np.ndarray) -> None:
+def copy_frame(clock: StageClock, frame: Frame, out: np.ndarray) -> None:
     """Copy a decoded frame into its place in a slab's pinned input: a worker's task."""
-    np.copyto(out, pixels)
+    with clock.timed("copy", frame.out_name):
+        np.copyto(out, frame.pixels)
 
 
 @dataclass
@@ -75,9 +76,9 @@ def run_on_gpu(
     on_copied: Callable[[str], None] | None = None,
     on_failed: Callable[[FrameError], None] | None = None,
     tally: DecodeTally | None = None,
-) -> float:
+) -> None:
     """Stream ``frames`` through the GPU in batches of up to ``options.batch`` same-shape
-    frames, ``options.streams`` batches in flight; return the GPU's busy seconds.
+    frames, ``options.streams`` batches in flight; each batch's GPU time goes to ``clock``.
 
     A batch takes the ring's next slab with its first frame, and each frame is copied into
     the slab's pinned input by a task on ``copies`` as soon as it is here, so the copies
@@ -101,7 +102,6 @@ def run_on_gpu(
         else:
             batches.add_decoded(frame)
     batches.finish()
-    return batches.busy_ms / 1e3
 
 
 class GpuBatches:
@@ -114,7 +114,6 @@ class GpuBatches:
         self.on_copied, self.on_failed = on_copied, on_failed or _raise
         self.tally = tally or DecodeTally()
         self.in_flight: deque = deque()  # (names, InFlight, DeviceBatch or None), in order
-        self.busy_ms = 0.0
         self.batch: list[Frame] = []  # host frames of the batch being filled
         self.copied: list[Future] = []  # their copies into its slab
         self.filling = None
@@ -131,7 +130,7 @@ class GpuBatches:
             self.make_room()
             with self.waits.timed("submit"):  # the encoders of the slab's last batch
                 self.filling = self.ring.fill(shape, self.options.batch)
-        copy = self.copies.submit(copy_frame, frame.pixels, self.filling.inputs[len(batch)])
+        copy = self.copies.submit(copy_frame, self.clock, frame, self.filling.inputs[len(batch)])
         if self.on_copied is not None:  # called on the worker, as the copy ends
             copy.add_done_callback(lambda _, name=frame.out_name: self.on_copied(name))
         self.copied.append(copy)
@@ -158,13 +157,16 @@ class GpuBatches:
         names, pending, decoded = self.in_flight.popleft()
         with self.waits.timed("gpu"):
             edges, gpu_ms = pending.result()
-        self.busy_ms += sum(gpu_ms.values())
-        if decoded is not None:  # frames the GPU decoded: their decode's time, shared
-            gpu_ms = gpu_ms | {"gpu_decode": decoded.decode_ms()}
+        # A batch's times, shared by its frames: on its stream, and in its decoder (the JPEG
+        # engines or an NVDEC session, each saying which resource it occupied, and as what).
+        timed = [(stage, ms, None) for stage, ms in gpu_ms.items()]
+        if decoded is not None:
+            resource, stage = decoded.timed
+            timed.append((stage, decoded.decode_ms(), resource))
         encoded = CountDown(len(names), pending.release)
         for name, frame_edges in zip(names, edges, strict=True):
-            for stage, ms in gpu_ms.items():  # a batch's GPU time, shared by its frames
-                self.clock.record(stage, ms / len(names), name)
+            for stage, ms, resource in timed:
+                self.clock.record(stage, ms / len(names), name, resource)
             self.writer.submit(self.writer.encode_write, name, frame_edges, encoded.done)
 
     def make_room(self) -> None:

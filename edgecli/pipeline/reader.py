@@ -239,13 +239,18 @@ class FrameReader:
 
     def _read_for_gpu(self, source) -> Frame | object:
         """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
-        it decodes the file exactly, else the CPU's frame (from the bytes read)."""
+        it decodes the file exactly, else the CPU's frame (from the bytes read). Its time is
+        the CPU's "decode" in the one case, as reading the file is part of any CPU decode, and
+        "load" in the other."""
+        start = time.perf_counter()
         data = read_file(source.path)
         header = parse_header(data) if data[:2] == b"\xff\xd8" else None
         # Until the GPU's decoder is open (it takes a while), the CPU decodes.
         if header is None or header.gpu_reason is not None or not self.gpu.jpeg.ready():
-            with self.clock.timed("decode", source.out_name):
+            try:
                 pixels = decode_image(source.path, data, self.options.max_pixels)
+            finally:
+                self.clock.record("decode", (time.perf_counter() - start) * 1e3, source.out_name)
             return Frame(source.out_name, str(source.path), pixels)
         check_size(str(source.path), header.width * header.height, self.options.max_pixels)
         damage = scan_damage(data)  # as decode_image checks it: nvJPEG decodes past damage
@@ -253,6 +258,7 @@ class FrameReader:
             raise FrameError(str(source.path), damage)
         # The GPU decodes it into memory of its own: no host frame to reserve room for.
         self.budget.release(source.out_name)
+        self.clock.record("load", (time.perf_counter() - start) * 1e3, source.out_name)
         return EncodedJpeg(source.out_name, str(source.path), source.path, data, header)
 
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
@@ -276,10 +282,20 @@ class FrameReader:
                 if fleet is not None:
                     yield from self._fleet_items(fleet.ready())
             if fleet is not None:
-                yield from self._fleet_items(fleet.rest())
+                yield from self._fleet_items(self._waited(fleet.rest(), "gpu_decode"))
         finally:
             if fleet is not None:
                 fleet.close()
+
+    def _waited(self, items: Iterable, what: str) -> Iterator:
+        """``items``, each waited for on the main thread under ``what`` in :attr:`waits`."""
+        items = iter(items)
+        while True:
+            with self.waits.timed(what):
+                item = next(items, _End)
+            if item is _End:
+                return
+            yield item
 
     def _fleet_items(self, items) -> Iterator:
         for item in items:

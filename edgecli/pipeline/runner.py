@@ -34,7 +34,7 @@ from ..sources import (
     select_frames,
 )
 from ..threshold import resolve as resolve_threshold
-from ..timing import StageClock, Summary
+from ..timing import HANDOFF, StageClock, Summary
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
 from .reader import FOLLOWING_DEPTH, Failure, FrameReader
@@ -382,7 +382,6 @@ def _run_into(
         state.bar.close()
         raise
     gpu = ring = None
-    gpu_busy_s = None
     with pool:
         writer = Writer(
             pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
@@ -399,16 +398,22 @@ def _run_into(
             )  # fmt: skip
             state.reader = reader
             frames = state.decoded_frames(reader)  # the NVDEC sessions start, if any
-            if backend.runs_on_host:  # the CPU backend: compute on every worker, frame by frame
+            if not backend.runs_on_host:
+                ring = backend.slab_ring(options.streams + SPARE_SLABS)
+            flowing = time.perf_counter()
+            if ring is None:  # the CPU backend: compute on every worker, frame by frame
                 for frame in frames:
                     writer.submit(writer.compute_encode_write, backend, frame)
             else:
-                ring = backend.slab_ring(options.streams + SPARE_SLABS)
-                gpu_busy_s = run_on_gpu(
+                run_on_gpu(
                     ring, frames, options, pool.at(COPY), state.clock, writer, reader.waits,
                     budget.release if budget.active else None, state.failed, state.tally,
                 )  # fmt: skip
             writer.drain()
+            # The main thread's own work while frames flowed: its time less its waits.
+            waited = reader.waits.total_s() + writer.waits.total_s()
+            handoff_s = max(time.perf_counter() - flowing - waited, 0.0)
+            state.clock.add_busy("main", HANDOFF, handoff_s * 1e3)
         finally:
             # On an error, frames not yet started are dropped; those in flight finish
             # (their PNGs are written whole, by rename) before the pool is gone.
@@ -421,7 +426,7 @@ def _run_into(
             state.bar.close()
     if mixed and not stop.is_set():
         resume.finish(out_dir, options, writer.written)
-    summary = state.summary(backend, started, gpu_busy_s, writer, gpu, on_host=ring is None)
+    summary = state.summary(backend, started, writer, gpu, on_host=ring is None)
     return summary, state.clock
 
 
@@ -472,9 +477,15 @@ class RunState:
         self.warn(f"skipped {failure.source}: {failure.reason}")
         self.bar.update(failure.frames)
 
-    def summary(self, backend, started, gpu_busy_s, writer, gpu, *, on_host: bool) -> Summary:
+    def summary(self, backend, started, writer, gpu, *, on_host: bool) -> Summary:
         stats = self.clock.stats()
         reader, options = self.reader, self.options
+        # Each resource's lanes: what it can run at once (timing.find_bottleneck).
+        lanes = {"workers": options.worker_count, "reader": 1, "main": 1}
+        if not on_host:
+            lanes["gpu"] = options.streams
+        if gpu is not None:
+            lanes |= gpu.lanes
         return Summary(
             frames=stats.get("write", {}).get("count", 0),
             failed=[
@@ -490,10 +501,10 @@ class RunState:
             megapixels=self.megapixels + self.tally.megapixels,
             skipped_existing=reader.skipped_existing if reader is not None else 0,
             interrupted=self.stop.is_set(),
-            gpu_busy_s=gpu_busy_s,
             main_thread_waits_s=(reader.waits.totals() if reader else {}) | writer.waits.totals(),
             decoders=_decoders(self.tally.frames, stats, on_host),
-            decode_lanes=gpu.lanes if gpu is not None else 1,
+            busy=self.clock.busy(),
+            lanes=lanes,
         )
 
 

@@ -17,14 +17,16 @@ class GpuDecoders:
         self.jpeg = JpegDecoder(self.device, backend, self.max_pixels) if backend else None
         self.video, self.exact_video = chosen.video, chosen.exact_video
         self.notice = chosen.notice
-        self.lanes = 1
+        # The summary's resources these decoders add, with their lanes (timing.find_bottleneck):
+        # the JPEG engines, fed by one thread; NVDEC, its sessions side by side.
+        self.lanes = {"jpeg": 1} if self.jpeg is not None else {}
         self.fleets: list[VideoFleet] = []
 
     def fleet(self, sources, wanted, skipped, clock) -> VideoFleet:
         fleet = VideoFleet(
             self.device, sources, self.max_pixels, wanted, skipped, clock, self.exact_video
         )
-        self.lanes = max(self.lanes, fleet.sessions)
+        self.lanes["nvdec"] = max(self.lanes.get("nvdec", 0), fleet.sessions)
         self.fleets.append(fleet)
         return fleet
 

@@ -85,15 +85,17 @@ class SlotRing:
 class DeviceBatch:
     """Frames decoded on the GPU into a slot: ``frames`` (n, H, W, 3) BGR, valid on the device
     once ``ready`` has fired. ``errors``: files of the batch that could not be decoded
-    (FrameError, each as the CPU decoder words it); ``decoders``: frames per decoder."""
+    (FrameError, each as the CPU decoder words it); ``decoders``: frames per decoder;
+    ``timed``: the resource its decode occupied for :meth:`decode_ms`, and as what stage."""
 
     def __init__(self, names, sources, frames, ready, slot, decoders, errors=(), started=None,
-                 decode_ms=None):  # fmt: skip
+                 decode_ms=None, timed=("jpeg", "gpu_decode")):  # fmt: skip
         self.names, self.sources, self.frames = names, sources, frames
         self.ready, self.slot, self.decoders = ready, slot, decoders
         self.errors = list(errors)
         self.started = started  # a CUDA event before the decode, for its time
         self._decode_ms = decode_ms
+        self.timed = timed
 
     def decode_ms(self) -> float:
         """Milliseconds the batch took to decode (once it is ready)."""

@@ -185,7 +185,9 @@ class VideoFleet:
         the decoder reuses them."""
         height, width = shape
         out_h, out_w = (width, height) if plan.rotation in (90, 270) else (height, width)
+        waited = time.perf_counter()
         slot = ring.take(stream)
+        began += time.perf_counter() - waited  # a wait for the consumer is not NVDEC's time
         frames = slot.buffer("frames", len(decoded) * height * width * 3)
         frames = frames.reshape(len(decoded), out_h, out_w, 3)
         names, sources = [], []
@@ -211,7 +213,7 @@ class VideoFleet:
         stream.synchronize()
         elapsed_ms = (time.perf_counter() - began) * 1e3
         decoder = NVDEC if plan.exact else NVDEC_APPROX
-        self._put(names, sources, frames, ready, slot, decoder, elapsed_ms)
+        self._put(names, sources, frames, ready, slot, decoder, elapsed_ms, "gpu_decode")
 
     def _cpu(self, segment: Segment, stream, ring: SlotRing) -> None:
         """The CPU decoder's frames ``segment.start`` to ``segment.stop`` of a video (one NVDEC
@@ -236,7 +238,8 @@ class VideoFleet:
                 if not self.wanted(frame.out_name, lambda p=pixels: p):
                     self.skipped()
                     continue
-                self.clock.record("read", (time.perf_counter() - started) * 1e3, frame.out_name)
+                elapsed_ms = (time.perf_counter() - started) * 1e3
+                self.clock.record("read", elapsed_ms, frame.out_name, "nvdec")
                 if batch and frame.pixels.shape != batch[0].pixels.shape:
                     self._upload(batch, stream, ring)
                 batch.append(frame)
@@ -251,8 +254,8 @@ class VideoFleet:
     def _upload(self, batch: list, stream, ring: SlotRing) -> None:
         """The CPU-decoded frames of ``batch`` into a slot, as a DeviceBatch, and ``batch``
         emptied (its time: the upload's; their decode is timed as "read", as on the CPU)."""
+        slot = ring.take(stream)  # a wait for the consumer: not the session's time
         began = time.perf_counter()
-        slot = ring.take(stream)
         shape = batch[0].pixels.shape
         frames = slot.buffer("frames", len(batch) * shape[0] * shape[1] * 3)
         frames = frames.reshape(len(batch), *shape)
@@ -261,16 +264,17 @@ class VideoFleet:
         ready.record(stream)
         elapsed_ms = (time.perf_counter() - began) * 1e3
         names = [f.out_name for f in batch]
-        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms)
+        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms, "upload")
         batch.clear()
 
-    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms) -> None:
+    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms, stage) -> None:
+        """A batch to the consumer; ``elapsed_ms``: the session's time on it, as ``stage``."""
         if not names:
             slot.free.set()
             return
         batch = DeviceBatch(
             names, sources, frames[: len(names)], ready, slot, {decoder: len(names)},
-            decode_ms=elapsed_ms,
+            decode_ms=elapsed_ms, timed=("nvdec", stage),
         )  # fmt: skip
         self.out.put(batch)
 
