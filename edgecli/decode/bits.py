@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from .mp4 import Unreadable
 
+# The bytes of a header read at most: every header read here ends far sooner (an SPS with
+# every scaling list and 64 reference picture sets is a few kilobytes), and reading a huge
+# integer bit by bit would be slow.
+_MAX_BYTES = 1 << 16
+
 
 class Bits:
     """An MSB-first reader of ``data``, with the exp-Golomb codes of ITU-T H.264/H.265 9.x
     and AV1's ``uvlc``; ``what`` names the header in the reason when the data runs out."""
 
     def __init__(self, data: bytes, what: str):
+        data = data[:_MAX_BYTES]
         self._value = int.from_bytes(data, "big")
         self._left = 8 * len(data)
         self._what = what
