@@ -6,7 +6,6 @@ codec's configuration, without decoding.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,18 +203,7 @@ def describe(path: Path) -> VideoStream | str:
     except OSError as exc:
         return f"cannot read the file ({exc.strerror or exc})"
     if magic == _EBML_MAGIC:
-        return _describe_matroska(path)
+        from . import matroska  # it imports this module's from_codec
+
+        return matroska.describe(path)
     return mp4.describe(path)
-
-
-def _describe_matroska(path: Path) -> VideoStream | str:
-    # The Matroska reader is built beside this module; until it is part of the package, a
-    # Matroska file is one this cannot describe.
-    name = f"{__package__}.matroska"
-    try:
-        matroska = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return "Matroska"
-    return matroska.describe(path)
