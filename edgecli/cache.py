@@ -4,7 +4,9 @@ Standard library only, until that key is asked for."""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -27,3 +29,33 @@ def opencv_build_key() -> str:
     features = "".join("1" if cv2.checkHardwareSupport(i) else "0" for i in range(512))
     cpu = hashlib.sha256(features.encode()).hexdigest()[:16]
     return f"opencv {cv2.__version__} build {build} cpu {cpu}"
+
+
+def _verdicts(path: Path) -> dict:
+    try:
+        verdicts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # missing or damaged: measured again
+    return verdicts if isinstance(verdicts, dict) else {}
+
+
+def cached_verdict(path: Path, key: str, check: Callable[[], bool]) -> bool:
+    """``key``'s verdict in the JSON file of verdicts at ``path``: the one the file holds,
+    else ``check()``'s, added to the file (written atomically, beside what other processes
+    added meanwhile; where it cannot be written, the verdict holds for this call only). What
+    ``check`` raises is raised, and nothing is cached."""
+    from .errors import OutputError
+    from .sinks import write_atomic
+
+    verdict = _verdicts(path).get(key)
+    if isinstance(verdict, bool):
+        return verdict
+    verdict = check()
+    verdicts = _verdicts(path)
+    verdicts[key] = verdict
+    try:
+        data = (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode()
+        write_atomic(path, data, make_folder=True)  # the cache is edgecli's folder
+    except OutputError:
+        pass  # read-only home, say
+    return verdict

@@ -17,15 +17,13 @@
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
+import threading
 
 import cv2
 import numpy as np
 
 from . import reference
-from .cache import cache_dir, opencv_build_key
-from .errors import OutputError
+from .cache import cache_dir, cached_verdict, opencv_build_key
 from .params import Options
 
 CACHE_FILE = "luma-check.json"
@@ -60,35 +58,16 @@ def check_cvtcolor_luma() -> bool:
     return True
 
 
-def _read_verdicts(path: Path) -> dict:
-    try:
-        verdicts = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return verdicts if isinstance(verdicts, dict) else {}
+_check_lock = threading.Lock()
 
 
 @functools.cache
 def cvtcolor_luma_is_exact() -> bool:
     """The verdict of :func:`check_cvtcolor_luma` for this OpenCV build and CPU: from the
-    cache file where it holds one, else checked now (0.2 s) and cached, written atomically.
-    Where the cache cannot be written, each process checks once, the first time it asks."""
-    from .sinks import write_atomic
-
-    path = cache_dir() / CACHE_FILE
-    key = opencv_build_key()
-    verdicts = _read_verdicts(path)
-    verdict = verdicts.get(key)
-    if isinstance(verdict, bool):
-        return verdict
-    verdict = check_cvtcolor_luma()
-    verdicts[key] = verdict
-    try:
-        data = (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode()
-        write_atomic(path, data, make_folder=True)  # the cache is edgecli's folder
-    except OutputError:
-        pass  # read-only home, say: the verdict holds for this process only
-    return verdict
+    cache file where it holds one, else checked now (0.2 s, once however many threads ask)
+    and cached. Where the cache cannot be written, each process checks once."""
+    with _check_lock:
+        return cached_verdict(cache_dir() / CACHE_FILE, opencv_build_key(), check_cvtcolor_luma)
 
 
 def luma(frame_bgr: np.ndarray) -> np.ndarray:

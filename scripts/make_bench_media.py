@@ -128,15 +128,20 @@ class Pan:
         return np.ascontiguousarray(self.canvas[y : y + self.height, x : x + self.width])
 
 
-def write_video(pan: Pan, frames: int, path: Path, crf: int) -> None:
-    """Pipe the first ``frames`` frames as raw BGR into imageio-ffmpeg's ffmpeg (libx264)."""
+def write_video(pan: Pan, frames: int, path: Path, crf: int, codec: str = "libx264") -> None:
+    """Pipe the first ``frames`` frames as raw BGR into imageio-ffmpeg's ffmpeg (libx264, or
+    libx265 as phones record HEVC: 8-bit 4:2:0, tagged hvc1)."""
     import imageio_ffmpeg  # only here: the folders must not need it
 
+    options = {
+        "libx264": ["-preset", "medium"],
+        "libx265": ["-preset", "fast", "-x265-params", "log-level=error", "-tag:v", "hvc1"],
+    }[codec]
     command = [
         imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error",
         "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{pan.width}x{pan.height}",
         "-r", str(VIDEO_FPS), "-i", "-",
-        "-c:v", "libx264", "-pix_fmt", "yuv420p", "-crf", str(crf), "-preset", "medium",
+        "-c:v", codec, "-pix_fmt", "yuv420p", "-crf", str(crf), *options,
         "-movflags", "+faststart", str(path),
     ]  # fmt: skip
     encoder = subprocess.Popen(command, stdin=subprocess.PIPE)
@@ -154,27 +159,6 @@ def write_video(pan: Pan, frames: int, path: Path, crf: int) -> None:
     capture.release()
     if decoded != frames:
         raise SystemExit(f"{path}: OpenCV decodes {decoded} frames, expected {frames}")
-
-
-def write_hevc(pan: Pan, frames: int, path: Path, crf: int) -> None:
-    """The first ``frames`` frames in HEVC (libx265, 8-bit 4:2:0, as phones record it)."""
-    import imageio_ffmpeg
-
-    command = [
-        imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-loglevel", "error",
-        "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{pan.width}x{pan.height}",
-        "-r", str(VIDEO_FPS), "-i", "-",
-        "-c:v", "libx265", "-pix_fmt", "yuv420p", "-crf", str(crf), "-preset", "fast",
-        "-x265-params", "log-level=error", "-tag:v", "hvc1", "-movflags", "+faststart", str(path),
-    ]  # fmt: skip
-    encoder = subprocess.Popen(command, stdin=subprocess.PIPE)
-    try:
-        for i in range(frames):
-            encoder.stdin.write(pan[i].tobytes())
-    finally:
-        encoder.stdin.close()
-    if encoder.wait() != 0:
-        raise SystemExit(f"ffmpeg failed (exit {encoder.returncode}) writing {path}")
 
 
 # Stream copies of pan.mp4 that only retag it: the pictures, and their decoding, are the same.
@@ -298,7 +282,7 @@ def main() -> None:
                 path = write_retagged(args.out / "pan.mp4", name)
                 print(f"{path}: pan.mp4 stream-copied, {' '.join(RETAGGED[name])}")
             path = args.out / "pan_hevc.mp4"
-            write_hevc(pan, args.frames, path, HEVC_CRF)
+            write_video(pan, args.frames, path, HEVC_CRF, "libx265")
             size_mb = path.stat().st_size / 1e6
             print(f"{path}: {args.frames} frames HEVC, CRF {HEVC_CRF}, {size_mb:.1f} MB")
         elif kind == "jpeg":

@@ -60,7 +60,6 @@ measured):
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import tempfile
 import threading
@@ -70,9 +69,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..cache import cache_dir, opencv_build_key
-from ..errors import OutputError
-from ..sinks import write_atomic
+from ..cache import cache_dir, cached_verdict, opencv_build_key
 from .streams import Colour
 
 TABLE_SHAPE = (256, 256, 256, 3)
@@ -389,14 +386,6 @@ def cache_path() -> Path:
     return cache_dir() / f"yuv420-verdicts-cv{cv2.__version__}-{digest}.json"
 
 
-def _read_verdicts(path: Path) -> dict:
-    try:
-        verdicts = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # missing or damaged: check again
-    return verdicts if isinstance(verdicts, dict) else {}
-
-
 _lock = threading.Lock()
 _verdicts: dict[Conversion, bool] = {}
 
@@ -413,19 +402,7 @@ def verified(conversion: Conversion) -> bool:
 
 
 def _cached_verdict(conversion: Conversion) -> bool:
-    path = cache_path()
-    verdict = _read_verdicts(path).get(conversion.name)
-    if isinstance(verdict, bool):
-        return verdict
     try:
-        verdict = check(conversion)
+        return cached_verdict(cache_path(), conversion.name, lambda: check(conversion))
     except Exception:  # cv2 or the temporary folder failing is no verdict: not exact, not cached
         return False
-    verdicts = _read_verdicts(path)  # another process may have added some meanwhile
-    verdicts[conversion.name] = verdict
-    try:
-        data = (json.dumps(verdicts, indent=2, sort_keys=True) + "\n").encode()
-        write_atomic(path, data, make_folder=True)  # the cache is edgecli's folder
-    except OutputError:
-        pass  # read-only home, say: the verdict holds for this process only
-    return verdict

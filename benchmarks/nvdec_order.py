@@ -1,0 +1,116 @@
+"""What NVDEC gives for each clip, against cv2.VideoCapture: how many frames, in which order,
+and whether each equals cv2's frame once converted and turned as edgecli.decode.nvdec plans it
+(issue 38: edgecli.decode.nvdec.ORDER_CHECKED lists the codecs and containers for which this
+showed PyNvVideoCodec's frames are cv2's, in cv2's number and order).
+
+    python benchmarks/nvdec_order.py tests/data/nvdec_*.mp4 tests/data/*.mkv tests/data/*.webm
+
+For each clip, two ways of decoding: PyNvVideoCodec's SimpleDecoder (what edgecli uses; with
+``need_scanned_stream_metadata`` for containers that do not count their frames) and its
+demuxer feeding a decoder packet by packet (frames in the order NVDEC's parser shows them).
+Each NVDEC frame is converted on the host (edgecli.decode.yuv's closed form for the planned
+conversion, numpy's turn) and looked up among cv2's frames: the line says which of cv2's
+frames each one is (``-`` where none), so a reordering or a dropped frame shows. GPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import cupy
+import cv2
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from edgecli.decode import nvdec, yuv  # noqa: E402
+from edgecli.decode.engines import import_nvc, nvdec_missing  # noqa: E402
+from edgecli.decode.streams import describe  # noqa: E402
+
+
+def digest(frame: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(frame).tobytes()).hexdigest()
+
+
+def cv2_frames(path: Path) -> list[np.ndarray]:
+    capture, frames = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG), []
+    while (frame := capture.read()[1]) is not None:
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def converted(frame, plan: nvdec.NvdecPlan, height: int, width: int) -> np.ndarray | None:
+    """An NVDEC frame (NV12) as BGR by ``plan``, turned; None for deeper frames."""
+    planes = cupy.asnumpy(cupy.from_dlpack(frame))
+    if planes.dtype != np.uint8:
+        return None
+    uv = planes[height : height + height // 2, : 2 * ((width + 1) // 2)]
+    bgr = yuv.nv12_to_bgr(planes[:height, :width], uv, plan.conversion)
+    return np.rot90(bgr, -plan.rotation // 90)
+
+
+def simple(path: Path, scanned: bool) -> tuple[list, int, int]:
+    nvc = import_nvc()
+    decoder = nvc.SimpleDecoder(
+        str(path), gpu_id=0, use_device_memory=True, need_scanned_stream_metadata=scanned,
+        output_color_type=nvc.OutputColorType.NATIVE,
+    )  # fmt: skip
+    metadata, frames = decoder.get_stream_metadata(), []
+    while len(frames) < len(decoder):
+        batch = decoder.get_batch_frames(min(16, len(decoder) - len(frames)))
+        if not batch:
+            break
+        frames += batch
+    return frames, metadata.height, metadata.width
+
+
+def packets(path: Path) -> tuple[list, int, int]:
+    nvc = import_nvc()
+    demuxer = nvc.CreateDemuxer(str(path))
+    decoder = nvc.CreateDecoder(
+        gpuid=0, codec=demuxer.GetNvCodecId(), cudacontext=0, cudastream=0,
+        usedevicememory=True,
+    )  # fmt: skip
+    frames = [frame for packet in demuxer for frame in decoder.Decode(packet)]
+    return frames, demuxer.Height(), demuxer.Width()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("clips", nargs="+", type=Path)
+    args = parser.parse_args()
+    cupy.cuda.Device(0).use()
+    for path in args.clips:
+        plan = nvdec.plan_video(path, lambda *stream: nvdec_missing(0, *stream), False)
+        plan = plan if isinstance(plan, nvdec.NvdecPlan) else None
+        print(f"== {path.name}: {plan}")
+        if plan is None:
+            stream = describe(path)
+            print(f"   not planned: {stream}")
+            if isinstance(stream, str):
+                continue
+            plan = nvdec.NvdecPlan(nvdec.nearest_conversion(stream.colour), stream.depth,
+                                   stream.rotation, "not planned")  # fmt: skip
+        reference = cv2_frames(path)
+        index = {digest(frame): i for i, frame in reversed(list(enumerate(reference)))}
+        ways = {"simple": (simple, False), "simple-scanned": (simple, True), "packets": (packets,)}
+        for name, (decode, *options) in ways.items():
+            try:
+                frames, height, width = decode(path, *options)
+                found = [converted(f, plan, height, width) for f in frames]
+                order = [index.get(digest(f), "-") if f is not None else "?" for f in found]
+            except Exception as exc:  # the library refusing is an answer too
+                print(f"   {name:<15} failed: {type(exc).__name__}: {str(exc)[:120]}")
+                continue
+            same = order == list(range(len(reference)))
+            print(f"   {name:<15} {len(frames)} frames (cv2 {len(reference)}), cv2's in order: "
+                  f"{same}; {' '.join(map(str, order[:40]))}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
