@@ -1,8 +1,8 @@
 """An MP4/QuickTime file as FFmpeg's mov demuxer reads it: its boxes (walked with seeks, only
 headers and the few boxes asked for read), its tracks and which of them FFmpeg takes for video,
-the video stream they hold (:func:`describe`, for :mod:`.streams`; :mod:`.h264`'s verdict), its
-display matrix, and whether every sample of a track lies within the file; a track's keyframes,
-for :mod:`.segments`; and its frame count, for the progress bar.
+the video stream they hold (:func:`describe`, for :mod:`.streams`), its display matrix, and
+whether every sample of a track lies within the file; a track's keyframes, for
+:mod:`.segments`; and its frame count, for the progress bar.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _VIDEO_ENTRIES = {
 
 
 class Unreadable(ValueError):
-    """The file cannot be read as far as the verdict needs; the message is the reason."""
+    """The file cannot be read as far as its description needs; the message is the reason."""
 
 
 class Source(Protocol):
@@ -194,7 +194,9 @@ def moov_streams(source: Source, moov: Box) -> list[Track]:
 
 
 def video_track(streams: list[Track]) -> Track | str:
-    """The one video track cv2 and NVDEC both decode, or why there is none."""
+    """The one video track cv2 and NVDEC both decode, or why there is none. OpenCV opens the
+    first stream FFmpeg calls video, iTunes cover art included where it comes first; NVDEC's
+    demuxer may pick another of several (the "best" one), so several are refused."""
     video = [s for s in streams if s is COVER or s.is_video]
     if not video:
         return "no video track"
@@ -451,7 +453,10 @@ _INCONSISTENT = "inconsistent sample tables"
 
 def samples_reason(source: Source, stbl: Box | None) -> str | None:
     """None when every sample of the track, as stsz (or stz2), stsc and stco (or co64) place
-    it, ends within the file. Sums over the tables with numpy: no per-sample Python work."""
+    it, ends within the file. A file cut short with its moov first still lists the lost
+    samples: cv2's decoding ends where the bytes do, while NVDEC conceals and returns a frame or
+    two more. Bytes after the last sample are harmless. Sums over the tables with numpy: no
+    per-sample Python work."""
     if stbl is None:
         return "no stbl box"
     tables: dict[bytes, Box] = {}
@@ -570,33 +575,6 @@ def _matrix_at(source: Source, box: Box | None, v0: int, v1: int) -> tuple[int, 
     if len(data) < at + 36:
         raise Unreadable(f"truncated {fourcc(box.type)} box")
     return struct.unpack_from(">9i", data, at)
-
-
-def display_reason(source: Source, moov: Box, track: Track) -> str | None:
-    """None when the frames are shown as decoded; else how FFmpeg would turn them ("rotated
-    90°", "display matrix ..."). FFmpeg multiplies the track's tkhd matrix by the movie's mvhd
-    matrix and exports any result but the identity; cv2 5.x turns the frames by the angle it
-    reads from that (``CAP_PROP_ORIENTATION_AUTO``, on by default), a mirror included, which it
-    takes for a half turn. Either matrix not the identity keeps the file off NVDEC."""
-    matrices = [
-        _matrix_at(source, child(source, moov, b"mvhd"), 36, 48),
-        _matrix_at(source, child(source, track.trak, b"tkhd"), 40, 52),
-    ]
-    for matrix in matrices:
-        if matrix is None or matrix == _IDENTITY:
-            continue
-        a, b, u, c, d, v, x, y, w = matrix
-        turn = _TURNS.get((a, b, c, d))
-        if turn is not None and (u, v, x, y, w) == (0, 0, 0, 0, 1 << 30):
-            return f"rotated {turn}°"
-        return f"display matrix [{a / _ONE:g} {b / _ONE:g}; {c / _ONE:g} {d / _ONE:g}]"
-    return None
-
-
-# A quarter, half or three-quarter turn (a, b, c, d), by the angle cv2 reports for it
-# (CAP_PROP_ORIENTATION_META, clockwise): ``ffmpeg -display_rotation 90`` writes the first.
-_ONE = 1 << 16
-_TURNS = {(0, -_ONE, _ONE, 0): 270, (-_ONE, 0, 0, -_ONE): 180, (0, _ONE, -_ONE, 0): 90}
 
 
 def display_matrix(source: Source, moov: Box, track: Track) -> tuple[int, ...]:
