@@ -29,17 +29,24 @@ def avcc_sps(avcc: bytes) -> tuple[int, list[bytes]]:
     AVCDecoderConfigurationRecord (ISO/IEC 14496-15 5.3.3.1)."""
     if len(avcc) < 6 or avcc[0] != 1:
         raise Unreadable("unreadable avcC box")
-    count, pos, nals = avcc[5] & 0x1F, 6, []
+    nals, _ = config_nals(avcc, 6, avcc[5] & 0x1F, "avcC")
+    return (avcc[4] & 3) + 1, nals
+
+
+def config_nals(record: bytes, pos: int, count: int, box: str) -> tuple[list[bytes], int]:
+    """``count`` NAL units of a configuration ``record`` from ``pos`` on, each after its
+    16-bit size (avcC's and hvcC's arrays), and where they end."""
+    nals = []
     for _ in range(count):
-        if pos + 2 > len(avcc):
-            raise Unreadable("truncated avcC box")
-        (length,) = struct.unpack_from(">H", avcc, pos)
-        nal = avcc[pos + 2 : pos + 2 + length]
+        if pos + 2 > len(record):
+            raise Unreadable(f"truncated {box} box")
+        (length,) = struct.unpack_from(">H", record, pos)
+        nal = record[pos + 2 : pos + 2 + length]
         if len(nal) < length:
-            raise Unreadable("truncated avcC box")
+            raise Unreadable(f"truncated {box} box")
         nals.append(nal)
         pos += 2 + length
-    return (avcc[4] & 3) + 1, nals
+    return nals, pos
 
 
 def sample_nals(sample: bytes, length_size: int) -> list[bytes]:

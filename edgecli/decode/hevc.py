@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from .bits import Bits, rbsp
-from .h264 import sample_nals
+from .h264 import config_nals, sample_nals
 from .mp4 import Unreadable
 
 _SPS = 33  # nal_unit_type of an SPS
@@ -48,17 +48,9 @@ def hvcc_sps(hvcc: bytes) -> tuple[int, list[bytes]]:
         if pos + 3 > len(hvcc):
             raise Unreadable("truncated hvcC box")
         kind, count = hvcc[pos] & 0x3F, struct.unpack_from(">H", hvcc, pos + 1)[0]
-        pos += 3
-        for _ in range(count):
-            if pos + 2 > len(hvcc):
-                raise Unreadable("truncated hvcC box")
-            (length,) = struct.unpack_from(">H", hvcc, pos)
-            nal = hvcc[pos + 2 : pos + 2 + length]
-            if len(nal) < length:
-                raise Unreadable("truncated hvcC box")
-            if kind == _SPS:
-                nals.append(nal)
-            pos += 2 + length
+        found, pos = config_nals(hvcc, pos + 3, count, "hvcC")
+        if kind == _SPS:
+            nals += found
     return length_size, nals
 
 
