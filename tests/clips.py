@@ -6,6 +6,7 @@ Imported, not skipped: without imageio-ffmpeg the tests that use it fail at coll
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -91,3 +92,25 @@ def key_frames(path: Path) -> list[int]:
         check=True,
     ).stderr.decode()
     return [int(n) for n in re.findall(r"\bn:\s*(\d+)\b.*?\biskey:1\b", stderr)]
+
+
+# Bytes of a box's own fields before its children: stsd's entry count, a visual sample entry's.
+VISUAL_ENTRIES = (b"avc1", b"avc3", b"hvc1", b"hev1", b"vp09", b"av01")
+BOX_FIELDS = {b"stsd": 8, **dict.fromkeys(VISUAL_ENTRIES, 78)}
+
+
+def box_chain(data: bytes, path) -> list[tuple[int, int]]:
+    """(offset, size) of each box of an MP4 file's ``data`` along ``path``, the first of its
+    type at each level (None: the first child, whatever its type)."""
+    chain, start, end = [], 0, len(data)
+    for kind in path:
+        pos = start
+        while True:
+            assert pos + 8 <= end, f"no {kind} box"
+            size, found = struct.unpack_from(">I4s", data, pos)
+            if kind is None or found == kind:
+                break
+            pos += size
+        chain.append((pos, size))
+        start, end = pos + 8 + BOX_FIELDS.get(found, 0), pos + size
+    return chain

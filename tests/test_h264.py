@@ -21,7 +21,7 @@ from edgecli.decode import h264, mp4, nvdec, yuv
 from edgecli.decode.streams import Colour, VideoStream
 
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
-from tests.clips import FFMPEG, decode_planes  # noqa: E402
+from tests.clips import FFMPEG, box_chain, decode_planes  # noqa: E402
 from tests.helpers import DATA, H264_CLIP  # noqa: E402
 from tests.media import read_frames  # noqa: E402
 
@@ -570,24 +570,7 @@ def test_truncated_or_foreign_sps_is_unreadable():
 # ---------------------------------------------------------------------------------------------
 # Files edited box by box (moov at the end, so no chunk offset moves)
 
-FIELDS = {b"stsd": 8, b"avc1": 78}  # bytes of a box's own fields before its children
 ENTRY = [b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd", b"avc1"]
-
-
-def box_chain(data: bytes, path: list[bytes]) -> list[tuple[int, int]]:
-    """(offset, size) of each box along ``path``, the first of its type at each level."""
-    chain, start, end = [], 0, len(data)
-    for kind in path:
-        pos = start
-        while True:
-            assert pos + 8 <= end, f"no {kind} box"
-            size, found = struct.unpack_from(">I4s", data, pos)
-            if found == kind:
-                break
-            pos += size
-        chain.append((pos, size))
-        start, end = pos + 8 + FIELDS.get(kind, 0), pos + size
-    return chain
 
 
 def splice(data: bytes, chain: list[tuple[int, int]], start: int, end: int, new: bytes) -> bytes:

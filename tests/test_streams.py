@@ -21,7 +21,7 @@ from edgecli.decode import av1, h264, hevc, mp4, streams, vp9, yuv
 from edgecli.decode.streams import Colour, VideoStream
 
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
-from tests.clips import FFMPEG, decode_planes  # noqa: E402
+from tests.clips import FFMPEG, box_chain, decode_planes  # noqa: E402
 from tests.media import read_frames  # noqa: E402
 from tests.test_h264 import BitWriter, nal_of_bits  # noqa: E402
 
@@ -76,23 +76,6 @@ def remux(source: Path, path: Path, *, before=(), after=()) -> Path:
 # Boxes, rewritten in place (moov after mdat: no chunk offset moves)
 
 CONTAINER_BOXES = (b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd")
-FIELDS = {b"stsd": 8}  # bytes of a box's own fields before its children
-
-
-def box_chain(data: bytes, path: tuple[bytes, ...]) -> list[tuple[int, int]]:
-    """(offset, size) of each box along ``path`` (None: the first child, whatever its type)."""
-    chain, start, end = [], 0, len(data)
-    for kind in path:
-        pos = start
-        while True:
-            assert pos + 8 <= end, f"no {kind} box"
-            size, found = struct.unpack_from(">I4s", data, pos)
-            if kind is None or found == kind:
-                break
-            pos += size
-        chain.append((pos, size))
-        start, end = pos + 8 + FIELDS.get(kind, 0), pos + size
-    return chain
 
 
 def sample_entry(data: bytes) -> list[tuple[int, int]]:
