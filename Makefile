@@ -22,7 +22,7 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
+	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
 	sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
@@ -85,6 +85,12 @@ bench-e2e: $(DEV_STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
 	$(PY) benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg \
 		--json benchmarks/gpu_decode.json
+
+# The soak (issue 39): 30 consecutive whole runs of each kind (2400 JPEGs, 480 PNGs, 10 clips,
+# pan_long.mp4; make bench-media) under a watchdog that dumps a stalled run's every thread's
+# stack and kills it; the table and the stacks in bench_out/soak/. SOAK_ARGS: more options.
+bench-soak: $(DEV_STAMP)
+	$(PY) benchmarks/soak.py --data bench_data --out bench_out/soak $(SOAK_ARGS)
 
 # What judging JPEG scans costs: the C walk per file against cv2.imdecode, and whole runs of
 # the q95 folder (make bench-media) with and without it.
