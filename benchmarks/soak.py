@@ -22,9 +22,10 @@ deterministic) is a mismatch. The stacks and stderr of every run that went wrong
 ``--out`` (default ``bench_out/soak``) beside ``soak.json`` (every run) and ``soak.txt`` (the
 table, printed last). Exit status: 0 when every run passed, 1 otherwise.
 
-``--force-stall KIND:N[:WHERE]`` makes run N of KIND stall (``SOAK_STALL=WHERE`` for
-soak_child.py: ``start``, or ``write:K``, the Kth PNG write never returning; default
-``write:1``), to show that a stall is caught, dumped and survived.
+``--budget-s``: no run starts after it (the runs left are counted as not run, and the
+exit status is 1). ``--force-stall KIND:N[:WHERE]`` makes run N of KIND stall
+(``SOAK_STALL=WHERE`` for soak_child.py: ``start``, or ``write:K``, the Kth PNG write never
+returning; default ``write:1``), to show that a stall is caught, dumped and survived.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--floor-s", type=float, default=30.0, help="the least deadline")
     parser.add_argument("--first-timeout-s", type=float, default=300.0, help="a kind's first run")
     parser.add_argument("--grace-s", type=float, default=3.0, help="from the dump to the kill")
+    parser.add_argument("--budget-s", type=float, help="start no run after this many seconds")
     parser.add_argument("--force-stall", action="append", default=[], metavar="KIND:N[:WHERE]")
     args = parser.parse_args(argv)
     args.kinds = [k for k in args.kinds.split(",") if k]
@@ -143,12 +145,16 @@ def watched_run(
             return wall, None
 
 
-def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path) -> dict:
-    """``args.runs`` runs of one kind; each run's record and the kind's totals."""
+def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path, end: float) -> dict:
+    """``args.runs`` runs of one kind, none started after ``end`` (perf_counter); each run's
+    record and the kind's totals."""
     runs: list[dict] = []
     reference: dict[str, str] | None = None
     walls: list[float] = []
     for n in range(1, args.runs + 1):
+        if time.perf_counter() > end:
+            log(f"  {kind}: {args.runs - n + 1} runs not started, past --budget-s")
+            break
         deadline = (
             args.first_timeout_s if not walls else max(args.floor_s, args.factor * median(walls))
         )
@@ -262,9 +268,10 @@ def main(argv: list[str]) -> int:
     try:
         inputs = make_inputs(args, scratch)
         started = time.perf_counter()
+        end = started + args.budget_s if args.budget_s is not None else float("inf")
         for kind, source in inputs.items():
             log(f"== {kind}: {args.runs} runs of {source}")
-            report["kinds"][kind] = soak_kind(kind, source, args, into)
+            report["kinds"][kind] = soak_kind(kind, source, args, into, end)
         report["elapsed_s"] = round(time.perf_counter() - started, 1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -275,7 +282,7 @@ def main(argv: list[str]) -> int:
     log(f"\n{report['table']}\n({report.get('elapsed_s')} s; every run in {args.out}/soak.json)")
     if not report["kinds"]:
         return 1
-    bad = any(k["ok"] != k["runs"] for k in report["kinds"].values())
+    bad = any(k["ok"] != args.runs for k in report["kinds"].values())
     return 1 if bad else 0
 
 
