@@ -23,22 +23,23 @@ where there is no GPU.
 Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make_bench_media.py
 --only jpeg --jpeg-quality 95``, which runs anywhere); ``--png``, the same 240 frames as PNGs
 (``--only png``; the kind is skipped where the folder is missing); under ``--data``, ``pan.mp4``
-(240 frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
-``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over). The
-JPEG and PNG folders are ``--frames`` symlinks cycling over the 240 files, the clips are
-``--frames / 240`` symlinks to pan.mp4, the short clips ``--frames / 48`` to ``pan_head.mp4``
-(48 frames). The camera rows (issue 38) are ``--frames / 240`` symlinks to
+(240 frames; it needs an H.264 encoder, so the GPU host gets it carried over) and
+``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied in plain Python:
+``--long-copies 10``, which runs anywhere). The JPEG and PNG folders are ``--frames`` symlinks
+(``--jpeg-frames``, ``--png-frames``) cycling over the 240 files, the clips are ``--clips``
+(``--frames / 240``) symlinks to pan.mp4, the short clips ``--frames / 48`` to
+``pan_head.mp4`` (48 frames). The camera rows (issue 38) are ``--clips`` symlinks to
 ``pan_bt709.mp4`` (pan.mp4 tagged BT.709), ``pan_hevc.mp4`` (the pan in HEVC) and
 ``pan_rot90.mp4`` (pan.mp4 with a portrait phone's display matrix), made with the others by
 ``make_bench_media.py --only video`` and carried too; each is compared with the clips row, the
 same frames untagged, in the table's last lines. Every GPU-decoded run's PNGs are checked,
 file for file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal
 pixels give equal bytes). Each is also run on a fifth of the frames, for the steady rate between
-the two. edgecli runs as ``python -m
-edgecli`` from this checkout, as installed: with Python's bytecode cached
-(``PYTHONPYCACHEPREFIX`` in the scratch folder; ``--no-bytecode`` runs it without, as the GPU
-host's image runs everything: ``PYTHONDONTWRITEBYTECODE=1`` and no bytecode shipped, which costs
-each process about 0.26 s of compiling), after one warm-up run that also fills the kernel cache.
+the two (not with ``--no-steady``). edgecli runs as ``python -m edgecli`` from this checkout,
+as installed: with Python's bytecode cached (``PYTHONPYCACHEPREFIX`` in the scratch folder;
+``--no-bytecode`` runs it without, as the GPU host's image runs everything:
+``PYTHONDONTWRITEBYTECODE=1`` and no bytecode shipped, which costs each process about 0.26 s of
+compiling), after one warm-up run that also fills the kernel cache.
 The OpenCV scripts run in the same environment.
 """
 

@@ -165,20 +165,8 @@ def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path, end:
         env.pop("SOAK_STALL", None)
         if (kind, n) in args.force_stall:
             env["SOAK_STALL"] = args.force_stall[kind, n]
-        command = [
-            sys.executable,
-            "-X",
-            "faulthandler",
-            str(CHILD),
-            "run",
-            source,
-            "-o",
-            str(out),
-            "-q",
-            "--decode",
-            args.decode,
-            *args.edgecli_args.split(),
-        ]
+        command = [sys.executable, "-X", "faulthandler", str(CHILD), "run", source, "-o"]
+        command += [str(out), "-q", "--decode", args.decode, *args.edgecli_args.split()]
         wall, code = watched_run(command, env, deadline, args.grace_s, stdout, stderr)
         run = {"run": n, "wall_s": round(wall, 3), "deadline_s": round(deadline, 1)}
         if "SOAK_STALL" in env:
@@ -230,7 +218,7 @@ def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path, end:
             "median": median(every),
             "max": max(every, default=None),
         },
-        "pngs": runs[0].get("pngs"),
+        "pngs": len(reference) if reference else None,
         "each": runs,
     }
 
