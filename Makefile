@@ -22,7 +22,7 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
+	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
 	sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
@@ -72,19 +72,30 @@ bench-kernel: $(DEV_STAMP)
 
 # Benchmark input: a 1080p H.264 pan, and JPEG/PNG folders of the same frames, in bench_data/.
 # For the GPU-decoding rows also q95 JPEGs (bench_data/q95/jpeg) and pan_long.mp4, pan.mp4 ten
-# times over (stream-copied).
+# times over (stream-copied), and for the long runs pan_long40.mp4 (40 times, 9,600 frames).
 bench-media: $(DEV_STAMP)
 	$(PY) -m pip install --quiet imageio-ffmpeg scikit-image
 	$(PY) scripts/make_bench_media.py
 	$(PY) scripts/make_bench_media.py --only jpeg --only png --jpeg-quality 95 --out bench_data/q95
 	$(PY) scripts/make_bench_media.py --long-copies 10
+	$(PY) scripts/make_bench_media.py --long-copies 40 --long-name pan_long40.mp4
 
 # The pipeline against the codec floor (CPU decoders), then the GPU-decoding rows: --decode
-# cpu, auto and gpu on 2400 1080p frames of each kind, the OpenCV script, the engines' rates.
+# cpu, auto and gpu on 2400 1080p frames of each kind, the OpenCV script, the engines' rates;
+# then the long runs (12,000 JPEGs, 24 clips, a 9,600-frame video, into tmpfs and the disk)
+# as ratios to the engines alone and to the OpenCV script.
 bench-e2e: $(DEV_STAMP)
 	$(PY) benchmarks/e2e.py --json benchmarks/e2e.json
 	$(PY) benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg \
 		--json benchmarks/gpu_decode.json
+	$(PY) benchmarks/gpu_decode.py --long-runs --data bench_data --jpeg bench_data/q95/jpeg \
+		--json benchmarks/gpu_decode_long.json
+
+# The soak (issue 39): 30 consecutive whole runs of each kind (2400 JPEGs, 480 PNGs, 10 clips,
+# pan_long.mp4; make bench-media) under a watchdog that dumps a stalled run's every thread's
+# stack and kills it; the table and the stacks in bench_out/soak/. SOAK_ARGS: more options.
+bench-soak: $(DEV_STAMP)
+	$(PY) benchmarks/soak.py --data bench_data --out bench_out/soak $(SOAK_ARGS)
 
 # What judging JPEG scans costs: the C walk per file against cv2.imdecode, and whole runs of
 # the q95 folder (make bench-media) with and without it.

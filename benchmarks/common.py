@@ -1,17 +1,30 @@
-"""What the benchmark scripts share: a log line, inputs of any length made of links, the
-check that two runs wrote the same PNGs, and the few sums their figures take (medians,
-ratios, the steady rate between two runs)."""
+"""What the benchmark scripts share: a log line, inputs of any length made of links, where
+runs write (tmpfs or disk), the check that two runs wrote the same PNGs, and the few sums
+their figures take (medians, ratios, the steady rate between two runs)."""
 
 from __future__ import annotations
 
 import hashlib
 import statistics
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
 def log(message: str) -> None:
     print(message, flush=True)
+
+
+# Where a benchmark's runs write, by name: memory, or the disk /tmp is on (TMPDIR to move it).
+OUTPUT_ROOTS = {"tmpfs": "/dev/shm", "disk": None}
+
+
+def output_root(name: str) -> Path:
+    """The folder ``name`` (tmpfs, disk, or a path) names, which must exist."""
+    root = Path(OUTPUT_ROOTS[name] or tempfile.gettempdir()) if name in OUTPUT_ROOTS else Path(name)
+    if not root.is_dir():
+        raise SystemExit(f"output location {name!r}: {root} is not a folder")
+    return root
 
 
 def symlink_folder(frames: list[Path], count: int, folder: Path) -> Path:

@@ -7,26 +7,39 @@ process and as whole processes of their own (``engine_floor.py``), and the run's
 again alone (``writes_alone``): the two bounds on any whole-process figure.
 
     python benchmarks/gpu_decode.py --data bench_data --jpeg bench_data/q95/jpeg [--frames 2400]
+    python benchmarks/gpu_decode.py --long-runs                   # issue 39's long runs
+    python benchmarks/gpu_decode.py --data /tmp/bd --long-runs --skip-gpu --jpeg-frames 1200
+
+Long runs (issue 39, ``--long-runs``): 12,000 JPEGs (``--jpeg-frames``), 24 clips
+(``--clips``) and the 9,600-frame ``pan_long40.mp4`` (``--long``; ``make_bench_media.py
+--long-copies 40 --long-name pan_long40.mp4``, a stream copy in plain Python, which the GPU
+host runs itself), ``--decode cpu`` (the reference) and ``auto``, into tmpfs and into the disk
+(``--into``: each run's outputs in a folder of ``/dev/shm`` or of ``TMPDIR``/``/tmp``), each
+row's fps over the engines alone and over the OpenCV script (run on the first 2,400 frames:
+``--script-frames``; a single reader's rate, which the length does not change), in one run,
+within ``--budget-s``. ``--skip-gpu`` leaves out the engines and ``--decode gpu``, to try it
+where there is no GPU.
 
 Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make_bench_media.py
 --only jpeg --jpeg-quality 95``, which runs anywhere); ``--png``, the same 240 frames as PNGs
 (``--only png``; the kind is skipped where the folder is missing); under ``--data``, ``pan.mp4``
-(240 frames) and ``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied:
-``--long-copies 10``; both need an H.264 encoder, so the GPU host gets them carried over). The
-JPEG and PNG folders are ``--frames`` symlinks cycling over the 240 files, the clips are
-``--frames / 240`` symlinks to pan.mp4, the short clips ``--frames / 48`` to ``pan_head.mp4``
-(48 frames). The camera rows (issue 38) are ``--frames / 240`` symlinks to
+(240 frames; it needs an H.264 encoder, so the GPU host gets it carried over) and
+``pan_long.mp4`` (the same clip ten times over, 2400 frames, stream-copied in plain Python:
+``--long-copies 10``, which runs anywhere). The JPEG and PNG folders are ``--frames`` symlinks
+(``--jpeg-frames``, ``--png-frames``) cycling over the 240 files, the clips are ``--clips``
+(``--frames / 240``) symlinks to pan.mp4, the short clips ``--frames / 48`` to
+``pan_head.mp4`` (48 frames). The camera rows (issue 38) are ``--clips`` symlinks to
 ``pan_bt709.mp4`` (pan.mp4 tagged BT.709), ``pan_hevc.mp4`` (the pan in HEVC) and
 ``pan_rot90.mp4`` (pan.mp4 with a portrait phone's display matrix), made with the others by
 ``make_bench_media.py --only video`` and carried too; each is compared with the clips row, the
 same frames untagged, in the table's last lines. Every GPU-decoded run's PNGs are checked,
 file for file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal
 pixels give equal bytes). Each is also run on a fifth of the frames, for the steady rate between
-the two. edgecli runs as ``python -m
-edgecli`` from this checkout, as installed: with Python's bytecode cached
-(``PYTHONPYCACHEPREFIX`` in the scratch folder; ``--no-bytecode`` runs it without, as the GPU
-host's image runs everything: ``PYTHONDONTWRITEBYTECODE=1`` and no bytecode shipped, which costs
-each process about 0.26 s of compiling), after one warm-up run that also fills the kernel cache.
+the two (not with ``--no-steady``). edgecli runs as ``python -m edgecli`` from this checkout,
+as installed: with Python's bytecode cached (``PYTHONPYCACHEPREFIX`` in the scratch folder;
+``--no-bytecode`` runs it without, as the GPU host's image runs everything:
+``PYTHONDONTWRITEBYTECODE=1`` and no bytecode shipped, which costs each process about 0.26 s of
+compiling), after one warm-up run that also fills the kernel cache.
 The OpenCV scripts run in the same environment.
 """
 
@@ -49,8 +62,17 @@ import cv2
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "scripts"))
 
-from common import log, png_digests, symlink_folder, video_copies  # noqa: E402
+from common import (  # noqa: E402
+    log,
+    output_root,
+    png_digests,
+    ratio,
+    symlink_folder,
+    video_copies,
+)
+from concat_mp4 import concat  # noqa: E402
 
 DECODES = ("cpu", "auto", "gpu")
 # The clips rows beside pan.mp4's (issue 38): the same frames as cameras and phones write them,
@@ -95,14 +117,15 @@ def steady(long: dict, short: dict) -> float | None:
     return round((long["frames"] - short["frames"]) / (long["wall_s"] - short["wall_s"]), 1)
 
 
-def script(kind: str, source: str, out: Path) -> dict:
-    """The OpenCV script a user would write: a Pool over the images, or one reader a video."""
+def script(kind: str, inputs: list[str], out: Path) -> dict:
+    """The OpenCV script a user would write: a Pool over a folder's images, or one reader a
+    video over ``inputs`` (what :func:`script_input` gives)."""
     out.mkdir(parents=True)
     if kind in FOLDERS:
-        command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), source, str(out)]
+        command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), *inputs, str(out)]
     else:
         command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), str(out)]
-        command += videos_of(source)
+        command += inputs
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=ENV)
     wall = time.perf_counter() - start
@@ -286,130 +309,313 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
     return rates
 
 
-def main() -> None:
+# Issue 39's long runs (--long-runs): what each option is unless given.
+LONG_RUNS = {
+    "kinds": "jpeg,clips,long",
+    "jpeg_frames": 12000,
+    "clips": 24,
+    "long": "pan_long40.mp4",
+    "into": "tmpfs,disk",
+    "decodes": "cpu,auto",
+    "script_frames": 2400,
+    "budget_s": 420.0,
+}
+DEFAULTS = {"kinds": "jpeg,png,long,clips,bt709,hevc,rotated,short", "long": "pan_long.mp4",
+            "into": "disk", "decodes": ",".join(DECODES)}  # fmt: skip
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=REPO / "bench_data")
     parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
     parser.add_argument("--png", type=Path, default=REPO / "bench_data" / "q95" / "png")
-    parser.add_argument("--frames", type=int, default=2400)
-    parser.add_argument("--kinds", default="jpeg,png,long,clips,bt709,hevc,rotated,short")
+    parser.add_argument(
+        "--long-runs",
+        action="store_true",
+        help="issue 39's long runs: 12,000 JPEGs, 24 clips, pan_long40.mp4 (9,600 frames), "
+        "into tmpfs and disk, --decode cpu and auto, the script on 2,400 frames, no steady "
+        "runs, no codec floor, a 420 s budget; options given still count",
+    )
+    parser.add_argument("--frames", type=int, default=2400, help="frames of a kind's runs")
+    parser.add_argument("--jpeg-frames", type=int, help="links of the JPEG runs (--frames)")
+    parser.add_argument("--png-frames", type=int, help="links of the PNG runs (--frames)")
+    parser.add_argument("--clips", type=int, help="pan.mp4 links of the clips runs (--frames/240)")
+    parser.add_argument("--long", help="the long video, in DATA unless a path (pan_long.mp4)")
+    parser.add_argument("--kinds", help=f"comma-separated (default {DEFAULTS['kinds']})")
+    parser.add_argument("--decodes", help="subset of cpu,auto,gpu (default all)")
+    parser.add_argument(
+        "--into",
+        help="where runs write, comma-separated: tmpfs (/dev/shm), disk (TMPDIR or /tmp) or a "
+        "folder (default disk); each --decode but cpu runs into each, cpu (the reference, "
+        "whose PNGs the others must equal) into the first",
+    )
+    parser.add_argument("--script-frames", type=int, help="the OpenCV script's frames (all)")
+    parser.add_argument("--engine-rounds", type=int, default=3, help="engines-alone processes")
+    parser.add_argument("--no-steady", action="store_true", help="no fifth-length runs")
+    parser.add_argument("--no-floor", action="store_true", help="no CPU codec floor")
+    parser.add_argument("--skip-gpu", action="store_true", help="no engines, no --decode gpu")
+    parser.add_argument("--budget-s", type=float, help="start no kind after this many seconds")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-bytecode", action="store_true", help="run without a bytecode cache")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for name, value in (LONG_RUNS if args.long_runs else DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    args.no_steady = args.no_steady or args.long_runs
+    args.no_floor = args.no_floor or args.long_runs
+    args.jpeg_frames = args.jpeg_frames or args.frames
+    args.png_frames = args.png_frames or args.frames
+    args.clips = args.clips or max(1, args.frames // 240)
+    args.long = Path(args.long) if "/" in args.long else args.data / args.long
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    args.decodes = [d for d in args.decodes.split(",") if d and not (args.skip_gpu and d == "gpu")]
+    if unknown := set(args.decodes) - set(DECODES):
+        parser.error(f"--decodes: unknown {sorted(unknown)}; choose from {', '.join(DECODES)}")
+    args.into = [name for name in args.into.split(",") if name]
+    if not args.into or not args.decodes:
+        parser.error("--into and --decodes name at least one each")
+    return args
+
+
+def video_frames(path: Path) -> int:
+    """The frames a video's container says it holds."""
+    capture = cv2.VideoCapture(str(path))
+    frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    capture.release()
+    return frames
+
+
+def script_input(kind: str, source: str, frames: int | None, clip: Path, scratch: Path) -> list:
+    """What the OpenCV script reads: ``source``'s first ``frames`` frames (None: all of it).
+    A folder's first links; a glob's first videos; for the long video, ``clip`` (pan.mp4, of
+    which it is made) stream-copied to one video of at least ``frames`` frames."""
+    if kind in FOLDERS:
+        links = sorted(Path(source).iterdir())
+        if frames is None or frames >= len(links):
+            return [source]
+        return [str(symlink_folder(links[:frames], frames, scratch / f"{kind}-script-in"))]
+    if kind == "long":
+        if frames is None or frames >= video_frames(Path(source)):
+            return [source]
+        copies = -(-frames // video_frames(clip))
+        cut = scratch / "long-script-in.mp4"
+        concat(clip, copies, cut)
+        return [str(cut)]
+    videos = videos_of(source)
+    if frames is None:
+        return videos
+    return videos[: -(-frames // video_frames(Path(videos[0])))]
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
     threads = os.cpu_count() or 1
     scratch = Path(tempfile.mkdtemp(prefix="edgecli-bench-decode-"))
+    # Each location's own folder for the runs' PNGs; the first also holds the reference's.
+    roots = {
+        name: Path(tempfile.mkdtemp(prefix="edgecli-bench-decode-out-", dir=output_root(name)))
+        for name in args.into
+    }
     if not args.no_bytecode:
         ENV.pop("PYTHONDONTWRITEBYTECODE", None)
         ENV["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
-    results: dict = {"frames": args.frames, "threads": threads, "kinds": {},
-                     "bytecode": not args.no_bytecode}  # fmt: skip
+    results: dict = {
+        "frames": args.frames,
+        "threads": threads,
+        "into": {name: str(root.parent) for name, root in roots.items()},
+        "kinds": {},
+        "bytecode": not args.no_bytecode,
+    }
+    started = time.perf_counter()
     try:
         warm = symlink_folder(sorted(args.jpeg.iterdir())[:80], 80, scratch / "warm-in")
-        warm_up = edgecli(str(warm), scratch / "warm", "gpu")
+        warm_up = edgecli(str(warm), scratch / "warm", "cpu" if args.skip_gpu else "gpu")
         log(f"== warm-up (bytecode and kernel caches): {warm_up}")
-        log(f"== engines (decode and conversion only, 1080p) at {time.strftime('%H:%M:%S')}")
-        results["engines"] = engine_rates(args.jpeg, args.data / "pan.mp4")
-        log(json.dumps(results["engines"]))
-        images = {k: sorted(d.iterdir()) for k, d in (("jpeg", args.jpeg), ("png", args.png))
-                  if d.is_dir()}  # fmt: skip
-
-        def folders(count: int, name: str) -> dict:
-            """Each folder kind's ``count`` links, cycling over its files: scratch / kind-name."""
-            return {k: str(symlink_folder(files, count, scratch / f"{k}-{name}"))
-                    for k, files in images.items()}  # fmt: skip
-
-        inputs = {
-            **folders(args.frames, "in"),
-            "long": str(args.data / "pan_long.mp4"),
-            "clips": video_copies(args.data / "pan.mp4", args.frames // 240, scratch / "clips"),
-            "short": video_copies(args.data / "pan_head.mp4", args.frames // 48, scratch / "short"),
-            **{
-                kind: video_copies(args.data / clip, args.frames // 240, scratch / kind)
-                for kind, clip in CAMERA_CLIPS.items()
-                if (args.data / clip).is_file()
-            },
-        }
-        # A fifth of each, for the steady rate: the JPEGs and clips cut, the long video's
-        # first 480 frames (pan.mp4 twice, the long one's first two copies: the same frames).
-        fifth = args.frames // 5
-        short_inputs = {
-            **folders(fifth, "short"),
-            "long": video_copies(args.data / "pan.mp4", 2, scratch / "long-short"),
-            "clips": video_copies(
-                args.data / "pan.mp4", max(1, fifth // 240), scratch / "clips-short"
-            ),  # fmt: skip
-            "short": video_copies(
-                args.data / "pan_head.mp4", max(1, fifth // 48), scratch / "short-short"
-            ),  # fmt: skip
-            **{
-                kind: video_copies(args.data / clip, max(1, fifth // 240), scratch / f"{kind}-s")
-                for kind, clip in CAMERA_CLIPS.items()
-            },
-        }
-        for kind in args.kinds.split(","):
+        if not args.skip_gpu:
+            log(f"== engines (decode and conversion only, 1080p) at {time.strftime('%H:%M:%S')}")
+            results["engines"] = engine_rates(args.jpeg, args.data / "pan.mp4")
+            log(json.dumps(results["engines"]))
+        inputs, short_inputs = make_inputs(args, scratch)
+        for kind in args.kinds:
             if kind not in inputs:
-                log(f"== {kind}: skipped, no {getattr(args, kind, kind)} folder")
+                log(f"== {kind}: skipped, no input for it under {args.data}")
+                continue
+            if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+                log(f"== {kind}: not measured, past --budget-s {args.budget_s:g}")
+                results.setdefault("not_measured", []).append(kind)
                 continue
             log(f"== {kind}: {inputs[kind]}")
-            figures: dict = {}
-            for decode in DECODES:
-                out = scratch / f"{kind}-{decode}"
-                figures[decode] = edgecli(inputs[kind], out, decode)
-                log(f"  edgecli --decode {decode}: {figures[decode]}")
-                short = edgecli(short_inputs[kind], scratch / f"{kind}-{decode}-short", decode)
-                shutil.rmtree(scratch / f"{kind}-{decode}-short", ignore_errors=True)
-                figures[decode]["short_run"] = short
-                figures[decode]["steady_fps"] = steady(figures[decode], short)
-                log(f"    {short.get('frames')} frames: {short.get('wall_s')} s; steady "
-                    f"{figures[decode]['steady_fps']} fps")  # fmt: skip
-            figures["writes_alone"] = writes_alone(scratch / f"{kind}-cpu", scratch, threads)
-            log(f"  its PNGs written alone, {threads} threads: {figures['writes_alone']}")
-            reference = png_digests(scratch / f"{kind}-cpu")
-            for decode in ("auto", "gpu"):
-                if "error" not in figures[decode]:
-                    same = png_digests(scratch / f"{kind}-{decode}") == reference
-                    figures[decode]["equal_to_cpu"] = same
-                    log(f"  --decode {decode} PNGs == --decode cpu PNGs: {same}")
-            for decode in DECODES:
-                shutil.rmtree(scratch / f"{kind}-{decode}", ignore_errors=True)
-            figures["script"] = script(kind, inputs[kind], scratch / f"{kind}-script")
-            log(f"  OpenCV script: {figures['script']}")
-            shutil.rmtree(scratch / f"{kind}-script", ignore_errors=True)
-            figures["codec_floor"] = codec_floor(kind, inputs[kind], threads)
-            log(f"  CPU codec floor: {figures['codec_floor']}")
-            figures["engines_alone"] = engines_alone(kind, inputs[kind])
-            log(f"  the engines alone, whole process: {figures['engines_alone']}")
-            results["kinds"][kind] = figures
+            results["kinds"][kind] = measure_kind(
+                kind, inputs[kind], short_inputs.get(kind), args, roots, scratch, threads
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+    results["elapsed_s"] = round(time.perf_counter() - started, 1)
+    results["table"] = table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    log("\nkind   decode  wall fps  steady fps  vs script  vs floor  equal  decoders")
+    log(f"\n{results['table']}\n({results['elapsed_s']} s)")
+    failed = any(
+        "error" in run or run.get("equal_to_cpu") is False
+        for figures in results["kinds"].values()
+        for run in figures["runs"]
+    )
+    return 1 if failed else 0
+
+
+def make_inputs(args: argparse.Namespace, scratch: Path) -> tuple[dict, dict]:
+    """Each kind's INPUT, and the fifth as long of it that the steady rate subtracts."""
+    images = {
+        kind: (sorted(folder.iterdir()), count)
+        for kind, folder, count in (
+            ("jpeg", args.jpeg, args.jpeg_frames),
+            ("png", args.png, args.png_frames),
+        )
+        if folder.is_dir() and kind in args.kinds
+    }
+    pan, head = args.data / "pan.mp4", args.data / "pan_head.mp4"
+    cameras = {k: args.data / clip for k, clip in CAMERA_CLIPS.items()}
+    inputs = {
+        **{
+            k: str(symlink_folder(files, n, scratch / f"{k}-in"))
+            for k, (files, n) in images.items()
+        },
+        **({"long": str(args.long)} if args.long.is_file() else {}),
+        "clips": video_copies(pan, args.clips, scratch / "clips"),
+        "short": video_copies(head, args.frames // 48, scratch / "short"),
+        **{
+            k: video_copies(clip, args.clips, scratch / k)
+            for k, clip in cameras.items()
+            if clip.is_file()
+        },
+    }
+    if args.no_steady:
+        return inputs, {}
+    clip_frames = max(1, video_frames(pan))
+    long_frames = video_frames(args.long) if args.long.is_file() else 0
+    # A fifth of each, for the steady rate: the folders and clips cut; for the long video, the
+    # copies of pan.mp4 it begins with, as clips (the same frames).
+    short = {
+        **{
+            k: str(symlink_folder(files, max(1, n // 5), scratch / f"{k}-short"))
+            for k, (files, n) in images.items()
+        },
+        "long": video_copies(pan, max(1, long_frames // 5 // clip_frames), scratch / "long-s"),
+        "clips": video_copies(pan, max(1, args.clips // 5), scratch / "clips-short"),
+        "short": video_copies(head, max(1, args.frames // 5 // 48), scratch / "short-short"),
+        **{
+            k: video_copies(clip, max(1, args.clips // 5), scratch / f"{k}-s")
+            for k, clip in cameras.items()
+            if clip.is_file()
+        },
+    }
+    return inputs, short
+
+
+def measure_kind(
+    kind: str, source: str, short_source: str | None, args, roots: dict, scratch: Path, threads: int
+) -> dict:
+    """One kind's rows: each --decode into each location (cpu, the reference, into the first),
+    their PNGs checked against the reference's; then the OpenCV script, the codec floor and
+    the engines alone, the figures the rows are compared with."""
+    figures: dict = {"runs": []}
+    reference = None
+    for decode in args.decodes:
+        for into in args.into[:1] if decode == "cpu" else args.into:
+            out = roots[into] / f"{kind}-{decode}"
+            run = {"decode": decode, "into": into, **edgecli(source, out, decode)}
+            log(f"  edgecli --decode {decode} into {into}: {run}")
+            if short_source is not None and "error" not in run:
+                short = edgecli(short_source, roots[into] / f"{kind}-{decode}-short", decode)
+                shutil.rmtree(roots[into] / f"{kind}-{decode}-short", ignore_errors=True)
+                run["short_run"] = short
+                run["steady_fps"] = steady(run, short)
+                log(
+                    f"    {short.get('frames')} frames: {short.get('wall_s')} s; steady "
+                    f"{run['steady_fps']} fps"
+                )
+            if "error" not in run:
+                digests = png_digests(out)
+                if decode == "cpu":
+                    reference = digests
+                    figures["writes_alone"] = writes_alone(out, roots[into], threads)
+                    log(f"  its PNGs written alone, {threads} threads: {figures['writes_alone']}")
+                elif reference is not None:
+                    run["equal_to_cpu"] = digests == reference
+                    log(f"  PNGs == --decode cpu PNGs: {run['equal_to_cpu']}")
+            shutil.rmtree(out, ignore_errors=True)
+            figures["runs"].append(run)
+    videos = script_input(kind, source, args.script_frames, args.data / "pan.mp4", scratch)
+    figures["script"] = script(kind, videos, scratch / f"{kind}-script")
+    log(f"  OpenCV script: {figures['script']}")
+    shutil.rmtree(scratch / f"{kind}-script", ignore_errors=True)
+    if not args.no_floor:
+        figures["codec_floor"] = codec_floor(kind, source, threads)
+        log(f"  CPU codec floor: {figures['codec_floor']}")
+    if not args.skip_gpu:
+        figures["engines_alone"] = engines_alone(kind, source, args.engine_rounds)
+        log(f"  the engines alone, whole process: {figures['engines_alone']}")
+    return figures
+
+
+def table(results: dict) -> str:
+    """Each row's fps and its ratios to the engines alone (whole process, median), the OpenCV
+    script and the CPU codec floor of the same kind; then the figures those come from."""
+    lines = [
+        "kind    decode into   frames  wall fps  steady  /engines  /script  /floor  equal  decoders"
+    ]
+    notes = []
     for kind, figures in results["kinds"].items():
+        engines = figures.get("engines_alone", {}).get("whole_median_fps")
         script_fps = figures["script"].get("fps")
-        floor = figures["codec_floor"]["floor_fps"]
-        for decode in DECODES:
-            run = figures[decode]
+        floor = figures.get("codec_floor", {}).get("floor_fps")
+        for run in figures["runs"]:
+            head = f"{kind:<7} {run['decode']:<6} {run['into']:<6}"
             if "error" in run:
-                log(f"{kind:<6} {decode:<6} {run['error'][:60]}")
+                lines.append(f"{head} {run['error'][:70]}")
                 continue
-            vs_script = run["fps"] / script_fps if script_fps else float("nan")
-            log(f"{kind:<6} {decode:<6} {run['fps']:8.0f}  {run.get('steady_fps')!s:>10}  "
-                f"{vs_script:8.2f}  "
-                f"{run['fps'] / floor:8.2f}  {str(run.get('equal_to_cpu', '-')):<5}  "
-                f"{run['decoders']}")  # fmt: skip
-        alone = figures["engines_alone"]
-        log(f"{kind:<6} script {script_fps}  floor {floor}  engines alone, whole process "
-            f"{alone.get('whole_median_fps')} median, {alone.get('whole_best_fps')} best (to "
-            f"the last frame {alone.get('median_fps')}, {alone.get('best_fps')}); PNGs "
-            f"written alone {figures['writes_alone']['fps']}")  # fmt: skip
-    clips = results["kinds"].get("clips", {}).get("auto", {}).get("fps")
+            ratios = [ratio(run["fps"], x) for x in (engines, script_fps, floor)]
+            steady_fps = run.get("steady_fps") or "-"
+            lines.append(
+                f"{head} {run['frames']:>6}  {run['fps']:8.0f}  {steady_fps!s:>6}  "
+                + "  ".join(
+                    f"{'-' if r is None else f'{r:.2f}':>{w}}"
+                    for r, w in zip(ratios, (8, 7, 6), strict=True)
+                )
+                + f"  {str(run.get('equal_to_cpu', '-')):<5}  {run['decoders']}"
+            )
+        alone = figures.get("engines_alone", {})
+        said = [f"OpenCV script {script_fps} fps ({figures['script'].get('frames')} frames)"]
+        if engines is not None:
+            said.append(
+                f"engines alone {engines} median, {alone['whole_best_fps']} best (to the "
+                f"last frame {alone['median_fps']}, {alone['best_fps']})"
+            )
+        elif "engines_alone" in figures:
+            said.append(f"engines alone: {next(iter(alone.values()))}")
+        if floor is not None:
+            said.append(f"CPU codec floor {floor}")
+        if "writes_alone" in figures:
+            said.append(f"PNGs written alone {figures['writes_alone']['fps']}/s")
+        notes.append(f"{kind}: {', '.join(said)}")
+    runs = {k: f["runs"] for k, f in results["kinds"].items()}
+    clips = next(
+        (r["fps"] for r in runs.get("clips", []) if r["decode"] == "auto" and "fps" in r), None
+    )
     for kind in CAMERA_CLIPS:
-        run = results["kinds"].get(kind, {}).get("auto", {})
-        if clips and "fps" in run:
-            log(f"{kind:<7} --decode auto {run['fps']:.0f} fps: {run['fps'] / clips:.2f}x the "
-                f"untagged H.264 clips' {clips:.0f} (issue 38's target: >= 0.9x)")  # fmt: skip
+        auto = next((r for r in runs.get(kind, []) if r["decode"] == "auto" and "fps" in r), None)
+        if clips and auto:
+            notes.append(
+                f"{kind}: --decode auto {auto['fps']:.0f} fps, {auto['fps'] / clips:.2f}x "
+                f"the untagged clips' {clips:.0f} (issue 38's target: >= 0.9x)"
+            )
+    return "\n".join(lines + [""] + notes)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

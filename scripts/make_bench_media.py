@@ -14,6 +14,9 @@ written three ways, under OUT (default ``bench_data/``, which git ignores):
     OUT/jpeg/          frame_0000.jpg, ... (quality 90)
     OUT/png/           frame_0000.png, ... (OpenCV's default PNG settings)
 
+and, alone, with ``--long-copies N``: OUT/pan_long.mp4 (``--long-name``), pan.mp4 N times
+over in one video, stream-copied in plain Python (``concat_mp4.py``; no FFmpeg needed).
+
 OpenCV's wheels cannot encode H.264, so the videos need the ffmpeg binary of the
 imageio-ffmpeg wheel (dev-only; not a dependency of edgecli). The JPEG and PNG folders need
 only OpenCV and scikit-image, so they can be made on a machine without imageio-ffmpeg:
@@ -22,6 +25,7 @@ only OpenCV and scikit-image, so they can be made on a machine without imageio-f
     python scripts/make_bench_media.py --only video         # only the .mp4 files
     python scripts/make_bench_media.py --only jpeg --only png --out bench_data
     python scripts/make_bench_media.py --frames 12 --size 640x360 --out /tmp/bd
+    python scripts/make_bench_media.py --long-copies 40 --long-name pan_long40.mp4
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from skimage import data
+from concat_mp4 import concat
 
 KINDS = ("video", "jpeg", "png")
 JPEG_QUALITY = 90
@@ -59,6 +63,8 @@ def photographs() -> list[np.ndarray]:
     One that this scikit-image cannot load without a download is left out, with a warning:
     the frames then differ from another machine's (the video made elsewhere keeps its own).
     """
+    from skimage import data  # only here: the long video is made where it is not installed
+
     photos = []
     for name in COLOR_PHOTOS + GRAY_PHOTOS:
         try:
@@ -204,18 +210,10 @@ def write_folder(pan: Pan, folder: Path, suffix: str, params: list[int], workers
 
 
 def write_long(clip: Path, copies: int, path: Path) -> None:
-    """``clip`` ``copies`` times over in one MP4, stream-copied by FFmpeg's concat demuxer
-    (the same frames, so a long video costs no encoding)."""
-    import imageio_ffmpeg
-
-    listing = path.with_suffix(".txt")
-    listing.write_text(f"file '{clip.resolve()}'\n" * copies)
-    try:
-        command = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-y", "-f", "concat"]
-        command += ["-safe", "0", "-i", str(listing), "-c", "copy", str(path)]
-        subprocess.run(command, check=True)
-    finally:
-        listing.unlink()
+    """``clip`` ``copies`` times over in one MP4, stream-copied (the same frames, so a long
+    video costs no encoding) by ``concat_mp4.py``: in plain Python, so that the GPU host, which
+    has no FFmpeg, makes it from the pan.mp4 carried there."""
+    concat(clip, copies, path)
     print(f"{path}: {clip.name} x {copies}, {path.stat().st_size / 1e6:.1f} MB")
 
 
@@ -254,9 +252,12 @@ def main() -> None:
         type=int,
         help="only write OUT/pan_long.mp4: OUT/pan.mp4 this many times over (stream-copied)",
     )
+    parser.add_argument(
+        "--long-name", default="pan_long.mp4", help="the file --long-copies writes in OUT"
+    )
     args = parser.parse_args()
     if args.long_copies:
-        write_long(args.out / "pan.mp4", args.long_copies, args.out / "pan_long.mp4")
+        write_long(args.out / "pan.mp4", args.long_copies, args.out / args.long_name)
         return
     if args.frames < 2:
         parser.error("--frames must be at least 2")
