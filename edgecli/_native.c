@@ -391,12 +391,17 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 #define WALK_JOINT_AC_BITS 12 /* the index of the fast path's AC tables (make_joint) */
 #define WALK_JOINT_DC_BITS 10 /* and of its DC tables */
 #define WALK_JOINT_MAX_RUN 16 /* the most an entry's codes before its last may move k */
-#define JOINT_LENGTH(e) ((e) & 63) /* a joint entry's fields: see make_joint */
-#define JOINT_BEFORE_TEST(e) ((e) >> 6 & 31)
-#define JOINT_ADVANCE(e) ((e) >> 11 & 127)
-#define JOINT_TAIL(e) ((e) >> 18 & 31)
-#define JOINT_LAST_INDEX(e) ((e) >> 23)
-#define JOINT_NONE 0u
+#define JOINT_LENGTH(e) ((e) >> 27) /* a joint entry's fields: see make_joint */
+#define JOINT_BEFORE_TEST(e) ((e) >> 6 & 15)
+#define JOINT_ADVANCE(e) ((e) >> 10 & 127)
+#define JOINT_TAIL(e) ((e) >> 17 & 15)
+#define JOINT_LAST_INDEX(e) ((e) >> 21 & 63)
+/* A joint entry: its fields, and JOINT_LENGTH again in its low 6 bits, by which ``bits``
+ * shifts. */
+#define JOINT(length, before, advance, tail, last_index)                                    \
+    ((uint32_t)(length) | (uint32_t)(before) << 6 | (uint32_t)(advance) << 10 |                \
+     (uint32_t)(tail) << 17 | (uint32_t)(last_index) << 21 | (uint32_t)(length) << 27)
+#define JOINT_NONE JOINT(0, 0, 64, 0, 0)
 #define WALK_FAST_BYTES 512  /* jdhuff.c's BUFSIZE: bytes a block for the fast path */
 #define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
 #define WALK_MAX_COMPONENTS 10
@@ -547,7 +552,9 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
                        const unsigned *code_of)
 {
     int bits = dc ? WALK_JOINT_DC_BITS : WALK_JOINT_AC_BITS, mask = (1 << bits) - 1;
-    uint32_t single[1 << WALK_JOINT_AC_BITS] = {0};
+    uint32_t single[1 << WALK_JOINT_AC_BITS];
+    for (int look = 0; look <= mask; look++)
+        single[look] = JOINT_NONE;
     int p = 0;
     for (int l = 1; l <= 16; l++) {
         for (int i = 1; i <= spec->bits[l]; i++, p++) {
@@ -556,23 +563,25 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
                 continue;
             uint32_t advance = dc ? 0 : magnitude ? run + 1 : run == 15 ? 16 : 63;
             uint32_t whole = l + magnitude <= bits, length = (uint32_t)(l + magnitude);
-            uint32_t entry = length | (whole ? length : (uint32_t)l) << 6 | advance << 11 |
-                             (whole ? (uint32_t)magnitude : 0) << 18 | 63u << 23;
+            uint32_t entry = JOINT(length, whole ? length : (uint32_t)l, advance,
+                                   whole ? (uint32_t)magnitude : 0, 63);
             int look = (int)(code_of[p] << (bits - l));
             for (int ctr = 1 << (bits - l); ctr > 0; ctr--)
                 single[look++] = entry;
         }
     }
-    memcpy(t->joint, single, sizeof single);
+    memcpy(t->joint, single, sizeof(uint32_t) << bits);
     if (dc)
         return;
     for (int look = 0; look <= mask; look++) {
         uint32_t last = single[look], used = JOINT_LENGTH(last), advance = 0;
         int codes = 1;
-        while (last && JOINT_BEFORE_TEST(last) == JOINT_LENGTH(last) && JOINT_ADVANCE(last) != 63 &&
+        while (last != JOINT_NONE && JOINT_BEFORE_TEST(last) == JOINT_LENGTH(last) &&
+               JOINT_ADVANCE(last) != 63 &&
                advance + JOINT_ADVANCE(last) <= WALK_JOINT_MAX_RUN) {
             uint32_t next = single[(look << used) & mask], rest = JOINT_LENGTH(next);
-            if (!next || JOINT_BEFORE_TEST(next) != rest || used + rest > (uint32_t)bits)
+            if (next == JOINT_NONE || JOINT_BEFORE_TEST(next) != rest ||
+                used + rest > (uint32_t)bits)
                 break;
             advance += JOINT_ADVANCE(last);
             used += rest;
@@ -582,8 +591,7 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
         if (codes == 1)
             continue;
         uint32_t tail = JOINT_TAIL(last) ? JOINT_TAIL(last) : JOINT_LENGTH(last);
-        t->joint[look] = used | used << 6 | (advance + JOINT_ADVANCE(last)) << 11 | tail << 18 |
-                         (63 - advance) << 23;
+        t->joint[look] = JOINT(used, used, advance + JOINT_ADVANCE(last), tail, 63 - advance);
     }
 }
 
@@ -826,9 +834,9 @@ static uint64_t load_be64(const unsigned char *at)
 struct fast_reader {
     const unsigned char *d;
     size_t pos, n;
-    /* No FF from the end of the last successful fast MCU to here, nor within 2 bytes of the
-     * data's end: six bytes before it are taken at once. A failed MCU's reads are undone, so
-     * that failure leaves 0. */
+    /* Six bytes from the reader's position are taken at once where they end by here: no FF
+     * lies between (nor within 2 bytes of the data's end). A failed MCU's reads are undone,
+     * and leave it 0. */
     size_t clear_to;
     uint64_t bits;
     int count;
@@ -839,8 +847,12 @@ struct fast_reader {
 static int fast_refill_bytes(struct fast_reader *r)
 {
     for (int byte = 0; byte < 6; byte++) {
-        unsigned c0 = r->pos + 1 < r->n ? r->d[r->pos++] : 0xFF;
-        if (c0 == 0xFF && (r->pos + 1 >= r->n || r->d[r->pos++] != 0)) {
+        if (r->pos + 1 >= r->n) {
+            r->clear_to = 0;
+            return 0;
+        }
+        unsigned c0 = r->d[r->pos++];
+        if (c0 == 0xFF && r->d[r->pos++] != 0) {
             r->clear_to = 0;
             return 0;
         }
@@ -937,7 +949,17 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
         FAST_FILL(); /* an AC code follows */
         for (int k = 1; k < 64;) {
             entry = ac->joint[bits >> (64 - WALK_JOINT_AC_BITS)];
-            if (WALK_UNLIKELY(k > (int)JOINT_LAST_INDEX(entry))) {
+            int next = k + (int)JOINT_ADVANCE(entry);
+            length = (int)JOINT_LENGTH(entry);
+            if (WALK_LIKELY(next < 64 && count - length > 16)) {
+                /* the block goes on after the entry (so none of its codes ended it), and no
+                 * test in it would fill */
+                bits <<= entry & 63;
+                count -= length;
+                k = next;
+                continue;
+            }
+            if (k > (int)JOINT_LAST_INDEX(entry)) {
                 /* no code fits the index, or the block ends within the entry */
                 int s, run;
                 FAST_SLOW_CODE(ac, s);
@@ -953,9 +975,8 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
                 entry = 0;
                 continue;
             }
-            k += (int)JOINT_ADVANCE(entry);
-            length = (int)JOINT_LENGTH(entry);
-            if (WALK_LIKELY(count - length > 16)) { /* no test in it would fill */
+            k = next;
+            if (count - length > 16) {
                 FAST_DROP(length);
                 continue;
             }
