@@ -381,9 +381,10 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
  * its two paths. The fast path (taken where no restart interval is set, no marker has been
  * met and 512 bytes a block of the MCU are left in the file) refills 6 bytes at a time and
  * takes a bad Huffman code for a 0 silently; the slow one refills to 57 bits, stops at a
- * marker and warns on a bad code or on bits wanted past a marker. Bytes left in the bit
- * buffer after a scan's last MCU are dropped silently; those before the next restart marker
- * count as extraneous. The walk stops at the first warning or error, whose words it gives:
+ * marker and warns on a bad code or on bits wanted past a marker. Both consume a code and its
+ * magnitude bits, or several codes, in one step where libjpeg-turbo's fills would come out
+ * the same (make_joint). Bytes left in the bit buffer after a scan's last MCU are dropped
+ * silently; those before the next restart marker count as extraneous. The walk stops at the first warning or error, whose words it gives:
  * the file is damaged then, whatever libjpeg-turbo would make of the rest. */
 
 #define WALK_MIN_GET_BITS 57 /* jdhuff.c's MIN_GET_BITS on a 64-bit bit buffer */
@@ -691,11 +692,47 @@ static enum walk_state next_marker(struct walk *w)
     return WALK_OK;
 }
 
+#if defined(__GNUC__)
+#define WALK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define WALK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define WALK_LIKELY(x) (x)
+#define WALK_UNLIKELY(x) (x)
+#endif
+
+/* Eight bytes from ``at``, the first the most significant. */
+static uint64_t load_be64(const unsigned char *at)
+{
+    uint64_t word;
+    memcpy(&word, at, 8);
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_bswap64(word);
+#elif defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return word;
+#else
+    word = 0;
+    for (int i = 0; i < 8; i++)
+        word = (word << 8) | at[i];
+    return word;
+#endif
+}
+
 /* jpeg_fill_bit_buffer: loads bytes up to 57 bits or a marker; warns where ``bits`` are
  * wanted past a marker. */
 static enum walk_state fill_bits(struct walk *w, int bits)
 {
     if (w->unread_marker == 0) {
+        int bytes = (WALK_MIN_GET_BITS - w->bits_left + 7) / 8;
+        if (bytes > 0 && w->pos + 8 <= w->n) { /* at once, where none of them is an FF */
+            uint64_t word = load_be64(w->data + w->pos);
+            uint64_t inverse = ~word | (bytes < 8 ? ~(uint64_t)0 >> 8 * bytes : 0);
+            if (((inverse - 0x0101010101010101ULL) & ~inverse & 0x8080808080808080ULL) == 0) {
+                w->buffer = bytes < 8 ? w->buffer << 8 * bytes | word >> (64 - 8 * bytes) : word;
+                w->pos += (size_t)bytes;
+                w->bits_left += 8 * bytes;
+                return WALK_OK;
+            }
+        }
         while (w->bits_left < WALK_MIN_GET_BITS) {
             if (w->pos >= w->n)
                 return walk_ran_out(w);
@@ -770,62 +807,59 @@ slow:
     return WALK_OK;
 }
 
-/* decode_mcu_slow without the coefficients. */
+/* A joint entry for the next bits of the slow path's buffer, where it holds enough of them. */
+#define SLOW_ENTRY(w, t, index_bits)                                                       \
+    ((w)->bits_left >= (index_bits)                                                        \
+         ? (t)->joint[(w)->buffer >> ((w)->bits_left - (index_bits)) &                     \
+                      ((1u << (index_bits)) - 1)]                                          \
+         : JOINT_NONE)
+
+/* decode_mcu_slow without the coefficients. libjpeg-turbo fills its bit buffer here before a
+ * code where fewer than 8 bits are left and before magnitude bits that are not all there:
+ * a joint entry that leaves 8 bits or more holds no such test, and is consumed at once;
+ * elsewhere each code is read as libjpeg-turbo reads it. */
 static enum walk_state slow_mcu(struct walk *w)
 {
     enum walk_state state;
     int s;
     for (int b = 0; b < w->blocks; b++) {
-        if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
-            return state;
-        if (s) {
-            if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+        uint32_t entry = SLOW_ENTRY(w, w->block_dc[b], WALK_JOINT_DC_BITS);
+        if (entry != JOINT_NONE && w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
+            w->bits_left -= (int)JOINT_LENGTH(entry);
+        } else {
+            if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
                 return state;
-            w->bits_left -= s;
+            if (s) {
+                if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+                    return state;
+                w->bits_left -= s;
+            }
         }
-        for (int k = 1; k < 64; k++) {
+        for (int k = 1; k < 64;) {
+            entry = SLOW_ENTRY(w, w->block_ac[b], WALK_JOINT_AC_BITS);
+            if (k <= (int)JOINT_LAST_INDEX(entry) &&
+                w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
+                w->bits_left -= (int)JOINT_LENGTH(entry);
+                k += (int)JOINT_ADVANCE(entry);
+                continue;
+            }
             if ((state = slow_symbol(w, w->block_ac[b], &s)) != WALK_OK)
                 return state;
             int r = s >> 4;
             s &= 15;
             if (s) {
-                k += r;
+                k += r + 1;
                 if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
                     return state;
                 w->bits_left -= s;
             } else {
                 if (r != 15)
                     break;
-                k += 15;
+                k += 16;
             }
         }
     }
     return WALK_OK;
-}
-
-#if defined(__GNUC__)
-#define WALK_LIKELY(x) __builtin_expect(!!(x), 1)
-#define WALK_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define WALK_LIKELY(x) (x)
-#define WALK_UNLIKELY(x) (x)
-#endif
-
-/* Eight bytes from ``at``, the first the most significant. */
-static uint64_t load_be64(const unsigned char *at)
-{
-    uint64_t word;
-    memcpy(&word, at, 8);
-#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return __builtin_bswap64(word);
-#elif defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return word;
-#else
-    word = 0;
-    for (int i = 0; i < 8; i++)
-        word = (word << 8) | at[i];
-    return word;
-#endif
 }
 
 /* The fast path's reader between MCUs. Within one, its bits live in fast_mcu's locals: the

@@ -160,9 +160,12 @@ def marked(data: bytes, rng: random.Random) -> bytes:
 def test_markers_in_scans_get_libjpegs_first_warning(complaint):
     """Markers put into scans, some after bytes that hold no code: scan_damage names the
     warning libjpeg-turbo gives first, which depends on whether it read the MCU on its fast
-    path (a bad code passes there) or its slow one, and where its bit buffer filled."""
+    path (a bad code passes there) or its slow one (restart intervals, a scan's last MCUs),
+    and where its bit buffer filled."""
     bases = [noise(s, 96, 128, optimize) for s in ("444", "420") for optimize in (False, True)]
-    bases += [encode(s, 240, 320, 0, False, quality=95) for s in ("444", "420")]
+    bases += [
+        encode(s, 240, 320, restarts, False, 95) for s in ("444", "420") for restarts in (0, 5)
+    ]
     bases += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
     rng = random.Random(40)
     words = []
