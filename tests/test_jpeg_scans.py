@@ -148,7 +148,7 @@ def noise(sampling: str, height: int, width: int, optimize: bool) -> bytes:
 
 def marked(data: bytes, rng: random.Random) -> bytes:
     """``data`` with a marker in its scan (an RSTn, a fill byte FF or any other), put in or
-    over its bytes, after up to three stuffed FF bytes (24 1 bits: no code of any table)."""
+    over its bytes, after up to three stuffed FF bytes (1 bits: 16 of them are no code)."""
     sos = data.index(b"\xff\xda")
     start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
     at = rng.randrange(start, len(data) - 2)
