@@ -381,15 +381,28 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
  * its two paths. The fast path (taken where no restart interval is set, no marker has been
  * met and 512 bytes a block of the MCU are left in the file) refills 6 bytes at a time and
  * takes a bad Huffman code for a 0 silently; the slow one refills to 57 bits, stops at a
- * marker and warns on a bad code or on bits wanted past a marker. Bytes left in the bit
- * buffer after a scan's last MCU are dropped silently; those before the next restart marker
- * count as extraneous. The walk stops at the first warning or error, whose words it gives:
+ * marker and warns on a bad code or on bits wanted past a marker. Both consume a code and its
+ * magnitude bits, or several codes, in one step where libjpeg-turbo's fills would come out
+ * the same (make_joint). Bytes left in the bit buffer after a scan's last MCU are dropped
+ * silently; those before the next restart marker count as extraneous. The walk stops at the first warning or error, whose words it gives:
  * the file is damaged then, whatever libjpeg-turbo would make of the rest. */
 
 #define WALK_MIN_GET_BITS 57 /* jdhuff.c's MIN_GET_BITS on a 64-bit bit buffer */
 #define WALK_LOOKAHEAD 8     /* jdhuff.h's HUFF_LOOKAHEAD: the slow path peeks this many */
-#define WALK_FAST_BITS 10    /* the fast path's table (wider than libjpeg's: same codes) */
-#define WALK_FAST_MASK ((1 << WALK_FAST_BITS) - 1)
+#define WALK_JOINT_AC_BITS 12 /* the index of the fast path's AC tables (make_joint) */
+#define WALK_JOINT_DC_BITS 10 /* and of its DC tables */
+#define WALK_JOINT_MAX_RUN 16 /* the most an entry's codes before its last may move k */
+#define JOINT_LENGTH(e) ((e) >> 27) /* a joint entry's fields: see make_joint */
+#define JOINT_BEFORE_TEST(e) ((e) >> 6 & 15)
+#define JOINT_ADVANCE(e) ((e) >> 10 & 127)
+#define JOINT_TAIL(e) ((e) >> 17 & 15)
+#define JOINT_LAST_INDEX(e) ((e) >> 21 & 63)
+/* A joint entry: its fields, and JOINT_LENGTH again in its low 6 bits, by which ``bits``
+ * shifts. */
+#define JOINT(length, before, advance, tail, last_index)                                    \
+    ((uint32_t)(length) | (uint32_t)(before) << 6 | (uint32_t)(advance) << 10 |                \
+     (uint32_t)(tail) << 17 | (uint32_t)(last_index) << 21 | (uint32_t)(length) << 27)
+#define JOINT_NONE JOINT(0, 0, 64, 0, 0)
 #define WALK_FAST_BYTES 512  /* jdhuff.c's BUFSIZE: bytes a block for the fast path */
 #define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
 #define WALK_MAX_COMPONENTS 10
@@ -406,7 +419,7 @@ struct huff_table { /* jdhuff.c's d_derived_tbl, and a wider lookup for the fast
     int32_t maxcode[18];
     int32_t valoffset[18];
     uint16_t look8[1 << WALK_LOOKAHEAD]; /* (length << 8) | symbol; length 9: longer */
-    uint16_t fast[1 << WALK_FAST_BITS];  /* (length << 8) | symbol; 0: longer or bad */
+    uint32_t joint[1 << WALK_JOINT_AC_BITS]; /* see make_joint */
     uint8_t val[256];
 };
 
@@ -520,6 +533,69 @@ static const uint8_t STD_VALS[4][162] = {
     },
 };
 
+/* The fast path's joint table, indexed by the next WALK_JOINT_AC_BITS bits (DC: _DC_BITS):
+ * what to consume in one step, where libjpeg-turbo tests its bit buffer before each code and
+ * before each code's magnitude bits. An entry holds a code and its magnitude bits, or several
+ * such where all fit and none but the last ends the block (one lookup then decodes them all);
+ * or a code alone where its magnitude bits do not fit. Its fields:
+ *   JOINT_LENGTH       the bits it consumes;
+ *   JOINT_BEFORE_TEST  those before a test within it: a lone code's (its magnitude bits come
+ *                      after the test), otherwise all (the test after them is the next code's);
+ *   JOINT_ADVANCE      how far it moves k, the coefficient's index (an AC code that ends the
+ *                      block counts 63; the sum is at most WALK_JOINT_MAX_RUN + 63);
+ *   JOINT_TAIL         the bits after its last test where that test is within it: the last
+ *                      code's magnitude bits, or the last code where it has none; 0 where the
+ *                      test is at its start (one code alone);
+ *   JOINT_LAST_INDEX   the last k it may start at, so that its last code is still the
+ *                      block's: 63 less how far the codes before the last move k. 0 in
+ *                      JOINT_NONE, where no code of the index's length or shorter fits. */
+static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spec,
+                       const unsigned *code_of)
+{
+    int bits = dc ? WALK_JOINT_DC_BITS : WALK_JOINT_AC_BITS, mask = (1 << bits) - 1;
+    uint32_t single[1 << WALK_JOINT_AC_BITS];
+    for (int look = 0; look <= mask; look++)
+        single[look] = JOINT_NONE;
+    int p = 0;
+    for (int l = 1; l <= 16; l++) {
+        for (int i = 1; i <= spec->bits[l]; i++, p++) {
+            int value = spec->val[p], magnitude = dc ? value : value & 15, run = value >> 4;
+            if (l > bits || magnitude > 15)
+                continue;
+            uint32_t advance = dc ? 0 : magnitude ? run + 1 : run == 15 ? 16 : 63;
+            uint32_t whole = l + magnitude <= bits, length = (uint32_t)(l + magnitude);
+            uint32_t entry = JOINT(length, whole ? length : (uint32_t)l, advance,
+                                   whole ? (uint32_t)magnitude : 0, 63);
+            int look = (int)(code_of[p] << (bits - l));
+            for (int ctr = 1 << (bits - l); ctr > 0; ctr--)
+                single[look++] = entry;
+        }
+    }
+    memcpy(t->joint, single, sizeof(uint32_t) << bits);
+    if (dc)
+        return;
+    for (int look = 0; look <= mask; look++) {
+        uint32_t last = single[look], used = JOINT_LENGTH(last), advance = 0;
+        int codes = 1;
+        while (last != JOINT_NONE && JOINT_BEFORE_TEST(last) == JOINT_LENGTH(last) &&
+               JOINT_ADVANCE(last) != 63 &&
+               advance + JOINT_ADVANCE(last) <= WALK_JOINT_MAX_RUN) {
+            uint32_t next = single[(look << used) & mask], rest = JOINT_LENGTH(next);
+            if (next == JOINT_NONE || JOINT_BEFORE_TEST(next) != rest ||
+                used + rest > (uint32_t)bits)
+                break;
+            advance += JOINT_ADVANCE(last);
+            used += rest;
+            last = next;
+            codes++;
+        }
+        if (codes == 1)
+            continue;
+        uint32_t tail = JOINT_TAIL(last) ? JOINT_TAIL(last) : JOINT_LENGTH(last);
+        t->joint[look] = JOINT(used, used, advance + JOINT_ADVANCE(last), tail, 63 - advance);
+    }
+}
+
 /* jpeg_make_d_derived_tbl: WALK_OK, or the error that table makes. */
 static enum walk_state make_table(struct walk *w, int dc, int number, struct huff_table *t)
 {
@@ -566,7 +642,6 @@ static enum walk_state make_table(struct walk *w, int dc, int number, struct huf
     t->maxcode[17] = 0xFFFFF;
     for (int i = 0; i < (1 << WALK_LOOKAHEAD); i++)
         t->look8[i] = (WALK_LOOKAHEAD + 1) << WALK_LOOKAHEAD;
-    memset(t->fast, 0, sizeof t->fast);
     p = 0;
     for (int l = 1; l <= 16; l++) {
         for (int i = 1; i <= spec->bits[l]; i++, p++) {
@@ -575,13 +650,9 @@ static enum walk_state make_table(struct walk *w, int dc, int number, struct huf
                 for (int ctr = 1 << (WALK_LOOKAHEAD - l); ctr > 0; ctr--)
                     t->look8[look++] = (uint16_t)((l << WALK_LOOKAHEAD) | spec->val[p]);
             }
-            if (l <= WALK_FAST_BITS) {
-                int look = (int)(code_of[p] << (WALK_FAST_BITS - l));
-                for (int ctr = 1 << (WALK_FAST_BITS - l); ctr > 0; ctr--)
-                    t->fast[look++] = (uint16_t)((l << 8) | spec->val[p]);
-            }
         }
     }
+    make_joint(t, dc, spec, code_of);
     memcpy(t->val, spec->val, 256);
     if (dc)
         for (int i = 0; i < symbols; i++)
@@ -621,11 +692,47 @@ static enum walk_state next_marker(struct walk *w)
     return WALK_OK;
 }
 
+#if defined(__GNUC__)
+#define WALK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define WALK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define WALK_LIKELY(x) (x)
+#define WALK_UNLIKELY(x) (x)
+#endif
+
+/* Eight bytes from ``at``, the first the most significant. */
+static uint64_t load_be64(const unsigned char *at)
+{
+    uint64_t word;
+    memcpy(&word, at, 8);
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return __builtin_bswap64(word);
+#elif defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return word;
+#else
+    word = 0;
+    for (int i = 0; i < 8; i++)
+        word = (word << 8) | at[i];
+    return word;
+#endif
+}
+
 /* jpeg_fill_bit_buffer: loads bytes up to 57 bits or a marker; warns where ``bits`` are
  * wanted past a marker. */
 static enum walk_state fill_bits(struct walk *w, int bits)
 {
     if (w->unread_marker == 0) {
+        int bytes = (WALK_MIN_GET_BITS - w->bits_left + 7) / 8;
+        if (bytes > 0 && w->pos + 8 <= w->n) { /* at once, where none of them is an FF */
+            uint64_t word = load_be64(w->data + w->pos);
+            uint64_t inverse = ~word | (bytes < 8 ? ~(uint64_t)0 >> 8 * bytes : 0);
+            if (((inverse - 0x0101010101010101ULL) & ~inverse & 0x8080808080808080ULL) == 0) {
+                w->buffer = bytes < 8 ? w->buffer << 8 * bytes | word >> (64 - 8 * bytes) : word;
+                w->pos += (size_t)bytes;
+                w->bits_left += 8 * bytes;
+                return WALK_OK;
+            }
+        }
         while (w->bits_left < WALK_MIN_GET_BITS) {
             if (w->pos >= w->n)
                 return walk_ran_out(w);
@@ -700,141 +807,228 @@ slow:
     return WALK_OK;
 }
 
-/* decode_mcu_slow without the coefficients. */
+/* A joint entry for the next bits of the slow path's buffer, where it holds enough of them. */
+#define SLOW_ENTRY(w, t, index_bits)                                                       \
+    ((w)->bits_left >= (index_bits)                                                        \
+         ? (t)->joint[(w)->buffer >> ((w)->bits_left - (index_bits)) &                     \
+                      ((1u << (index_bits)) - 1)]                                          \
+         : JOINT_NONE)
+
+/* decode_mcu_slow without the coefficients. libjpeg-turbo fills its bit buffer here before a
+ * code where fewer than 8 bits are left and before magnitude bits that are not all there:
+ * a joint entry that leaves 8 bits or more holds no such test, and is consumed at once;
+ * elsewhere each code is read as libjpeg-turbo reads it. */
 static enum walk_state slow_mcu(struct walk *w)
 {
     enum walk_state state;
     int s;
     for (int b = 0; b < w->blocks; b++) {
-        if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
-            return state;
-        if (s) {
-            if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+        uint32_t entry = SLOW_ENTRY(w, w->block_dc[b], WALK_JOINT_DC_BITS);
+        if (entry != JOINT_NONE && w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
+            w->bits_left -= (int)JOINT_LENGTH(entry);
+        } else {
+            if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
                 return state;
-            w->bits_left -= s;
+            if (s) {
+                if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
+                    return state;
+                w->bits_left -= s;
+            }
         }
-        for (int k = 1; k < 64; k++) {
+        for (int k = 1; k < 64;) {
+            entry = SLOW_ENTRY(w, w->block_ac[b], WALK_JOINT_AC_BITS);
+            if (k <= (int)JOINT_LAST_INDEX(entry) &&
+                w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
+                w->bits_left -= (int)JOINT_LENGTH(entry);
+                k += (int)JOINT_ADVANCE(entry);
+                continue;
+            }
             if ((state = slow_symbol(w, w->block_ac[b], &s)) != WALK_OK)
                 return state;
             int r = s >> 4;
             s &= 15;
             if (s) {
-                k += r;
+                k += r + 1;
                 if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
                     return state;
                 w->bits_left -= s;
             } else {
                 if (r != 15)
                     break;
-                k += 15;
+                k += 16;
             }
         }
     }
     return WALK_OK;
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-#define WALK_LITTLE_ENDIAN 1
-#define WALK_BSWAP64(x) __builtin_bswap64(x)
-#else
-#define WALK_LITTLE_ENDIAN 0
-#define WALK_BSWAP64(x) (x)
-#endif
+/* The fast path's reader between MCUs. Within one, its bits live in fast_mcu's locals: the
+ * bits not yet consumed at the top of ``bits`` (``count`` of them, zeros below), so that a
+ * table's index is one shift and consuming is another. */
+struct fast_reader {
+    const unsigned char *d;
+    size_t pos, n;
+    /* Six bytes from the reader's position are taken at once where they end by here: no FF
+     * lies between (nor within 2 bytes of the data's end). A failed MCU's reads are undone,
+     * and leave it 0. */
+    size_t clear_to;
+    uint64_t bits;
+    int count;
+};
 
-/* FILL_BIT_BUFFER_FAST: 6 bytes where 16 bits or fewer are left. A marker's FF is not read:
- * zeros go in, and the MCU is decoded again the slow way. Six bytes without an FF go in at
- * once. */
-#define FAST_FILL()                                                                        \
+/* FILL_BIT_BUFFER_FAST's six GET_BYTEs where an FF may be among them: an FF 00 is an FF, an FF
+ * before anything else a marker, which fails the MCU (0). */
+static int fast_refill_bytes(struct fast_reader *r)
+{
+    for (int byte = 0; byte < 6; byte++) {
+        if (r->pos + 1 >= r->n) {
+            r->clear_to = 0;
+            return 0;
+        }
+        unsigned c0 = r->d[r->pos++];
+        if (c0 == 0xFF && r->d[r->pos++] != 0) {
+            r->clear_to = 0;
+            return 0;
+        }
+        r->bits |= (uint64_t)c0 << (56 - r->count);
+        r->count += 8;
+    }
+    const unsigned char *ff = memchr(r->d + r->pos, 0xFF, r->n - r->pos);
+    r->clear_to = ff ? (size_t)(ff - r->d) : r->n;
+    if (r->clear_to > r->n - 2)
+        r->clear_to = r->n - 2;
+    return 1;
+}
+
+/* HUFF_DECODE_FAST's symbol at the top of ``bits``, its code's length into ``*length``: a bad
+ * code (none in 16 bits) takes 17 bits and reads as 0. */
+static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
+{
+    unsigned entry = t->look8[bits >> (64 - WALK_LOOKAHEAD)];
+    int l = (int)(entry >> WALK_LOOKAHEAD);
+    if (l <= WALK_LOOKAHEAD) {
+        *length = l;
+        return (int)(entry & 0xFF);
+    }
+    int32_t window = (int32_t)(bits >> 48);
+    while (l <= 16 && (window >> (16 - l)) > t->maxcode[l])
+        l++;
+    *length = l;
+    return l > 16 ? 0 : t->val[((window >> (16 - l)) + t->valoffset[l]) & 0xFF];
+}
+
+/* FILL_BIT_BUFFER_FAST on fast_mcu's locals: six bytes in where 16 bits or fewer are left
+ * (``left``: the count libjpeg-turbo tests); the MCU fails where they meet a marker. Where
+ * and how much it fills repeats libjpeg-turbo, which decides which MCU meets a marker first. */
+#define FAST_FILL_AT(left)                                                                 \
     do {                                                                                   \
-        if (left <= 16) {                                                                  \
-            uint64_t word = 0;                                                             \
-            if (pos + 8 <= n)                                                              \
-                memcpy(&word, d + pos, 8);                                                 \
-            uint64_t inverse = ~word | 0xFFFF000000000000ULL;                              \
-            if (WALK_LITTLE_ENDIAN && pos + 8 <= n &&                                      \
-                ((inverse - 0x0101010101010101ULL) & ~inverse & 0x8080808080808080ULL) == 0) { \
-                buffer = (buffer << 48) | (WALK_BSWAP64(word) >> 16);                 \
+        if ((left) <= 16) {                                                                \
+            if (pos + 6 <= r->clear_to) {                                                  \
+                bits |= (load_be64(d + pos) >> 16) << (16 - count);                        \
                 pos += 6;                                                                  \
-                left += 48;                                                                \
+                count += 48;                                                               \
             } else {                                                                       \
-                for (int byte = 0; byte < 6; byte++) {                                     \
-                    if (pos + 1 >= n)                                                      \
-                        return 0;                                                          \
-                    int c0 = d[pos++], c1 = d[pos];                                        \
-                    buffer = (buffer << 8) | (unsigned)c0;                                 \
-                    left += 8;                                                             \
-                    if (c0 == 0xFF) {                                                      \
-                        pos++;                                                             \
-                        if (c1 != 0) {                                                     \
-                            marker = 1;                                                    \
-                            pos -= 2;                                                      \
-                            buffer &= ~(uint64_t)0xFF;                                     \
-                        }                                                                  \
-                    }                                                                      \
-                }                                                                          \
+                r->pos = pos, r->bits = bits, r->count = count;                            \
+                if (!fast_refill_bytes(r))                                                 \
+                    return 0;                                                              \
+                pos = r->pos, bits = r->bits, count = r->count;                            \
             }                                                                              \
         }                                                                                  \
     } while (0)
+#define FAST_FILL() FAST_FILL_AT(count)
+#define FAST_DROP(n) (bits <<= (n), count -= (n))
 
-/* HUFF_DECODE_FAST: a bad code (none in 16 bits) takes 17 bits and reads as 0. */
-#define FAST_SYMBOL(t, s)                                                                  \
+/* A code that no joint entry holds, found by fast_symbol: its symbol into ``s``. */
+#define FAST_SLOW_CODE(t, s)                                                               \
     do {                                                                                   \
-        FAST_FILL();                                                                       \
-        unsigned entry = (t)->fast[(buffer >> (left - WALK_FAST_BITS)) & WALK_FAST_MASK];  \
-        if (entry) {                                                                       \
-            left -= (int)(entry >> 8);                                                     \
-            s = (int)(entry & 0xFF);                                                       \
-        } else {                                                                           \
-            int32_t window = (int32_t)(buffer >> (left - 16)) & 0xFFFF;                    \
-            int l = WALK_FAST_BITS + 1;                                                    \
-            while (l <= 16 && (window >> (16 - l)) > (t)->maxcode[l])                      \
-                l++;                                                                       \
-            if (l > 16) {                                                                  \
-                left -= 17;                                                                \
-                s = 0;                                                                     \
-            } else {                                                                       \
-                left -= l;                                                                 \
-                s = (t)->val[((window >> (16 - l)) + (t)->valoffset[l]) & 0xFF];           \
-            }                                                                              \
-        }                                                                                  \
+        int length_;                                                                       \
+        (s) = fast_symbol(bits, (t), &length_);                                            \
+        FAST_DROP(length_);                                                                \
     } while (0)
 
 /* decode_mcu_fast without the coefficients: 1 where the MCU was decoded, 0 where it met a
- * marker (or the data's end), the walk's state then left as it was. */
-static int fast_mcu(struct walk *w)
+ * marker (or the data's end), the walk's state then left as it was. libjpeg-turbo tests its
+ * bit buffer before each code and each code's magnitude bits, and takes six bytes where 16
+ * bits or fewer are left: which MCU meets a marker first depends on where it fills. Its fills
+ * are the fewest that leave 17 bits at every test, so after a test they depend only on where
+ * that test was. Here each entry ends with the next code's test, which makes any fill that a
+ * test within the entry made; those are made only where the entry leaves 16 bits or fewer.
+ * The MCU's end is no code's start: the last entry's own last test (JOINT_TAIL) is made
+ * there instead. */
+static int fast_mcu(struct walk *w, struct fast_reader *r)
 {
-    const unsigned char *d = w->data;
-    size_t pos = w->pos, n = w->n;
-    uint64_t buffer = w->buffer;
-    int left = w->bits_left, marker = 0;
+    const unsigned char *d = r->d;
+    size_t pos = w->pos;
+    int count = w->bits_left;
+    uint64_t bits = count ? w->buffer << (64 - count) : 0;
+    uint32_t entry = 0;
+    FAST_FILL();
     for (int b = 0; b < w->blocks; b++) {
         const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
-        int s;
-        FAST_SYMBOL(dc, s);
-        if (s) {
+        int more = b + 1 < w->blocks; /* blocks after this one: a code after the block */
+        entry = dc->joint[bits >> (64 - WALK_JOINT_DC_BITS)];
+        int length = (int)JOINT_LENGTH(entry), before = (int)JOINT_BEFORE_TEST(entry);
+        if (entry == JOINT_NONE) {
+            int s;
+            FAST_SLOW_CODE(dc, s);
             FAST_FILL();
-            left -= s;
+            FAST_DROP(s);
+        } else if (count - length > 16) {
+            FAST_DROP(length);
+        } else {
+            FAST_DROP(before);
+            FAST_FILL();
+            FAST_DROP(length - before);
         }
-        for (int k = 1; k < 64; k++) {
-            FAST_SYMBOL(ac, s);
-            int r = s >> 4;
-            s &= 15;
-            if (s) {
-                k += r;
-                FAST_FILL();
-                left -= s;
-            } else {
-                if (r != 15)
-                    break;
-                k += 15;
+        FAST_FILL(); /* an AC code follows */
+        for (int k = 1; k < 64;) {
+            entry = ac->joint[bits >> (64 - WALK_JOINT_AC_BITS)];
+            int next = k + (int)JOINT_ADVANCE(entry);
+            length = (int)JOINT_LENGTH(entry);
+            if (WALK_LIKELY(next < 64 && count - length > 16)) {
+                /* the block goes on after the entry (so none of its codes ended it), and no
+                 * test in it would fill */
+                bits <<= entry & 63;
+                count -= length;
+                k = next;
+                continue;
             }
+            if (k > (int)JOINT_LAST_INDEX(entry)) {
+                /* no code fits the index, or the block ends within the entry */
+                int s, run;
+                FAST_SLOW_CODE(ac, s);
+                run = s >> 4;
+                s &= 15;
+                k += s ? run + 1 : run == 15 ? 16 : 64;
+                if (s) {
+                    FAST_FILL();
+                    FAST_DROP(s);
+                }
+                if (k < 64 || more)
+                    FAST_FILL();
+                entry = 0;
+                continue;
+            }
+            k = next;
+            if (count - length > 16) {
+                FAST_DROP(length);
+                continue;
+            }
+            before = (int)JOINT_BEFORE_TEST(entry);
+            FAST_DROP(before);
+            if (before < length) { /* a code alone: the test before its magnitude bits */
+                FAST_FILL();
+                FAST_DROP(length - before);
+            }
+            if (k < 64 || more)
+                FAST_FILL();
         }
     }
-    if (marker)
-        return 0;
+    if (JOINT_TAIL(entry))
+        FAST_FILL_AT(count + (int)JOINT_TAIL(entry));
     w->pos = pos;
-    w->buffer = buffer;
-    w->bits_left = left;
+    w->bits_left = count;
+    w->buffer = count ? bits >> (64 - count) : 0;
     return 1;
 }
 
@@ -931,6 +1125,7 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
     w->next_restart = 0;
     unsigned restarts_to_go = w->restart_interval;
     size_t fast_bytes = (size_t)WALK_FAST_BYTES * (size_t)w->blocks;
+    struct fast_reader reader = {w->data, 0, w->n, 0, 0, 0};
     for (w->mcu = 0; w->mcu < w->mcus; w->mcu++) {
         int fast = 1;
         if (w->restart_interval) {
@@ -943,7 +1138,7 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
         }
         if (w->n - w->pos < fast_bytes || w->unread_marker != 0)
             fast = 0;
-        if (!fast || !fast_mcu(w))
+        if (!fast || !fast_mcu(w, &reader))
             if ((state = slow_mcu(w)) != WALK_OK)
                 return state;
         if (w->restart_interval)

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import cv2
+import numpy as np
 import pytest
 
 from edgecli import native
@@ -134,6 +135,49 @@ def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
     found = verdicts(complaint, bases, 100, seed=38)
     assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
     assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
+
+
+def noise(sampling: str, height: int, width: int, optimize: bool) -> bytes:
+    """A JPEG of random pixels at quality 100: long codes with many magnitude bits, blocks
+    that run to their 63rd coefficient, and a stuffed FF byte every few hundred."""
+    image = np.random.default_rng(height * width).integers(0, 256, (height, width, 3), np.uint8)
+    params = [cv2.IMWRITE_JPEG_QUALITY, 100, cv2.IMWRITE_JPEG_OPTIMIZE, int(optimize)]
+    params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLINGS[sampling]]
+    return cv2.imencode(".jpg", image, params)[1].tobytes()
+
+
+def marked(data: bytes, rng: random.Random) -> bytes:
+    """``data`` with a marker in its scan (an RSTn, a fill byte FF or any other), put in or
+    over its bytes, after up to three stuffed FF bytes (1 bits: 16 of them are no code)."""
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    at = rng.randrange(start, len(data) - 2)
+    marker = bytes([0xFF, rng.choice([0xD0 + rng.randrange(8), 0xFF, rng.randrange(1, 256)])])
+    put = b"\xff\x00" * rng.choice([0, 0, 1, 2, 3]) + marker
+    return data[:at] + put + data[at + len(put) * rng.randrange(2) :]
+
+
+def test_markers_in_scans_get_libjpegs_first_warning(complaint):
+    """Markers put into scans, some after bytes that hold no code: scan_damage names the
+    warning libjpeg-turbo gives first, which depends on whether it read the MCU on its fast
+    path (a bad code passes there) or its slow one (restart intervals, a scan's last MCUs),
+    and where its bit buffer filled."""
+    bases = [noise(s, 96, 128, optimize) for s in ("444", "420") for optimize in (False, True)]
+    bases += [
+        encode(s, 240, 320, restarts, False, 95) for s in ("444", "420") for restarts in (0, 5)
+    ]
+    bases += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
+    rng = random.Random(40)
+    words = []
+    for _ in range(1000):
+        data = marked(rng.choice(bases), rng)
+        warning = complaint(data)
+        if warning is not None and warning.startswith("warning: Corrupt JPEG data: "):
+            words.append(warning.removeprefix("warning: Corrupt JPEG data: "))
+            assert scan_damage(data).startswith(f"corrupt JPEG data ({words[-1]}")
+    assert len(words) > 900
+    assert sum(w == "bad Huffman code" for w in words) > 100
+    assert sum(w == "premature end of data segment" for w in words) > 300
 
 
 def without_tables(data: bytes) -> bytes:
