@@ -79,6 +79,7 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
     for s in summaries:
         for name, count in s.get("decoders", {}).items():
             decoders[name] = decoders.get(name, 0) + count
+    videos = {path: said for s in summaries for path, said in s.get("videos", {}).items()}
     # Busy time summed over the tasks; lanes over the Dask workers, each worker's the most
     # any of its tasks had (its tasks ran one after another on the same threads).
     busy: dict[str, dict[str, float]] = {}
@@ -112,6 +113,7 @@ def merge(results: list[dict], *, scheduler: str, tasks: int, wall_s: float, out
         interrupted=interrupted,
         main_thread_waits_s=waits,
         decoders=dict(sorted(decoders.items())),
+        videos=videos,
         busy=busy,
         lanes=lanes,
         scheduler=scheduler,

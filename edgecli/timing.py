@@ -225,6 +225,10 @@ def find_bottleneck(busy: dict, lanes: dict, wall_s: float) -> tuple[str, str]:
     )
 
 
+# Videos named one by one under -v: the JSON summary has them all.
+VIDEOS_SHOWN = 10
+
+
 @dataclass
 class Summary:
     """What a run did. ``as_json`` is the schema docs/usage.md documents."""
@@ -243,6 +247,8 @@ class Summary:
     interrupted: bool = False
     main_thread_waits_s: dict = field(default_factory=dict)  # WaitClock.totals()
     decoders: dict = field(default_factory=dict)  # frames per decoder: "cpu", "nvjpeg-hw", ...
+    # A GPU-decoding run's videos NVDEC did not decode exactly: each file's decoder and why.
+    videos: dict = field(default_factory=dict)
     busy: dict = field(default_factory=dict)  # StageClock.busy(): ms by resource and stage
     lanes: dict = field(default_factory=dict)  # each resource's threads, streams or sessions
 
@@ -348,6 +354,11 @@ class Summary:
             )
         if self.decoders:
             lines.append("  decoded by: " + ", ".join(f"{k} {v}" for k, v in self.decoders.items()))
+        shown = list(self.videos.items())[:VIDEOS_SHOWN]
+        for path, said in shown:
+            lines.append(f"  {path}: {said}")
+        if len(self.videos) > len(shown):
+            lines.append(f"  ... and {len(self.videos) - len(shown)} more videos (--json-summary)")
         if self.main_thread_waits_s:
             waits = ", ".join(f"{k} {v:.2f} s" for k, v in self.main_thread_waits_s.items())
             lines.append(f"  main thread waited on: {waits}")

@@ -109,6 +109,7 @@ def test_merged_summary_lists_a_failure_once(media, tmp_path, scheduler):
     summary = json.loads(report.read_text())
     assert summary["frames"] == 6 + 3 * 5
     assert summary["decoders"] == {"cpu": 6 + 3 * 5}
+    assert summary["videos"] == {}  # no GPU decoding: no video NVDEC left to the CPU
     assert [f["source"] for f in summary["failed"]] == [str(media / "bad.png")]
     assert result.output.count(f"skipped {media / 'bad.png'}") == 1
     assert sum(w["frames"] for w in summary["workers_detail"]) == summary["frames"]

@@ -228,13 +228,15 @@ def test_skip_existing_with_gpu_decoding(gpu_decode, jpeg_folder, tmp_path):
 @pytest.mark.parametrize("clip", EXACT_CLIPS)
 def test_clips_decode_on_nvdec_exactly(nvdec, clip, tmp_path):
     cpu, auto = run_both(DATA / clip, tmp_path)
-    assert auto.decoders == {"nvdec": cpu.frames}
+    assert auto.decoders == {"nvdec": cpu.frames} and auto.videos == {}
 
 
 @pytest.mark.parametrize("clip", CPU_CLIPS)
 def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
     cpu, auto = run_both(DATA / clip, tmp_path)
     assert auto.decoders == {"cpu": cpu.frames}
+    assert list(auto.videos) == [str(DATA / clip)]  # named, with why
+    assert auto.videos[str(DATA / clip)].startswith("cpu: ")
 
 
 @pytest.mark.parametrize("clip", UNCHECKED_CLIPS)
@@ -242,11 +244,14 @@ def test_unchecked_codecs_decode_on_nvdec_under_gpu_only(nvdec, clip, tmp_path):
     """HEVC and VP9 go to NVDEC under --decode gpu (their frames counted as approximate while
     their order on NVDEC is unchecked) and stay on the CPU under auto; the frames are the
     CPU's either way, which is what ORDER_CHECKED waits for."""
+    codec = clip.split("_")[1].split(".")[0]  # nvdec_hevc.mp4: hevc
     cpu, auto = run_both(DATA / clip, tmp_path)
     assert auto.decoders == {"cpu": cpu.frames}
     gpu = edgecli.process(DATA / clip, tmp_path / "gpu", backend="cuda", decode="gpu")
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")
     assert gpu.decoders == {"nvdec-approx": cpu.frames}
+    assert gpu.videos == {str(DATA / clip): f"nvdec-approx: NVDEC's frame order for {codec} in mp4 "
+                          "is unchecked"}  # fmt: skip
 
 
 def test_ten_bit_and_av1_under_gpu(nvdec, tmp_path):

@@ -503,6 +503,7 @@ class RunState:
             interrupted=self.stop.is_set(),
             main_thread_waits_s=(reader.waits.totals() if reader else {}) | writer.waits.totals(),
             decoders=_decoders(self.tally.frames, stats, on_host),
+            videos=gpu.videos() if gpu is not None else {},
             busy=self.clock.busy(),
             lanes=lanes,
         )

@@ -30,6 +30,11 @@ class GpuDecoders:
         self.fleets.append(fleet)
         return fleet
 
+    def videos(self) -> dict[str, str]:
+        """The run's videos NVDEC did not decode exactly, by path: the decoder that had them
+        (or the rest of them) and why."""
+        return {str(path): note for fleet in self.fleets for path, note in fleet.notes.items()}
+
     def close(self) -> None:
         for fleet in self.fleets:
             fleet.close()

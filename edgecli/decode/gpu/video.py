@@ -88,6 +88,7 @@ class VideoFleet:
             for s in sources
         )
         self.plans: dict = {}  # path: its NvdecPlan, or why the CPU decodes it
+        self.notes: dict = {}  # path: which decoder had the video and why, where not NVDEC exactly
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.stop = threading.Event()
         # As many sessions as VIDEO_SESSIONS even for one video: it is cut for them.
@@ -132,8 +133,11 @@ class VideoFleet:
             self.plans[path] = plan_video(path, missing, self.exact_only)
         plan = self.plans[path]
         if isinstance(plan, NvdecPlan):
+            if not plan.exact:
+                self.notes.setdefault(path, f"{NVDEC_APPROX}: {plan.inexact}")
             self._nvdec(segment, plan, stream, ring, decoder)
         else:
+            self.notes.setdefault(path, f"{CPU}: {plan}")
             self._cpu(segment, stream, ring)
 
     def _nvdec(
@@ -151,9 +155,11 @@ class VideoFleet:
         except Exception:  # the CPU decoder opens it, or says why it cannot
             held.discard()
             self.schedule.keep(segment)
+            self.notes[path] = f"{CPU}: NVDEC could not open it"
             return self._cpu(segment, stream, ring)
         if width % 2 or height % 2:  # VP9 or AV1: NVDEC's 4:2:0 surfaces are of even sizes
             self.schedule.keep(segment)
+            self.notes[path] = f"{CPU}: an odd size, {width}x{height}"
             return self._cpu(segment, stream, ring)
         check_size(str(path), width * height, self.max_pixels)
         per_batch = frames_a_batch(VIDEO_BATCH, width * height)
@@ -173,6 +179,7 @@ class VideoFleet:
             if not decoded:
                 held.discard()  # not trusted with the next video
                 self.schedule.keep(segment)
+                self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
                 rest = Segment(source, index, None if segment.stop == total else segment.stop)
                 return self._cpu(rest, stream, ring)
             self._convert(source, index, decoded, plan, (height, width), stream, ring, began)
