@@ -417,5 +417,8 @@ class StandInDecoders:
     def __init__(self, max_pixels: int, batch: int):
         self.jpeg = StandInJpegDecoder(max_pixels, batch)
 
+    def videos(self) -> dict[str, str]:
+        return {}  # no videos: they are the CPU's without a word, as without GPU decoding
+
     def close(self) -> None:
         self.jpeg.close()

@@ -22,7 +22,7 @@ JSON_KEYS = {
     "schema", "frames", "failed", "wall_s", "fps", "megapixels", "megapixels_per_s",
     "backend", "device", "params", "workers", "output", "stages", "bottleneck",
     "bottleneck_detail", "skipped_existing", "interrupted", "gpu_busy_fraction",
-    "main_thread_waits_s", "decoders", "busy",
+    "main_thread_waits_s", "decoders", "videos", "busy",
 }  # fmt: skip
 STAGE_KEYS = {"count", "total_ms", "mean_ms", "p50_ms", "p95_ms"}
 
