@@ -15,6 +15,7 @@ from edgecli.decode import engines, nvdec, yuv
 from edgecli.decode.streams import Colour, VideoStream
 
 CLIP = Path("clip.mp4")
+UNCHECKED = "NVDEC's frame order there is unchecked"
 H264 = VideoStream("h264", "mp4", "4:2:0", 8, True, Colour(), 0)
 
 
@@ -100,7 +101,7 @@ def test_gpu_converts_what_cv2_maps_by_its_matrix_and_range(colour, nearest):
     ("stream", "reason"),
     [
         ("the first frame is not a keyframe", "the first frame is not a keyframe"),
-        (replace(H264, container="matroska"), "h264 in matroska: not given to NVDEC"),
+        (replace(H264, container="matroska"), f"h264 in matroska: {UNCHECKED}"),
         (replace(H264, chroma="4:2:2"), "4:2:2 chroma"),
         (replace(H264, chroma="4:4:4"), "4:4:4 chroma"),
     ],

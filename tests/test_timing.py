@@ -195,12 +195,13 @@ def test_a_cluster_s_workers_show_only_when_verbose():
 def test_videos_nvdec_did_not_decode_exactly_are_named_with_why():
     """A GPU-decoding run's videos that NVDEC left to the CPU, or decoded approximately, are
     in the JSON summary, every one, and under -v the first ten with a count of the rest."""
-    videos = {f"clips/c{i:02d}.mkv": "cpu: h264 in matroska: not given to NVDEC" for i in range(12)}
+    said = "cpu: h264 in matroska: NVDEC's frame order there is unchecked"
+    videos = {f"clips/c{i:02d}.mkv": said for i in range(12)}
     videos["clips/deep.mp4"] = "nvdec-approx: 10-bit"
     summary = _summary(videos=videos)
     assert summary.as_json()["videos"] == videos
     text = summary.format_text(verbose=True)
-    assert "  clips/c00.mkv: cpu: h264 in matroska: not given to NVDEC" in text
+    assert f"  clips/c00.mkv: {said}" in text
     assert "clips/c09.mkv" in text and "clips/c10.mkv" not in text
     assert "  ... and 3 more videos (--json-summary)" in text
     assert "c00.mkv" not in summary.format_text(verbose=False)

@@ -73,7 +73,7 @@ def plan_video(
     if isinstance(stream, str):
         return stream
     if stream.container not in NVDEC_CONTAINERS:
-        return f"{stream.codec} in {stream.container}: not given to NVDEC"
+        return f"{stream.codec} in {stream.container}: NVDEC's frame order there is unchecked"
     if stream.chroma != "4:2:0":
         return f"{stream.chroma} chroma"  # the kernel converts NV12 and P016 only
     reason = missing(stream.codec, stream.chroma, stream.depth)
