@@ -6,7 +6,10 @@
 #
 # The host has no video encoder: bench_data/pan.mp4, pan_head.mp4, pan_bt709.mp4,
 # pan_hevc.mp4 and pan_rot90.mp4 (about 12 MB at 1080p, `make_bench_media.py --only video`)
-# are made elsewhere and carried; the JPEG folder the benchmark warms up on is made here.
+# are made elsewhere and carried, and so is bench_data/corpus where it is to be checked
+# (`make_camera_corpus.py`, 1.5 MB: each of its clips is run with --decode cpu and auto, and
+# the two runs' PNGs compared byte for byte); the JPEG folder the benchmark warms up on is made
+# here.
 #
 #   OUT=/some/dir scripts/device_decode.sh
 #
@@ -28,6 +31,27 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
         tests/test_gpu_decode.py tests/test_gpu_decode_pipeline.py || true
     echo "== NVDEC's frames of the test clips"
     "$PYTHON" benchmarks/nvdec_order.py tests/data/nvdec_* tests/data/pan_h264.mp4 || true
+    if [[ -d "$DATA/corpus" ]]; then
+        echo "== the camera corpus: NVDEC's frames, then --decode auto against cpu"
+        "$PYTHON" benchmarks/nvdec_order.py "$DATA"/corpus/* || true
+        mkdir -p "$OUT/corpus"
+        for clip in "$DATA"/corpus/*; do
+            name=$(basename "$clip")
+            for decode in cpu auto; do
+                rm -rf "$OUT/corpus/$name-$decode"
+                "$PYTHON" -m edgecli run "$clip" -o "$OUT/corpus/$name-$decode" -q \
+                    --decode "$decode" --on-error skip \
+                    --json-summary "$OUT/corpus/$name-$decode.json" || true
+            done
+            same=$(cd "$OUT/corpus" && diff -q <(cd "$name-cpu" && sha1sum ./*.png 2>/dev/null) \
+                <(cd "$name-auto" && sha1sum ./*.png 2>/dev/null) >/dev/null && echo equal \
+                || echo DIFFERENT)
+            decoders=$("$PYTHON" -c 'import json,sys; s=json.load(open(sys.argv[1]))
+print(s["decoders"], s.get("videos", {}))' "$OUT/corpus/$name-auto.json" 2>/dev/null || echo "-")
+            echo "  $name: auto $same to cpu; $decoders"
+            rm -rf "$OUT/corpus/$name-cpu" "$OUT/corpus/$name-auto"
+        done
+    fi
     echo "== the camera rows"
     [[ -d "$DATA/q95/jpeg" ]] || "$PYTHON" scripts/make_bench_media.py --only jpeg \
         --jpeg-quality 95 --out "$DATA/q95"
