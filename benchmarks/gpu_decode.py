@@ -239,8 +239,10 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
     """Decode-only (and conversion) rates of the JPEG engines and NVDEC, 1080p."""
     import cupy as cp
 
-    from edgecli.decode import nvjpeg
+    from edgecli.decode import nvjpeg, yuv
     from edgecli.decode.gpu import convert
+
+    untagged = yuv.Conversion().coefficients()  # pan.mp4's: BT.601, limited range
 
     rates: dict = {}
     files = [p.read_bytes() for p in sorted(jpeg_dir.iterdir())[:64]]
@@ -289,8 +291,9 @@ def engine_rates(jpeg_dir: Path, clip: Path) -> dict:
                     nv12 = cp.from_dlpack(frame)
                     pitch = nv12.strides[0]
                     convert.launch_nv12_to_bgr(
-                        0, nv12.data.ptr, pitch, nv12.data.ptr + pitch * h, pitch, out[j], own
-                    )
+                        0, nv12.data.ptr, pitch, nv12.data.ptr + pitch * h, pitch, out[j], own,
+                        coefficients=untagged, rotation=0,
+                    )  # fmt: skip
             own.synchronize()
             n += len(frames)
         results.append(n)

@@ -198,6 +198,7 @@ class VideoFleet:
         frames = slot.buffer("frames", len(decoded) * height * width * 3)
         frames = frames.reshape(len(decoded), out_h, out_w, 3)
         names, sources = [], []
+        coefficients = plan.conversion.coefficients()
         with stream:
             for offset, frame in enumerate(decoded):
                 if not source.kept(index + offset):  # --every: decoded, not converted
@@ -210,7 +211,7 @@ class VideoFleet:
                 pitch = planes.strides[0]
                 launch_nv12_to_bgr(
                     self.device, planes.data.ptr, pitch, planes.data.ptr + pitch * height, pitch,
-                    frames[len(names)], stream, coefficients=plan.conversion.coefficients(),
+                    frames[len(names)], stream, coefficients=coefficients,
                     rotation=plan.rotation, depth=plan.depth,
                 )  # fmt: skip
                 names.append(name)
