@@ -1,13 +1,15 @@
 """CUDA kernels run on the CPU: a ``.cu`` file's real source compiled by the host's C++ compiler.
 
 ``cuda_host_src/shim.h`` gives CUDA's kernel keywords and thread indices a meaning in C++ and
-``EMULATE(kernel)`` a launcher that runs every thread of a grid in turn;
+``EMULATE(kernel)`` a launcher that runs a grid's blocks in turn, each block's threads as
+fibers (so shared memory, barriers, warp functions and atomics work);
 ``cuda_host_src/<name>.cpp`` includes the ``.cu`` file and names its kernels. :func:`load`
 builds that into a shared library (once per source, compiler and flags: the library is kept
 under the folder given, named by their hash) and returns its kernels as :class:`HostKernel`,
-called as a ``cupy.RawKernel`` is, with NumPy arrays for device buffers. Only kernels in which no
-thread waits for another can run this way (no shared memory or barriers; the shim leaves them
-undefined, so such a file does not build).
+called as a ``cupy.RawKernel`` is, with NumPy arrays for device buffers. A kernel's
+``order`` says in which order a block's threads run between two barriers (``ORDERS``); what a
+GPU leaves undefined (a barrier some threads never reach, a warp function's mask naming a lane
+that is elsewhere) raises :class:`HostLaunchError`. Blocks that wait for each other cannot run.
 """
 
 from __future__ import annotations
@@ -49,18 +51,23 @@ def compiler() -> str | None:
 def load(name: str, kernels: tuple[str, ...], folder: Path) -> dict[str, HostKernel]:
     """The ``kernels`` of ``edgecli/cuda/<name>.cu``, built for the host (or found built in
     ``folder``), by name. RuntimeError with the compiler's message where it does not build."""
+    return load_file(kernel_path(f"{name}.cu"), SOURCES / f"{name}.cpp", kernels, folder)
+
+
+def load_file(
+    kernel_file: Path, driver: Path, kernels: tuple[str, ...], folder: Path
+) -> dict[str, HostKernel]:
+    """:func:`load` for any ``.cu`` file and the driver that includes it."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler ($CXX or c++)")
-    kernel_file = kernel_path(f"{name}.cu")
-    driver = SOURCES / f"{name}.cpp"
     options = (*FLAGS, f'-DKERNEL_FILE="{kernel_file}"', "-x", "c++")
     digest = hashlib.sha256()
     for part in (cxx, *options):
         digest.update(part.encode() + b"\0")
     for source in (SOURCES / "shim.h", driver, kernel_file):
         digest.update(source.read_bytes() + b"\0")
-    library = folder / f"{name}-{digest.hexdigest()[:16]}.so"
+    library = folder / f"{Path(kernel_file).stem}-{digest.hexdigest()[:16]}.so"
     if not library.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         partial = library.with_suffix(f".{os.getpid()}.part")
@@ -75,6 +82,15 @@ def load(name: str, kernels: tuple[str, ...], folder: Path) -> dict[str, HostKer
     return {kernel: HostKernel(lib, kernel) for kernel in kernels}
 
 
+# How a block's threads take turns between barriers: in index order, in reverse, or shuffled
+# (a seed >= 2). A kernel that gives one result under every order has no race between them.
+ORDERS = {"forward": 0, "reverse": 1}
+
+
+class HostLaunchError(RuntimeError):
+    """A launch did what a GPU leaves undefined (a barrier or warp function that cannot be met)."""
+
+
 class HostKernel:
     """One kernel of a host build, called as ``cupy.RawKernel``: ``(grid, block, args)``. Arrays
     stand for device buffers (their data pointers), ``np.uint64`` for raw device pointers; every
@@ -83,8 +99,9 @@ class HostKernel:
     def __init__(self, lib: ctypes.CDLL, name: str):
         self.name = name
         self._run = getattr(lib, f"emulate_{name}")
-        self._run.restype = None
-        self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self._run.restype = ctypes.c_char_p
+        self._run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self.order: str | int = "forward"
         signature = getattr(lib, f"signature_{name}")
         signature.restype = ctypes.c_char_p
         self.signature = signature().decode()
@@ -98,7 +115,12 @@ class HostKernel:
         values = [self._value(i, code, arg) for i, (code, arg) in typed]
         pointers = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
         dims = [(ctypes.c_uint * 3)(*(tuple(d) + (1,) * (3 - len(d)))) for d in (grid, block)]
-        self._run(*dims, pointers)
+        order = ORDERS.get(self.order, self.order)
+        if not isinstance(order, int) or order < 0:
+            raise ValueError(f"{self.name}: order {self.order!r} is not one of {ORDERS} or a seed")
+        error = self._run(*dims, pointers, order)
+        if error is not None:
+            raise HostLaunchError(f"{self.name}: {error.decode()}")
 
     def _value(self, index: int, code: str, arg):
         where = f"{self.name} argument {index}"
