@@ -3,6 +3,7 @@
 Library API (the CLI is a thin layer over it)::
 
     edges = edgecli.detect_edges(frame_bgr, threshold=100, norm="l1", border="replicate")
+    edges = edgecli.detect_edges(frame_bgr, operator="canny", threshold=(100, 200))
     summary = edgecli.process("frames/", "edges/", threshold=80)
 
 Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
@@ -80,10 +81,11 @@ def __dir__() -> list[str]:
 def detect_edges(
     frame_bgr,
     *,
-    threshold: int = 100,
+    threshold=None,
     norm: str = "l1",
     border: str = "replicate",
     backend: str = "auto",
+    operator: str = "sobel",
 ):
     """Binary edge map(s) of 8-bit frame(s), per the edge contract.
 
@@ -92,12 +94,20 @@ def detect_edges(
     dropped); or a batch (N, H, W, 3) or (N, H, W, 4). Anything else raises FrameArrayError
     naming its dtype and shape. Returns uint8 0/255 shaped (H, W) or (N, H, W). ``backend``
     is 'auto' (CUDA when usable, else the CPU), 'cuda' or 'cpu'; all give identical bytes.
+
+    ``operator`` 'sobel' (the default): an edge where the gradient magnitude is above
+    ``threshold``, a whole number (default 100). 'canny': the bytes of ``cv2.Canny(gray,
+    low, high, L2gradient=norm == "l2")`` on the contract's luma, ``threshold`` the pair
+    ``(low, high)`` (numbers >= 0, in either order; default (100, 200)); ``border`` stays
+    'replicate', as cv2.Canny's.
     """
     from .backends import select_backend
     from .params import Options
     from .reference import as_bgr_frames
 
-    options = Options(threshold=threshold, norm=norm, border=border, backend=backend)
+    options = Options(
+        threshold=threshold, norm=norm, border=border, backend=backend, operator=operator
+    )
     frames, single = as_bgr_frames(frame_bgr)
     edges = select_backend(options).backend.detect(frames)
     return edges[0] if single else edges

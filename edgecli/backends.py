@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cpu
+from .canny import cv2_canny_is_exact
 from .errors import CudaUnavailableError
 from .params import Options
 
@@ -25,6 +26,9 @@ class CpuBackend:
 
     def __init__(self, options: Options):
         self.options = options
+        if options.operator == "canny":
+            # Decided here, before a run's threads start: the check sets OpenCV's thread count.
+            cv2_canny_is_exact()
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         return cpu.detect_batch(frames_bgr, self.options)

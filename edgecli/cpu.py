@@ -9,6 +9,7 @@
   verdict cached (:func:`cvtcolor_luma_is_exact`).
 - Gradients: ``cv2.Sobel`` to int16, as the reference.
 - l1: ``|Gx| + |Gy|`` <= 2040 in place in int16, then ``cv2.compare`` makes the 0/255 map.
+- Canny: :func:`edgecli.canny.canny` (cv2.Canny where verified exact) on that luma.
 - l2: ``Gx^2 + Gy^2`` <= 2 * 1020^2 = 2,080,800 and ``T^2`` <= 2040^2 = 4,161,600 are
   integers below 2^24, so float32 holds every square, sum and the threshold exactly: the
   comparison is the integer one, with no int32 temporaries.
@@ -24,6 +25,7 @@ import numpy as np
 
 from . import reference
 from .cache import cache_dir, cached_verdict, opencv_build_key
+from .canny import canny
 from .params import Options
 
 CACHE_FILE = "luma-check.json"
@@ -79,6 +81,8 @@ def luma(frame_bgr: np.ndarray) -> np.ndarray:
 
 def detect_frame(frame_bgr: np.ndarray, options: Options) -> np.ndarray:
     """Edge map of one (H, W, 3) uint8 BGR frame: (H, W) uint8 of 0/255, as the reference."""
+    if options.operator == "canny":
+        return canny(luma(frame_bgr), options)
     gx, gy = reference.sobel(luma(frame_bgr), options.border)
     t = options.effective_threshold
     if options.norm == "l1":

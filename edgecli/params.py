@@ -7,6 +7,7 @@ downstream re-checks.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -17,6 +18,12 @@ from .numerals import DECIMAL, is_whole_number
 from .selection import Selection
 from .shards import check_shard
 
+# The edge operator: Sobel and a threshold (the contract's steps 2-4), or Canny (cv2.Canny's
+# non-maximum suppression and hysteresis on the same luma: docs/contract.md).
+OPERATORS = ("sobel", "canny")
+# The threshold when none is given: one number for Sobel; (low, high) for Canny, the pair
+# OpenCV's own Canny tutorial uses.
+DEFAULT_THRESHOLDS = {"sobel": 100, "canny": (100, 200)}
 NORMS = ("l1", "l2")
 BORDERS = ("replicate", "reflect101", "constant")
 BACKENDS = ("auto", "cuda", "cpu")
@@ -69,6 +76,11 @@ def max_workers() -> int:
 MAX_L1_MAGNITUDE = 2040
 
 
+# cv2.Canny's L2 thresholds: each clamped to this, then squared (canny.cpp), so that the
+# square fits an int32.
+CANNY_L2_CLAMP = 32767.0
+INT32_MAX = 2**31 - 1
+
 _PERCENT = re.compile(f"({DECIMAL})%")
 
 
@@ -90,6 +102,41 @@ def parse_rule(value) -> tuple[str, Fraction | None] | None:
     if percent > 100:
         raise OptionError(f"threshold {value!r}: a share of pixels is at most 100%")
     return "density", percent
+
+
+def canny_limits(low: float, high: float, l2: bool) -> tuple[int, int]:
+    """The integers cv2.Canny compares magnitudes with (``m > low``: a candidate, ``m >
+    high``: strong), from its two thresholds as given: swapped if low > high; under L2 each
+    clamped to 32767 and squared (in double precision, as canny.cpp); both floored. Above
+    2^31 - 1 (where canny.cpp's floor to an int overflows) a limit is 2^31 - 1: no magnitude
+    reaches either, under either norm."""
+    low, high = sorted((low, high))
+    if l2:
+        low, high = (min(CANNY_L2_CLAMP, float(t)) for t in (low, high))
+        low, high = (t * t if t > 0 else t for t in (low, high))
+    return min(math.floor(low), INT32_MAX), min(math.floor(high), INT32_MAX)
+
+
+def _check_canny_threshold(value) -> tuple:
+    """``value`` (two numbers, as a tuple or a list) as a tuple, or OptionError naming it."""
+    usage = "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'"
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise OptionError(f"{usage}; got {value!r}")
+    for t in value:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise OptionError(f"{usage}; got {value!r}")
+        if t < 0:
+            # cv2 takes a negative threshold, and marks as much as with 0: a pixel of
+            # magnitude 0 never survives non-maximum suppression.
+            raise OptionError(f"canny thresholds must be >= 0, got {value!r}")
+    return tuple(value)
+
+
+def threshold_text(threshold) -> str:
+    """A threshold as -t takes it: ``100``, ``auto``, ``5%``, or Canny's ``50,150``."""
+    if isinstance(threshold, (tuple, list)):
+        return ",".join(map(str, threshold))
+    return str(threshold)
 
 
 def _check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
@@ -183,10 +230,11 @@ def parse_devices(text: str) -> list[int] | None:
 class Options:
     """Every option of a run. The first three define the edge contract (docs/contract.md)."""
 
-    # A number, or a rule that picks one for the whole run (edgecli.threshold): "auto"
+    # Sobel: a number, or a rule that picks one for the whole run (edgecli.threshold): "auto"
     # (Otsu) or "P%" (at most P percent of pixels are edges); the run replaces it with the
-    # number and keeps the rule in threshold_rule.
-    threshold: int | str = 100
+    # number and keeps the rule in threshold_rule. Canny: (low, high), or "auto". None: the
+    # operator's default (DEFAULT_THRESHOLDS).
+    threshold: int | str | tuple | None = None
     norm: str = "l1"
     border: str = "replicate"
     backend: str = "auto"
@@ -215,12 +263,20 @@ class Options:
     max_frames: int | None = None
     # The rule a run's threshold was chosen by ("auto", "5%"), once it is chosen; None: given.
     threshold_rule: str | None = None
+    operator: str = "sobel"
 
     def __post_init__(self) -> None:
-        if parse_rule(self.threshold) is None:
-            _check_int("threshold", self.threshold, 0)
+        _check_choice("operator", self.operator, OPERATORS)
+        if self.threshold is None:
+            object.__setattr__(self, "threshold", DEFAULT_THRESHOLDS[self.operator])
+        self._check_threshold()
         _check_choice("norm", self.norm, NORMS)
         _check_choice("border", self.border, BORDERS)
+        if self.operator == "canny" and self.border != "replicate":
+            raise OptionError(
+                f"border {self.border!r} does not apply to canny: its Sobel always uses the "
+                "replicate border, as cv2.Canny's"
+            )
         _check_choice("backend", self.backend, BACKENDS)
         _check_choice("decode", self.decode, DECODES)
         _check_choice("png_bits", self.png_bits, PNG_BITS)
@@ -247,6 +303,43 @@ class Options:
             _check_int("max_frames", self.max_frames, 1)
         self.selection  # noqa: B018 -- checks --start and --end
 
+    def _check_threshold(self) -> None:
+        pair = isinstance(self.threshold, (tuple, list))
+        if self.operator == "sobel":
+            if pair:
+                raise OptionError(
+                    f"threshold {threshold_text(self.threshold)} is Canny's pair (low, high); "
+                    "give operator 'canny', or one number for sobel"
+                )
+            if parse_rule(self.threshold) is None:
+                _check_int("threshold", self.threshold, 0)
+            return
+        if pair:
+            object.__setattr__(self, "threshold", _check_canny_threshold(self.threshold))
+            return
+        rule = parse_rule(self.threshold)
+        if rule is None:
+            raise OptionError(
+                f"canny takes two thresholds, low and high, such as 100,200 (or auto); "
+                f"got {self.threshold!r}"
+            )
+        if rule[0] != "otsu":
+            raise OptionError(
+                f"threshold {self.threshold!r}: a share of edge pixels chooses a Sobel "
+                "threshold; Canny's share depends on its hysteresis, so give low,high or auto"
+            )
+
+    @property
+    def canny_limits(self) -> tuple[int, int]:
+        """Canny's (low, high) as the integers its magnitudes are compared with
+        (:func:`canny_limits`), under this norm."""
+        if not isinstance(self.threshold, tuple):
+            raise OptionError(
+                f"threshold {self.threshold!r} is chosen from a run's frames "
+                "(edgecli.threshold.resolve); give two numbers here"
+            )
+        return canny_limits(*self.threshold, self.norm == "l2")
+
     @property
     def effective_threshold(self) -> int:
         """The threshold clamped to where it stops mattering (see MAX_L1_MAGNITUDE)."""
@@ -267,8 +360,12 @@ class Options:
         return self.workers or usable_cpus()
 
     def edge_params(self) -> dict:
-        """The options that decide output pixels (what a summary or cache key records)."""
-        return {"threshold": self.threshold, "norm": self.norm, "border": self.border}
+        """The options that decide output pixels (what a summary or cache key records). The
+        operator is recorded where it is not the default, Sobel, so that the records and
+        manifests of Sobel runs made before Canny existed still match theirs."""
+        threshold = list(self.threshold) if isinstance(self.threshold, tuple) else self.threshold
+        params = {"threshold": threshold, "norm": self.norm, "border": self.border}
+        return params if self.operator == "sobel" else {"operator": self.operator} | params
 
     def as_dict(self) -> dict:
         return asdict(self)

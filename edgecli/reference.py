@@ -8,6 +8,9 @@ Integer arithmetic throughout, so the result is defined to the bit:
     edge = |Gx| + |Gy| > T            (l1)
     edge = Gx^2 + Gy^2 > T^2          (l2, no square root)
     out  = 255 where edge else 0
+
+Under ``--operator canny`` the edge is cv2.Canny's on the same luma: the steps written out in
+:func:`edgecli.canny.canny_numpy`.
 """
 
 from __future__ import annotations
@@ -107,6 +110,10 @@ def threshold_magnitude(gx: np.ndarray, gy: np.ndarray, options: Options) -> np.
 
 def detect_frame(frame_bgr: np.ndarray, options: Options) -> np.ndarray:
     """Edge map of one (H, W, 3) uint8 BGR frame: (H, W) uint8 of 0/255."""
+    if options.operator == "canny":
+        from .canny import canny_numpy
+
+        return canny_numpy(luma(frame_bgr), *options.canny_limits, options.norm == "l2")
     gx, gy = sobel(luma(frame_bgr), options.border)
     return threshold_magnitude(gx, gy, options)
 
