@@ -112,7 +112,7 @@ def canny_limits(low: float, high: float, l2: bool) -> tuple[int, int]:
     reaches either, under either norm."""
     low, high = sorted((low, high))
     if l2:
-        low, high = (min(CANNY_L2_CLAMP, float(t)) for t in (low, high))
+        low, high = (min(CANNY_L2_CLAMP, t) for t in (low, high))  # exact for any int
         low, high = (t * t if t > 0 else t for t in (low, high))
     return min(math.floor(low), INT32_MAX), min(math.floor(high), INT32_MAX)
 
@@ -130,6 +130,24 @@ def _check_canny_threshold(value) -> tuple:
             # magnitude 0 never survives non-maximum suppression.
             raise OptionError(f"canny thresholds must be >= 0, got {value!r}")
     return tuple(value)
+
+
+_PAIR = re.compile(f"(-?)({DECIMAL}),(-?)({DECIMAL})")
+
+
+def parse_pair(text: str) -> tuple[int | float, int | float]:
+    """``-t LOW,HIGH`` for Canny: two numbers >= 0 in ASCII digits, decimals allowed (cv2.Canny
+    takes doubles); each an int where it is whole, else the nearest double. OptionError for
+    other text."""
+    match = _PAIR.fullmatch(text.replace(" ", ""))
+    if match is None:
+        raise OptionError(f"{text!r} is not LOW,HIGH: two numbers >= 0 such as 100,200")
+    if match.group(1) or match.group(3):
+        raise OptionError(f"canny thresholds must be >= 0, got {text!r}")
+    pair = tuple(int(t) if is_whole_number(t) else float(t) for t in match.group(2, 4))
+    if not all(map(math.isfinite, pair)):
+        raise OptionError(f"{text!r}: a threshold with a fraction must be below 1e308")
+    return pair
 
 
 def threshold_text(threshold) -> str:
@@ -308,8 +326,8 @@ class Options:
         if self.operator == "sobel":
             if pair:
                 raise OptionError(
-                    f"threshold {threshold_text(self.threshold)} is Canny's pair (low, high); "
-                    "give operator 'canny', or one number for sobel"
+                    f"threshold {threshold_text(self.threshold)} is a pair (low, high), which "
+                    "only the canny operator takes; sobel takes one number"
                 )
             if parse_rule(self.threshold) is None:
                 _check_int("threshold", self.threshold, 0)

@@ -25,6 +25,7 @@ from .params import (
     Options,
     check_path,
     parse_rule,
+    threshold_text,
 )
 from .sheet import CAPTION_H, DEFAULT_WIDTH, LABEL_H, MARGIN, ROW_GAP, Row, Tile, render, tile_width
 
@@ -40,7 +41,7 @@ def chosen_thresholds(
     (``auto``, ``5%``): ``thresholds`` as given, each rule replaced by the number it picks from
     ``sample`` as ``run -t`` would; by default a spread around the one ``-t auto`` picks."""
     from .params import parse_rule
-    from .threshold import resolve
+    from .threshold import canny_pair, resolve
 
     rules: dict[int, str] = {}
     for rule in ["auto"] if thresholds is None else thresholds:
@@ -49,6 +50,9 @@ def chosen_thresholds(
             rules[chosen] = f"{rules[chosen]}, {rule}" if chosen in rules else rule
     if thresholds is None:
         (auto,) = rules
+        if options.operator == "canny":  # the spread of high, low half of each
+            highs = {max(0, round(auto[1] * factor)) for factor in SPREAD}
+            return sorted(map(canny_pair, highs)), rules
         return sorted({max(0, round(auto * factor)) for factor in SPREAD}), rules
     numbers = {t for t in thresholds if parse_rule(t) is None} | set(rules)
     return sorted(numbers), rules
@@ -97,6 +101,8 @@ def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> t
         raise OptionError(f"{sheet if html is None else f'{sheet} or {html}'} is an input; write "
                           "the preview elsewhere")  # fmt: skip
     check_sheet(frames, len(SPREAD) if thresholds is None else len(thresholds), width)
+    for t in thresholds or []:  # each one the operator takes, before any frame is decoded
+        replace(options, threshold=t)
     rules: dict[int, str] = {}
     if thresholds is None or any(parse_rule(t) is not None for t in thresholds):
         # the rules' sample and the frames shown, decoded in one pass
@@ -160,7 +166,8 @@ def _resolved(path) -> Path | None:
 
 def _label(t: int, shown: dict) -> str:
     """``T=57``, or with the rule that chose it: ``T=57 (auto)``, ``T=40 (5%)``."""
-    return f"T={t} ({shown['rules'][t]})" if t in shown["rules"] else f"T={t}"
+    text = threshold_text(t)
+    return f"T={text} ({shown['rules'][t]})" if t in shown["rules"] else f"T={text}"
 
 
 def _sheet_png(sheet: Path, sample: list, edges_at: dict, shown: dict, width: int) -> bytes:
@@ -192,7 +199,8 @@ def page(png: bytes, shown: dict, options: Options) -> str:
         cells = "".join(f"<td>{shares[t]:.2f}%</td>" for t in shown["thresholds"])
         lines.append(f"<tr><th scope='row'>{escape(source)}</th>{cells}</tr>")
     about = (
-        f"--norm {options.norm}, --border {options.border}, backend {shown['backend']}; each "
+        f"--operator {options.operator}, --norm {options.norm}, --border {options.border}, "
+        f"backend {shown['backend']}; each "
         "edge map is what edgecli run writes at that threshold, scaled with nearest-neighbour"
     )
     image = base64.b64encode(png).decode("ascii")

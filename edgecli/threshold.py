@@ -14,6 +14,11 @@ exactly when ``m > T`` under either norm), counted into one histogram of every s
   as exact fractions; the smallest such T on a tie. A histogram with one value has no split:
   T is that value (no edges).
 - ``P%``: the smallest T that marks at most P percent of the sampled pixels as edges.
+
+Under ``--operator canny`` the magnitudes are Canny's (replicate border, the norm's), and
+``auto`` picks ``(T // 2, T)``, T Otsu's threshold as above: HIGH is where Otsu splits the
+gradients, LOW half of it (the ratio of 1:2 Canny's paper and OpenCV's tutorial use). ``P%``
+has no Canny meaning (its share of edges depends on the suppression and the hysteresis).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .params import MAX_L1_MAGNITUDE, parse_rule
+from .params import MAX_L1_MAGNITUDE, parse_rule, threshold_text
 
 AUTO_SAMPLE = 8  # frames the threshold is chosen from
 
@@ -106,11 +111,26 @@ def resolve(options, sources: list, notify=None, frames: list | None = None):
         frames = sample_frames(sources, AUTO_SAMPLE, options.max_pixels)
     counts = histogram([frame.pixels for frame in frames], options.norm, options.border)
     chosen = choose(counts, rule)
-    if notify is not None:
+    sampled = f"from {len(frames)} frame(s) spread over the input"
+    if options.operator == "canny":
+        chosen = canny_pair(chosen)
+        if notify is not None:
+            share = 100 * edge_share(counts, chosen[1])
+            notify(
+                f"-t {options.threshold}: canny thresholds {threshold_text(chosen)} (Otsu's as "
+                f"high, half of it as low, {sampled}; {share:.2f}% of their pixels are above "
+                "high)"
+            )
+    elif notify is not None:
         how = "Otsu" if rule[0] == "otsu" else f"at most {options.threshold} edge pixels"
         share = 100 * edge_share(counts, chosen)
         notify(
-            f"-t {options.threshold}: threshold {chosen} ({how}, from {len(frames)} frame(s) "
-            f"spread over the input; {share:.2f}% of their pixels are edges)"
+            f"-t {options.threshold}: threshold {chosen} ({how}, {sampled}; {share:.2f}% of "
+            "their pixels are edges)"
         )
     return replace(options, threshold=chosen, threshold_rule=str(options.threshold).lower())
+
+
+def canny_pair(high: int) -> tuple[int, int]:
+    """Canny's (low, high) for a high threshold chosen by a rule: low is half of it."""
+    return high // 2, high

@@ -8,7 +8,7 @@ import os
 import click
 
 from ..errors import EdgecliError, printable
-from ..params import BACKENDS, BORDERS, NORMS, Options
+from ..params import BACKENDS, BORDERS, NORMS, OPERATORS, Options
 from .types import WholeNumber
 
 
@@ -65,12 +65,19 @@ def _bundle(*options):
 # The options that decide what an edge is, and where it is computed, as run and preview take them.
 edge_options = _bundle(
     click.option(
+        "--operator", type=click.Choice(OPERATORS), default=Options.operator, show_default=True,
+        help="sobel: an edge where the gradient magnitude is above -t T. canny: cv2.Canny's "
+        "thin edges (non-maximum suppression, hysteresis between -t LOW,HIGH).",
+    ),
+    click.option(
         "--norm", type=click.Choice(NORMS), default=Options.norm, show_default=True,
-        help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2.",
+        help="l1: |Gx|+|Gy|; l2: sqrt(Gx^2+Gy^2), compared exactly as Gx^2+Gy^2 > T^2 (under "
+        "canny: cv2.Canny's L2gradient).",
     ),
     click.option(
         "--border", type=click.Choice(BORDERS), default=Options.border, show_default=True,
-        help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00.",
+        help="How the Sobel filter sees past the frame edge: aa|abcd|dd, cb|abcd|cb, 00|abcd|00 "
+        "(canny: replicate only, as cv2.Canny).",
     ),
     click.option(
         "--backend", type=click.Choice(BACKENDS), default=Options.backend, show_default=True,

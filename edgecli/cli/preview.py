@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import EdgecliError
-from ..params import MAX_SHOWN, MAX_WIDTH, MIN_WIDTH, Options
+from ..params import MAX_SHOWN, MAX_WIDTH, MIN_WIDTH, Options, threshold_text
 from .common import (
     EdgecliClickError,
     edge_options,
@@ -13,7 +13,7 @@ from .common import (
     notifier,
     selection_options,
 )
-from .types import Thresholds, WholeNumber
+from .types import WholeNumber, preview_thresholds
 
 
 @click.command()
@@ -29,10 +29,11 @@ from .types import Thresholds, WholeNumber
 @click.option(
     "-t",
     "--thresholds",
-    type=Thresholds(),
-    default=None,
-    help="Thresholds to show, each as run -t takes it: e.g. 60,80,100,140 or auto,5%,100.  "
-    "[default: the one -t auto chooses, and 0.5, 0.75 and 1.5 times it]",
+    metavar="T,T,...|LOW,HIGH",
+    multiple=True,
+    help="Thresholds to show, each as run -t takes it: e.g. 60,80,100,140 or auto,5%,100. "
+    "Canny: one LOW,HIGH pair (or auto) a -t: -t 50,150 -t 100,200.  [default: the one -t "
+    "auto chooses, and 0.5, 0.75 and 1.5 times it (canny: its high, low half of each)]",
 )
 @click.option(
     "--samples",
@@ -62,6 +63,8 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     keep_standard_streams_open()
     from ..preview import preview as make_preview
 
+    thresholds = preview_thresholds(thresholds, fields["operator"], click.get_current_context())
+
     notify = notifier(quiet=quiet, verbose=False)
 
     try:
@@ -72,5 +75,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
         )  # fmt: skip
     except EdgecliError as exc:
         raise EdgecliClickError(exc) from None
-    what = ", ".join(map(str, shown["thresholds"]))
+    what = ("; " if options.operator == "canny" else ", ").join(
+        map(threshold_text, shown["thresholds"])
+    )
     notify(f"{output}: {len(shown['frames'])} frame(s) at thresholds {what} ({shown['backend']})")

@@ -82,11 +82,12 @@ def stop_on_signals():
     "-t",
     "--threshold",
     type=Threshold(),
-    default=Options.threshold,
-    show_default=True,
+    default=None,
     help="Edge when the gradient magnitude is strictly greater than this. auto: chosen once "
     "for the run by Otsu's rule from 8 frames spread over it; P% (e.g. 5%): the smallest "
-    "threshold that marks at most P percent of those frames' pixels.",
+    "threshold that marks at most P percent of those frames' pixels. Canny: LOW,HIGH "
+    "(decimals allowed, as cv2.Canny's), or auto: Otsu's as HIGH, half of it as LOW.  "
+    "[default: 100; canny: 100,200]",
 )
 @edge_options
 @click.option(

@@ -10,7 +10,7 @@ import click
 
 from ..errors import OptionError
 from ..numerals import is_decimal, is_whole_number
-from ..params import parse_rule
+from ..params import parse_pair, parse_rule
 
 
 class WholeNumber(click.ParamType):
@@ -56,34 +56,44 @@ class ByteSize(click.ParamType):
 
 
 class Threshold(click.ParamType):
-    """``-t``: a whole number >= 0, ``auto`` or a share of edge pixels such as ``5%``."""
+    """``-t``: a whole number >= 0, ``auto`` or a share of edge pixels such as ``5%``; or
+    Canny's ``LOW,HIGH`` (:func:`edgecli.params.parse_pair`). Which operator takes which is
+    :class:`edgecli.params.Options`' to say."""
 
-    name = "T|auto|P%"
+    name = "T|LOW,HIGH|auto|P%"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, (int, tuple)):
             return value
         text = str(value).strip()
-        if is_whole_number(text.removeprefix("-")):
-            if int(text) < 0:
-                self.fail(f"{text} is not in the range x>=0.", param, ctx)
-            return int(text)
         try:
+            if "," in text:
+                return parse_pair(text)
+            if is_whole_number(text.removeprefix("-")):
+                if int(text) < 0:
+                    self.fail(f"{text} is not in the range x>=0.", param, ctx)
+                return int(text)
             parse_rule(text)
         except OptionError as exc:
             self.fail(str(exc), param, ctx)
         return text.lower()
 
 
-class Thresholds(click.ParamType):
-    """``preview -t``: comma-separated thresholds, each as ``run -t`` takes it (a whole number
-    >= 0, ``auto`` or ``P%``), such as ``60,100,auto,5%``; each once, in the order given."""
-
-    name = "T,T,..."
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, list):
-            return value
-        one = Threshold()
-        parts = [one.convert(part, param, ctx) for part in str(value).split(",")]
+def preview_thresholds(values: tuple[str, ...], operator: str, ctx) -> list | None:
+    """``preview -t``, given once or more, as a list of thresholds, each once, in the order
+    given (None where it is not given). Sobel: each ``-t`` comma-separated thresholds as
+    ``run -t`` takes them (a whole number >= 0, ``auto`` or ``P%``), such as ``60,100,auto``.
+    Canny: each ``-t`` one pair ``LOW,HIGH`` or ``auto`` (``-t 50,150 -t 100,200``)."""
+    if not values:
+        return None
+    param = next(p for p in ctx.command.params if p.name == "thresholds")
+    one = Threshold()
+    if operator != "canny":
+        parts = [one.convert(t, param, ctx) for value in values for t in value.split(",")]
         return list(dict.fromkeys(parts))
+    try:
+        parts = [one.convert(value, param, ctx) for value in values]
+    except click.BadParameter as exc:
+        exc.message += " (canny: one pair a -t, as in -t 50,150 -t 100,200)"
+        raise
+    return list(dict.fromkeys(parts))
