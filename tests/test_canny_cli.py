@@ -4,6 +4,8 @@ line, nothing written), and the records that keep Canny and Sobel outputs apart.
 
 from __future__ import annotations
 
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ import edgecli
 from edgecli.preview import SPREAD, preview
 
 from . import canny_reference
-from .helpers import invoke, png_pixels
+from .helpers import folder_bytes, invoke, png_pixels
 from .media import SAMPLE_FRAMES, photo
 from .test_preview import check_sheet, run_outputs
 
@@ -260,3 +262,21 @@ def test_odd_frames_run_through_the_pipeline(tmp_path):
     for i, shape in enumerate(shapes):
         expected = canny_reference.canny_bgr(photo(*shape, seed=i), 10, 30)
         assert np.array_equal(written[f"f{i}.png"], expected), shape
+
+
+def test_canny_auto_on_a_cluster_equals_a_plain_run(tmp_path):
+    """--operator canny -t auto on a local:2 Dask cluster: the pair chosen once, the plain
+    run's, and its files byte for byte, its manifest holding."""
+    pytest.importorskip("distributed", reason="the cluster extra is not installed")
+    golden = tmp_path / "golden.json"
+    args = ["--backend", "cpu", "-q", "--operator", "canny", "-t", "auto", "--norm", "l2"]
+    plain = invoke("run", SAMPLE_FRAMES, "-o", tmp_path / "plain", *args,
+                   "--write-expected", golden)  # fmt: skip
+    assert plain.exit_code == 0, plain.output
+    out = tmp_path / "cluster"
+    result = invoke("run", SAMPLE_FRAMES, "-o", out, *args, "--scheduler", "local:2",
+                    "--expect", golden, "--json-summary", tmp_path / "s.json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert folder_bytes(out) == folder_bytes(tmp_path / "plain")
+    params = json.loads((tmp_path / "s.json").read_text())["params"]
+    assert params["operator"] == "canny" and params["threshold_rule"] == "auto"
