@@ -114,7 +114,7 @@ def check_images() -> list[np.ndarray]:
     steps = (np.add.outer(np.arange(75) // 5, np.arange(190) // 7) * 17 % 256).astype(np.uint8)
     images = [noise[:1, :1], noise[:1, :40], noise[:40, :1], noise[:2, :2], noise[:3, :5],
               noise[:4, :4], noise, smooth, steps, steps.T.copy()]  # fmt: skip
-    large = cv2.resize(smooth, (1021, 767), interpolation=cv2.INTER_LINEAR)
+    large = cv2.resize(smooth, (517, 383), interpolation=cv2.INTER_LINEAR)
     large[::97] = rng.integers(0, 256, large[::97].shape, dtype=np.uint8)
     return images + [large]
 
@@ -131,18 +131,17 @@ def check_cv2_canny() -> bool:
     from .params import canny_limits
 
     threads = cv2.getNumThreads()
+    cases = [(image, canny_limits(low, high, l2), l2) for image in check_images()
+             for l2 in (False, True) for low, high in CHECK_THRESHOLDS]  # fmt: skip
+    expected = [canny_numpy(image, *limits, l2) for image, limits, l2 in cases]
     try:
         for count in sorted({1, 3, threads}):
             cv2.setNumThreads(count)
-            for image in check_images():
-                for l2 in (False, True):
-                    for low, high in CHECK_THRESHOLDS:
-                        limits = canny_limits(low, high, l2)
-                        expected = canny_numpy(image, *limits, l2)
-                        actual = cv2.Canny(image, *cv2_thresholds(*limits, l2),
-                                           apertureSize=3, L2gradient=l2)  # fmt: skip
-                        if not np.array_equal(actual, expected):
-                            return False
+            for (image, limits, l2), edges in zip(cases, expected, strict=True):
+                thresholds = cv2_thresholds(*limits, l2)
+                actual = cv2.Canny(image, *thresholds, apertureSize=3, L2gradient=l2)
+                if not np.array_equal(actual, edges):
+                    return False
     finally:
         cv2.setNumThreads(threads)
     return True
