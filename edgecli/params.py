@@ -246,7 +246,8 @@ def parse_devices(text: str) -> list[int] | None:
 
 @dataclass(frozen=True)
 class Options:
-    """Every option of a run. The first three define the edge contract (docs/contract.md)."""
+    """Every option of a run. The first three and the operator define the edge contract
+    (docs/contract.md)."""
 
     # Sobel: a number, or a rule that picks one for the whole run (edgecli.threshold): "auto"
     # (Otsu) or "P%" (at most P percent of pixels are edges); the run replaces it with the
