@@ -362,6 +362,11 @@ class Options:
     @property
     def effective_threshold(self) -> int:
         """The threshold clamped to where it stops mattering (see MAX_L1_MAGNITUDE)."""
+        if self.operator != "sobel":
+            raise OptionError(
+                f"the {self.operator} operator has no single threshold; its magnitudes are "
+                "compared with canny_limits"
+            )
         if not isinstance(self.threshold, int):
             raise OptionError(
                 f"threshold {self.threshold!r} is chosen from a run's frames "

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import edgecli
+from edgecli import OptionError
 from edgecli.preview import SPREAD, preview
 
 from . import canny_reference
-from .helpers import folder_bytes, invoke, png_pixels
+from .helpers import folder_bytes, invoke, png_pixels, same_bytes
 from .media import SAMPLE_FRAMES, photo
 from .test_preview import check_sheet, run_outputs
 
@@ -280,3 +281,24 @@ def test_canny_auto_on_a_cluster_equals_a_plain_run(tmp_path):
     assert folder_bytes(out) == folder_bytes(tmp_path / "plain")
     params = json.loads((tmp_path / "s.json").read_text())["params"]
     assert params["operator"] == "canny" and params["threshold_rule"] == "auto"
+
+
+def test_gpu_pipeline_path_writes_canny_edges(tmp_path):
+    """The pipeline's GPU path (batches on slabs, here a stand-in backend computing the
+    reference) writes the CPU backend's Canny PNGs, byte for byte."""
+    from edgecli import pipeline
+    from edgecli.testing import StandInGpuBackend
+
+    options = edgecli.Options(operator="canny", threshold=(30, 70), norm="l2", batch=3)
+    summary = pipeline.run(SAMPLE_FRAMES, tmp_path / "gpu", options,
+                           backend=StandInGpuBackend(options))  # fmt: skip
+    edgecli.process(SAMPLE_FRAMES, tmp_path / "cpu", operator="canny", threshold=(30, 70),
+                    norm="l2", backend="cpu")  # fmt: skip
+    assert summary.frames == len(sources())
+    same_bytes(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def test_sobel_threshold_is_not_cannys():
+    """Canny options have no single Sobel threshold: asking for one is an error saying so."""
+    with pytest.raises(OptionError, match="the canny operator has no single threshold"):
+        edgecli.Options(operator="canny").effective_threshold  # noqa: B018
