@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import numbers
 import os
 import re
 from dataclasses import asdict, dataclass
@@ -118,18 +119,21 @@ def canny_limits(low: float, high: float, l2: bool) -> tuple[int, int]:
 
 
 def _check_canny_threshold(value) -> tuple:
-    """``value`` (two numbers, as a tuple or a list) as a tuple, or OptionError naming it."""
+    """``value`` (two real numbers, NumPy's too, as a tuple or a list) as a tuple of Python
+    ints and floats, or OptionError naming it."""
     usage = "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'"
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise OptionError(f"{usage}; got {value!r}")
-    for t in value:
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            raise OptionError(f"{usage}; got {value!r}")
-        if t < 0:
-            # cv2 takes a negative threshold, and marks as much as with 0: a pixel of
-            # magnitude 0 never survives non-maximum suppression.
-            raise OptionError(f"canny thresholds must be >= 0, got {value!r}")
-    return tuple(value)
+    if any(isinstance(t, bool) or not isinstance(t, numbers.Real) for t in value):
+        raise OptionError(f"{usage}; got {value!r}")
+    pair = tuple(int(t) if isinstance(t, numbers.Integral) else float(t) for t in value)
+    if not all(isinstance(t, int) or math.isfinite(t) for t in pair):  # an int is exact
+        raise OptionError(f"{usage}; got {value!r}")
+    if min(pair) < 0:
+        # cv2 takes a negative threshold, and marks as much as with 0: a pixel of magnitude
+        # 0 never survives non-maximum suppression.
+        raise OptionError(f"canny thresholds must be >= 0, got {value!r}")
+    return pair
 
 
 _PAIR = re.compile(f"(-?)({DECIMAL}),(-?)({DECIMAL})")
@@ -137,17 +141,22 @@ _PAIR = re.compile(f"(-?)({DECIMAL}),(-?)({DECIMAL})")
 
 def parse_pair(text: str) -> tuple[int | float, int | float]:
     """``-t LOW,HIGH`` for Canny: two numbers >= 0 in ASCII digits, decimals allowed (cv2.Canny
-    takes doubles); each an int where it is whole, else the nearest double. OptionError for
-    other text."""
+    takes doubles). OptionError for other text."""
     match = _PAIR.fullmatch(text.replace(" ", ""))
     if match is None:
         raise OptionError(f"{text!r} is not LOW,HIGH: two numbers >= 0 such as 100,200")
     if match.group(1) or match.group(3):
         raise OptionError(f"canny thresholds must be >= 0, got {text!r}")
-    pair = tuple(int(t) if is_whole_number(t) else float(t) for t in match.group(2, 4))
-    if not all(map(math.isfinite, pair)):
-        raise OptionError(f"{text!r}: a threshold with a fraction must be below 1e308")
-    return pair
+    return tuple(_number(t) for t in match.group(2, 4))
+
+
+def _number(text: str) -> int | float:
+    """A decimal as an int where it is whole, else the nearest double; past the largest
+    double, its whole part (a limit past every magnitude either way)."""
+    if is_whole_number(text):
+        return int(text)
+    value = float(text)
+    return value if math.isfinite(value) else int(text.partition(".")[0])
 
 
 def threshold_text(threshold) -> str:

@@ -261,6 +261,12 @@ def test_defaults_follow_the_operator():
         ({"operator": "canny", "threshold": (1, float("inf"))},
          "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'; "
          "got (1, inf)"),
+        ({"operator": "canny", "threshold": (float("nan"), 5)},
+         "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'; "
+         "got (nan, 5)"),
+        ({"operator": "canny", "threshold": ("50", 5)},
+         "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'; "
+         "got ('50', 5)"),
         ({"operator": "canny", "threshold": (True, 5)},
          "canny threshold must be two numbers (low, high) such as (100, 200), or 'auto'; "
          "got (True, 5)"),
@@ -274,6 +280,19 @@ def test_bad_canny_options_are_named(fields, message):
     with pytest.raises(OptionError) as caught:
         Options(**fields)
     assert str(caught.value) == message
+
+
+def test_any_real_numbers_are_taken():
+    """NumPy's numbers are taken as Python's (as cv2.Canny takes them); an integer too large
+    for a double is exact, and past every magnitude."""
+    options = Options(operator="canny", threshold=(np.float64(10.5), np.int64(30)), norm="l2")
+    assert options.threshold == (10.5, 30) and type(options.threshold[1]) is int
+    assert options.canny_limits == (110, 900)
+    huge = Options(operator="canny", threshold=(10**400, 5))
+    assert huge.canny_limits == (5, INT32_MAX)
+    assert Options(operator="canny", threshold=(10**400, 5), norm="l2").canny_limits == (
+        25, 32767**2,
+    )  # fmt: skip
 
 
 def test_rule_has_no_canny_limits():

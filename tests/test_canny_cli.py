@@ -47,7 +47,8 @@ def test_detect_edges_is_cv2_canny_of_cvtcolor(name, norm):
 @pytest.mark.parametrize(
     "text, pair",
     [("50,150", (50, 150)), ("150.5,40.25", (150.5, 40.25)), ("0,0", (0, 0)),
-     ("5000,5000", (5000, 5000)), (" 7 , 9 ", (7, 9)), ("99999999999999999999999,3", (3, 1e23))],
+     ("5000,5000", (5000, 5000)), (" 7 , 9 ", (7, 9)), ("99999999999999999999999,3", (3, 1e23)),
+     ("1" + "0" * 400 + ",3", (3, 10**400)), ("3," + "9" * 400 + ".5", (3, 10**400))],
 )  # fmt: skip
 @pytest.mark.parametrize("norm", ["l1", "l2"])
 def test_run_writes_canny_edges(tmp_path, text, pair, norm):
