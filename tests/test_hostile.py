@@ -230,9 +230,12 @@ KNOWN_RUN = [
     [("--write-expected", "{image}")], [("--write-expected", "{clip}")],
     [("--json-summary", "{device}")], [("--timings-csv", "{link}")],
     [("--write-expected", "{missing}")], [("-o", "{in}")], [("--recursive", None), ("-o", "{in}")],
+    [("--operator", "canny"), ("-t", "1" + "0" * 400 + ",3")],
+    [("--operator", "canny"), ("-t", "٣,٥")], [("--operator", "canny"), ("-t", "-0,5")],
 ]  # fmt: skip
 KNOWN_PREVIEW = [[("--width", "100000")], [("--width", "1000000000")], [("-t", "auto")],
-                 [("-t", "5%")], [("-o", "{image}")], [("-o", "{link}")]]  # fmt: skip
+                 [("-t", "5%")], [("-o", "{image}")], [("-o", "{link}")],
+                 [("--operator", "canny"), ("-t", "1" + "0" * 400 + ",3")]]  # fmt: skip
 
 
 KNOWN = [("run", ("-o", "{out}"), args) for args in KNOWN_RUN] + [
