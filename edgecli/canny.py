@@ -174,9 +174,10 @@ def canny(gray: np.ndarray, options) -> np.ndarray:
 def cv2_thresholds(low: int, high: int, l2: bool) -> tuple[float, float]:
     """Thresholds that make cv2.Canny compare with the limits ``low`` and ``high`` on every
     code path: the limits themselves under l1; under l2 the roots of ``low + 0.5`` and
-    ``high + 0.5``, whose squares floor to the limits in double precision and stay strictly
-    between them and the next integers in single precision (IPP takes float thresholds), so
-    no rounding of a fractional threshold is left for a code path to do its own way."""
+    ``high + 0.5``, whose squares lie half-way between a limit and the next integer, so that
+    neither double nor single precision (IPP takes float thresholds) rounds them past an
+    integer for any magnitude 8-bit luma has (at most 2 * 1020^2): no rounding of a fractional
+    threshold is left for a code path to do its own way."""
     if not l2:
         return float(low), float(high)
     return math.sqrt(low + 0.5), math.sqrt(high + 0.5)

@@ -208,6 +208,23 @@ def test_cached_false_verdict_is_honoured(fresh_cache, monkeypatch):
     assert np.array_equal(edges, canny_reference.canny_bgr(frame, 10, 30))
 
 
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_cv2_compares_at_exactly_the_limits(norm, cv2_threads):
+    """cv2.Canny, given cv2_thresholds, compares with exactly the limits: at L = v - 1 and
+    L = v for every magnitude v of an image with large and small gradients, low = high = L,
+    it equals the steps in NumPy (which compare m > L), single-threaded and threaded."""
+    rng = np.random.default_rng(5)
+    gray = rng.integers(0, 256, (40, 40), dtype=np.uint8)
+    gray[::3] = rng.integers(0, 2, (14, 40), dtype=np.uint8) * 255
+    l2 = norm == "l2"
+    dx, dy = canny.sobel_replicate(gray)
+    magnitudes = np.unique(canny.magnitude(dx, dy, l2))
+    for limit in sorted({int(v) + d for v in magnitudes for d in (-1, 0)} - {-1}):
+        expected = canny.canny_numpy(gray, limit, limit, l2)
+        actual = REAL_CANNY(gray, *canny.cv2_thresholds(limit, limit, l2), L2gradient=l2)
+        assert np.array_equal(actual, expected), limit
+
+
 # 4. Options ----------------------------------------------------------------------------
 
 
