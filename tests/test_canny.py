@@ -131,6 +131,25 @@ def test_cpu_backend_batches_frames_of_one_shape(cpu_path):
         assert np.array_equal(actual, canny_reference.canny_bgr(frame, 30, 90))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+def test_cuda_backend_equals_reference(gpu, norm):
+    """The CUDA backend's Canny equals the reference on every frame and threshold pair the
+    CPU backend is tested on, and on a batch of frames of one shape."""
+    for name, frame in FRAMES.items():
+        for low, high in THRESHOLDS:
+            expected = canny_reference.canny_bgr(frame, low, high, norm == "l2")
+            actual = edgecli.detect_edges(
+                frame, operator="canny", threshold=(low, high), norm=norm, backend="cuda"
+            )
+            assert np.array_equal(actual, expected), f"{name} {norm} ({low}, {high})"
+    batch = np.stack([photo(45, 67, seed=k) for k in range(5)])
+    edges = edgecli.detect_edges(batch, operator="canny", threshold=(30, 90), norm=norm,
+                                 backend="cuda")  # fmt: skip
+    for frame, actual in zip(batch, edges, strict=True):
+        assert np.array_equal(actual, canny_reference.canny_bgr(frame, 30, 90, norm == "l2"))
+
+
 def test_spiral_is_a_long_chain_from_a_few_strong_pixels():
     """The spiral's edges, more than a fifth of the frame's pixels, are all reached from at
     most 8 strong pixels at its inner end: the hysteresis must walk the spiral's length."""
