@@ -36,14 +36,14 @@ SPREAD = (0.5, 0.75, 1.0, 1.5)
 
 def chosen_thresholds(
     thresholds: list | None, sample: list, options: Options, notify
-) -> tuple[list[int], dict[int, str]]:
+) -> tuple[list, dict]:
     """The numbers to show, ascending, and the rule that chose each one chosen by a rule
     (``auto``, ``5%``): ``thresholds`` as given, each rule replaced by the number it picks from
     ``sample`` as ``run -t`` would; by default a spread around the one ``-t auto`` picks."""
     from .params import parse_rule
     from .threshold import canny_pair, resolve
 
-    rules: dict[int, str] = {}
+    rules: dict = {}  # number (Canny: pair) -> the rule that chose it
     for rule in ["auto"] if thresholds is None else thresholds:
         if parse_rule(rule) is not None:
             chosen = resolve(replace(options, threshold=rule), [], notify, sample).threshold
@@ -59,7 +59,7 @@ def chosen_thresholds(
 
 
 def preview(
-    inputs, sheet: str | Path, options: Options, *, thresholds: list[int] | None = None,
+    inputs, sheet: str | Path, options: Options, *, thresholds: list | None = None,
     frames: int = PREVIEW_FRAMES, width: int = DEFAULT_WIDTH, html: str | Path | None = None,
     notify=None,
 ) -> dict:  # fmt: skip
@@ -67,7 +67,8 @@ def preview(
     page showing it with the shares of edge pixels as a table, both report paths
     (:class:`edgecli.sinks.ReportFile`: opened before any frame is decoded, written whole at
     the end, into a device or FIFO, through a link); ``thresholds``: numbers and rules
-    (``"auto"``, ``"5%"``) as ``run -t`` takes them, each rule replaced by the number it picks.
+    (``"auto"``, ``"5%"``) as ``run -t`` takes them (Canny: pairs, and ``"auto"``), each rule
+    replaced by the number (pair) it picks.
     Return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
     [...], "auto": T or None, "rules": {T: rule}, "shares": [{T: percent, ...} per frame],
     "backend": ...}``."""
@@ -215,7 +216,7 @@ def page(png: bytes, shown: dict, options: Options) -> str:
     )
 
 
-def _edges(sample: list, options: Options, thresholds: list[int], notify):
+def _edges(sample: list, options: Options, thresholds: list, notify):
     """The edge maps of ``sample`` at each threshold, by the backend ``run`` would use (one
     frame at a time: the sample's frames may differ in size); and that backend's name."""
     from .backends import select_backend
