@@ -51,6 +51,7 @@ class Backend:
 
     kernel: object
     xp: object
+    order: str | int = "forward"  # the host build's launch order
 
     def upload(self, array: np.ndarray):
         return self.xp.array(array)  # a copy: the kernel unfilters its data in place
@@ -59,14 +60,24 @@ class Backend:
         return array if self.xp is np else self.xp.asnumpy(array)
 
 
-@pytest.fixture(params=["host", pytest.param("device", marks=pytest.mark.gpu)])
+def make_backend(request, where) -> Backend:
+    if where == "device":
+        cp = request.getfixturevalue("cp")  # first: it skips where CUDA is unusable
+        return Backend(gpu_png.kernel(0), cp)
+    return Backend(request.getfixturevalue("host_kernel"), np, where)
+
+
+@pytest.fixture(params=["forward", pytest.param("device", marks=pytest.mark.gpu)])
 def backend(request):
-    """The kernel on the CPU (every launch order in turn is the host build's) or on CUDA
-    device 0 (a skip saying why where CUDA is unusable)."""
-    if request.param == "host":
-        return Backend(request.getfixturevalue("host_kernel"), np)
-    cp = request.getfixturevalue("cp")
-    return Backend(gpu_png.kernel(0), cp)
+    """The kernel on the CPU or on CUDA device 0 (a skip saying why where CUDA is unusable)."""
+    return make_backend(request, request.param)
+
+
+@pytest.fixture(params=[*ORDERS, pytest.param("device", marks=pytest.mark.gpu)], ids=str)
+def ordered_backend(request):
+    """The kernel on the CPU, its block's threads taking turns in each order in turn, or on
+    CUDA device 0."""
+    return make_backend(request, request.param)
 
 
 # ---- PNG files, made and read here ---------------------------------------------------------
@@ -183,7 +194,7 @@ class Decoded:
 
 
 def decode(backend: Backend, files: list[bytes], *, warps: int = gpu_png.WARPS,
-           order="forward", stride_extra: int = 5) -> Decoded:  # fmt: skip
+           stride_extra: int = 5) -> Decoded:  # fmt: skip
     """The kernel's frames of PNGs of one layout, in one launch, ``stride_extra`` bytes between
     images' data (so nothing relies on them being packed): the same from each poisoned output
     buffer, nothing written past any buffer's end or into the gaps between images' data."""
@@ -199,7 +210,7 @@ def decode(backend: Backend, files: list[bytes], *, warps: int = gpu_png.WARPS,
     if first.color_type == gpu_png.PALETTE:
         palettes = backend.upload(np.stack([gpu_png.palette_table(p.plte) for p in parsed]))
     if backend.xp is np:
-        backend.kernel.order = order
+        backend.kernel.order = backend.order
     frame_bytes = n * height * width * 3
     shape = (n, width, height, 3) if first.orientation >= 5 else (n, height, width, 3)
     results = []
@@ -257,10 +268,9 @@ def palette_chunks(rng, color_type: int, depth: int) -> dict:
 # ---- the tests -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("order", ORDERS, ids=str)
 @pytest.mark.parametrize("size", SIZES, ids=[f"{h}x{w}" for h, w in SIZES])
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[f"type{t}-{d}bit" for t, d in LAYOUTS])
-def test_every_layout_as_cv2(backend, layout, size, order, rng):
+def test_every_layout_as_cv2(ordered_backend, layout, size, rng):
     """Every colour type and bit depth, at every size, with the five filters on successive
     rows, gives cv2's frame, and leaves each row's raw bytes in place of its filtered ones."""
     color_type, depth = layout
@@ -268,7 +278,7 @@ def test_every_layout_as_cv2(backend, layout, size, order, rng):
     raw = raw_rows(rng, height, width, color_type, depth)
     filters = [(r + height + width) % 5 for r in range(height)]
     data = encode(raw, width, color_type, depth, filters, **palette_chunks(rng, *layout))
-    decoded = assert_as_cv2(backend, [data], order=order)
+    decoded = assert_as_cv2(ordered_backend, [data])
     kept = np.frombuffer(decoded.unfiltered[0], np.uint8).reshape(height, -1)
     assert kept[:, 0].tolist() == filters
     assert np.array_equal(kept[:, 1:], raw)
@@ -277,19 +287,18 @@ def test_every_layout_as_cv2(backend, layout, size, order, rng):
 BPP_LAYOUTS = [(0, 1), (0, 8), (4, 8), (2, 8), (6, 8), (2, 16), (6, 16)]  # bpp 1, 1, 2, 3, 4, 6, 8
 
 
-@pytest.mark.parametrize("order", ORDERS, ids=str)
 @pytest.mark.parametrize("kind", range(5), ids=["none", "sub", "up", "average", "paeth"])
 @pytest.mark.parametrize("layout", BPP_LAYOUTS, ids=[f"type{t}-{d}bit" for t, d in BPP_LAYOUTS])
-def test_each_filter_alone(backend, layout, kind, order, rng):
+def test_each_filter_alone(ordered_backend, layout, kind, rng):
     """Each filter on every row, for every filter unit's width, over several strips and
     periods, gives cv2's frame."""
     raw = raw_rows(rng, 70, 45, *layout)
-    assert_as_cv2(backend, [encode(raw, 45, *layout, [kind] * 70)], order=order)
+    assert_as_cv2(ordered_backend, [encode(raw, 45, *layout, [kind] * 70)])
 
 
 @pytest.mark.parametrize("warps", range(1, gpu_png.WARPS + 1))
 @pytest.mark.parametrize("layout", [(2, 8), (3, 4), (6, 16)], ids=str)
-def test_batch_of_images(backend, layout, warps, rng):
+def test_batch_of_images(ordered_backend, layout, warps, rng):
     """Several images of one layout in one launch, each with a palette of its own, come out
     each as cv2 decodes it, whatever the warps an image (the strips' wavefront)."""
     height, width = 100, 77
@@ -298,7 +307,7 @@ def test_batch_of_images(backend, layout, warps, rng):
         filters = rng.integers(0, 5, height).tolist()
         files.append(encode(raw_rows(rng, height, width, *layout), width, *layout, filters,
                             **palette_chunks(rng, *layout), idat_parts=i + 1))  # fmt: skip
-    assert_as_cv2(backend, files, warps=warps)
+    assert_as_cv2(ordered_backend, files, warps=warps)
 
 
 def photo_crops() -> list[np.ndarray]:
