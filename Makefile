@@ -22,7 +22,7 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-threads bench-png-native bench-cpu bench-scale \
+	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-kernel bench-png-threads bench-png-native bench-cpu bench-scale \
 	sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
@@ -105,6 +105,10 @@ bench-jpeg-scans: $(DEV_STAMP)
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(DEV_STAMP)
 	$(PY) benchmarks/png_encode.py
+
+# png.cu alone: 1080p PNGs' inflated data to BGR frames, per batch and warps an image (GPU).
+bench-png-kernel: $(DEV_STAMP)
+	$(PY) benchmarks/png_kernel.py
 
 bench-png-threads: $(DEV_STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
