@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import zlib
 
 import cv2
 import numpy as np
@@ -41,16 +42,34 @@ def garbled_png() -> bytes:
     return bytes(encoded)
 
 
+def png_with_colour_type_5() -> bytes:
+    """A PNG whose IHDR (CRC matched) gives colour type 5, which libpng refuses."""
+    encoded = bytearray(cv2.imencode(".png", photo(12, 16))[1].tobytes())
+    encoded[25] = 5
+    encoded[29:33] = zlib.crc32(encoded[12:29]).to_bytes(4, "big")
+    return bytes(encoded)
+
+
+def png_with_unknown_critical_chunk() -> bytes:
+    """A PNG with a critical chunk ``ABCD`` (CRC matched) after its IHDR."""
+    encoded = cv2.imencode(".png", photo(12, 16))[1].tobytes()
+    extra = b"\0\0\0\x01ABCDx" + zlib.crc32(b"ABCDx").to_bytes(4, "big")
+    return encoded[:33] + extra + encoded[33:]
+
+
 @pytest.mark.parametrize(
     ("make", "reason"),
     [
         (cut_png, "truncated PNG: the file ends inside its IDAT chunk"),
         (garbled_png, "corrupt PNG: its IDAT chunk fails its CRC check"),
+        (png_with_colour_type_5, "corrupt PNG: colour type 5, not one of 0, 2, 3, 4, 6"),
+        (png_with_unknown_critical_chunk, "corrupt PNG: unknown critical chunk ABCD"),
     ],
-    ids=["truncated", "garbled"],
+    ids=["truncated", "garbled", "colour-type", "critical-chunk"],
 )
 def test_a_damaged_png_gives_only_edgecli_line(tmp_path, make, reason):
-    """A truncated or garbled PNG: stderr is edgecli's one Error line, no libpng text."""
+    """A truncated, garbled or malformed PNG: stderr is edgecli's one Error line, no libpng
+    text."""
     (tmp_path / "bad.png").write_bytes(make())
     done = run_edgecli("run", tmp_path / "bad.png", "-o", tmp_path / "out", "--backend", "cpu")
     assert done.returncode == 1

@@ -13,7 +13,6 @@ import re
 import stat
 import struct
 import threading
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..errors import FrameError
 from ..png import PNG_SIGNATURE
 from .jpeg_header import scan_damage
 from .mp4 import MP4_CONTAINERS, frame_count
+from .png_layout import png_damage
 
 # Read as animations (imageio), whatever their frame count.
 ANIMATION_EXTENSIONS = (".gif",)
@@ -199,42 +199,6 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     if frame is None:
         raise FrameError(source, "not a decodable image (corrupt, truncated or wrong type)")
     return frame
-
-
-def png_damage(data: bytes) -> str | None:
-    """Why the PNG file ``data`` is cut short or corrupt, from its chunks' lengths and the
-    CRCs of its critical chunks; None where they are whole.
-
-    libpng refuses such a file, but says why in a line of its own, written to the process's
-    stderr (``libpng error: ...``) by its default error handler, which OpenCV keeps and whose
-    output no log level of OpenCV's governs. Only the decoding thread could catch that line,
-    and fd 2 is shared by every thread (the progress bar, other frames' messages), so the file
-    is checked before libpng sees it: a truncation or any damage to its critical chunks fails
-    here, with edgecli's reason, and libpng then decodes only files whose chunks are whole.
-    (zlib.crc32 lets go of the GIL, and reads the data far faster than libpng inflates it.)
-    A file whose compressed data was made wrong with the CRCs made to match is not damage
-    this finds: libpng still has its say on that one.
-    """
-    view = memoryview(data)
-    position = len(PNG_SIGNATURE)
-    while position + 8 <= len(data):
-        length, kind = struct.unpack_from(">I4s", data, position)
-        name = kind.decode("latin-1")
-        if position == len(PNG_SIGNATURE) and kind != b"IHDR":
-            return "not a decodable image (corrupt PNG: no IHDR chunk first)"
-        if not kind.isalpha():
-            return f"not a decodable image (corrupt PNG: no chunk at byte {position})"
-        end = position + 12 + length
-        if end > len(data):
-            return f"not a decodable image (truncated PNG: the file ends inside its {name} chunk)"
-        if kind[0] <= ord("Z"):  # critical (IHDR, PLTE, IDAT, IEND): libpng checks these
-            (crc,) = struct.unpack_from(">I", data, end - 4)
-            if zlib.crc32(view[position + 4 : end - 4]) != crc:
-                return f"not a decodable image (corrupt PNG: its {name} chunk fails its CRC check)"
-        if kind == b"IEND":
-            return None
-        position = end
-    return "not a decodable image (truncated PNG: no IEND chunk)"
 
 
 def _check_video(capture, path: Path, max_pixels: int) -> None:

@@ -1,0 +1,326 @@
+"""A PNG file's layout, from one walk of its chunks: the image header, the palette, where its
+zlib stream lies, and whether the file is damaged or cut short; and whether a GPU decoder of
+that stream (inflate, unfilter, expand to BGR) gives the frame the CPU decoder gives.
+
+The CPU decoder (:mod:`.cpu`) asks ``png_damage`` before it hands a file to libpng, so that a
+damaged file gets edgecli's reason rather than libpng's line on the process's stderr; a GPU
+decoder asks ``read_layout`` for the same walk and ``gpu_reason`` for whether it may decode
+the file. The walk refuses what libpng refuses: truncation, a critical chunk's CRC, an IHDR
+the PNG specification forbids, a palette image's missing, repeated or malformed PLTE, an
+unknown critical chunk; and a wrong CRC on IEND, which libpng leaves unread. libpng decodes
+past the rest (an ancillary chunk's CRC, a PLTE in an RGB image, an over-long tRNS) with a
+warning, and the walk passes it silently.
+
+What ``cv2.imread(IMREAD_COLOR)`` makes of the unfiltered rows, measured against cv2 5.1
+(libpng 1.6.59), is a function of each pixel's samples alone (docs/gpu-decoding.md, *PNG*):
+16-bit samples lose their low byte, gray samples of 1, 2 or 4 bits are scaled to 8 by
+repeating their bits, palette indices past the PLTE's entries are black, alpha and tRNS are
+dropped, and gAMA, sBIT, sRGB, iCCP, cHRM and bKGD change nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..png import PNG_SIGNATURE
+
+# Colour type -> (name, samples a pixel, the bit depths the PNG specification allows with it).
+COLOUR_TYPES = {
+    0: ("gray", 1, (1, 2, 4, 8, 16)),
+    2: ("RGB", 3, (8, 16)),
+    3: ("palette", 1, (1, 2, 4, 8)),
+    4: ("gray + alpha", 2, (8, 16)),
+    6: ("RGBA", 4, (8, 16)),
+}
+PALETTE = 3
+MAX_DIMENSION = 2**31 - 1  # the PNG specification's limit on width and height
+# libpng's default user limits (PNG_USER_WIDTH_MAX, PNG_USER_HEIGHT_MAX): a larger image is
+# refused by the CPU decoder although the specification allows it.
+LIBPNG_MAX_DIMENSION = 1_000_000
+# OpenCV's reader walks the chunks before the first IDAT itself, and refuses a chunk there
+# whose data it would not allocate (libpng's PNG_USER_CHUNK_MALLOC_MAX, less the 12 bytes
+# around the data) or a bKGD whose length is not one of the specification's.
+OPENCV_MAX_CHUNK = 8_000_000 - 12
+BKGD_LENGTHS = (1, 2, 6)
+CRITICAL = (b"IHDR", b"PLTE", b"IDAT", b"IEND")
+# Adam7: each pass's first row, first column, row step and column step.
+ADAM7 = ((0, 0, 8, 8), (0, 4, 8, 8), (4, 0, 8, 4), (0, 2, 4, 4), (2, 0, 4, 2), (0, 1, 2, 2),
+         (1, 0, 2, 1))  # fmt: skip
+
+
+class PngDamage(ValueError):
+    """A PNG file that no decoder may decode; ``reason`` says why, as a frame error shows it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _corrupt(why: str) -> PngDamage:
+    return PngDamage(f"not a decodable image (corrupt PNG: {why})")
+
+
+def _truncated(why: str) -> PngDamage:
+    return PngDamage(f"not a decodable image (truncated PNG: {why})")
+
+
+@dataclass(frozen=True)
+class PngLayout:
+    """What ``read_layout`` read of a PNG file.
+
+    ``idat`` holds the (offset, length) of each IDAT chunk's data in the file, in order: the
+    zlib stream is their concatenation (``copy_stream`` writes it into one buffer, such as a
+    pinned one for an upload). Only the first run of consecutive IDATs counts, as in libpng;
+    ``idat_apart`` says another chunk came between IDATs. ``palette_bgr`` is the PLTE's
+    entries as BGR, (entries, 3) uint8, for palette images (None otherwise): an index past
+    them is black (``palette_table``). tRNS is not kept: the CPU decoder drops alpha.
+    ``window_size`` is the zlib header's window (0 where the stream is shorter than its
+    header): libpng refuses a distance past it where it reaches back before the current call
+    of inflate, so a decoder that accepts it may give a frame where libpng gives none.
+    """
+
+    width: int
+    height: int
+    bit_depth: int
+    colour_type: int
+    interlaced: bool
+    palette_bgr: np.ndarray | None
+    idat: tuple[tuple[int, int], ...]
+    idat_apart: bool
+    window_size: int
+    animated: bool
+    opencv_refuses: str | None  # a chunk before the image data that OpenCV's reader refuses
+
+    @property
+    def channels(self) -> int:
+        return COLOUR_TYPES[self.colour_type][1]
+
+    @property
+    def bits_per_pixel(self) -> int:
+        return self.channels * self.bit_depth
+
+    @property
+    def filter_bpp(self) -> int:
+        """The filters' ``bpp``: bytes a pixel, rounded up, at least 1."""
+        return max(1, self.bits_per_pixel // 8)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one scanline of a non-interlaced image, less its filter byte."""
+        return (self.width * self.bits_per_pixel + 7) // 8
+
+    @property
+    def inflated_size(self) -> int:
+        """Bytes of the unfiltered image data, filter bytes included: what the stream must
+        inflate to at least (libpng ignores the rest, with a warning)."""
+        if not self.interlaced:
+            return self.height * (1 + self.row_bytes)
+        total = 0
+        for y0, x0, dy, dx in ADAM7:
+            rows = (self.height - y0 + dy - 1) // dy
+            columns = (self.width - x0 + dx - 1) // dx
+            if rows > 0 and columns > 0:
+                total += rows * (1 + (columns * self.bits_per_pixel + 7) // 8)
+        return total
+
+    @property
+    def stream_size(self) -> int:
+        return sum(length for _, length in self.idat)
+
+    def copy_stream(self, data: bytes, out) -> int:
+        """Write the zlib stream, IDAT by IDAT, to the start of the writable buffer ``out``
+        (at least ``stream_size`` bytes); return its length."""
+        target = memoryview(out).cast("B")
+        view = memoryview(data)
+        at = 0
+        for offset, length in self.idat:
+            target[at : at + length] = view[offset : offset + length]
+            at += length
+        return at
+
+    def stream(self, data: bytes) -> bytes:
+        """The zlib stream as one bytes object."""
+        return b"".join(data[offset : offset + length] for offset, length in self.idat)
+
+    def palette_table(self) -> np.ndarray:
+        """(256, 3) uint8: the palette as BGR, black past its entries, as libpng expands an
+        index (a GPU decoder's lookup table, indexed without a bounds check)."""
+        table = np.zeros((256, 3), np.uint8)
+        if self.palette_bgr is not None:
+            table[: len(self.palette_bgr)] = self.palette_bgr
+        return table
+
+
+def read_layout(data: bytes) -> PngLayout:
+    """The layout of the PNG file ``data``, or :class:`PngDamage` saying why no decoder may
+    decode it: the file is cut short, a critical chunk fails its CRC check, or its IHDR,
+    PLTE or chunk order breaks a rule that libpng enforces.
+
+    A file is checked up to its IEND chunk; what follows is ignored, as libpng does. The CRCs
+    are the critical chunks' only (libpng checks those; zlib.crc32 lets go of the GIL, and
+    reads the data far faster than libpng inflates it). A file whose compressed data was made
+    wrong with the CRCs made to match is not damage this finds: the inflater has its say.
+    """
+    if data[: len(PNG_SIGNATURE)] != PNG_SIGNATURE:
+        raise _corrupt("no PNG signature")
+    view = memoryview(data)
+    position = len(PNG_SIGNATURE)
+    header = None
+    palette = None
+    idat: list[tuple[int, int]] = []
+    idat_ended = idat_apart = animated = False
+    opencv_refuses = None
+    while position + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, position)
+        name = kind.decode("latin-1")
+        if position == len(PNG_SIGNATURE) and kind != b"IHDR":
+            raise _corrupt("no IHDR chunk first")
+        if not kind.isalpha():
+            raise _corrupt(f"no chunk at byte {position}")
+        end = position + 12 + length
+        if end > len(data):
+            raise _truncated(f"the file ends inside its {name} chunk")
+        body = view[position + 8 : end - 4]
+        critical = kind[0] <= ord("Z")
+        if critical:
+            (crc,) = struct.unpack_from(">I", data, end - 4)
+            if zlib.crc32(view[position + 4 : end - 4]) != crc:
+                raise _corrupt(f"its {name} chunk fails its CRC check")
+            if kind not in CRITICAL:
+                raise _corrupt(f"unknown critical chunk {name}")
+        if kind == b"IHDR":
+            if header is not None:
+                raise _corrupt("a second IHDR chunk")
+            header = _check_header(body)
+        elif kind == b"PLTE":
+            palette = _check_palette(header, palette, body)
+        elif kind == b"IDAT":
+            if header[3] == PALETTE and palette is None:
+                raise _corrupt("no PLTE chunk before its image data")
+            if idat_ended:
+                idat_apart = True
+            else:
+                idat.append((position + 8, length))
+        elif kind == b"IEND":
+            if not idat:
+                raise _corrupt("no IDAT chunk")
+            window = _window_size(data, idat)
+            width, height, bit_depth, colour_type, interlace = header
+            return PngLayout(
+                width=width,
+                height=height,
+                bit_depth=bit_depth,
+                colour_type=colour_type,
+                interlaced=bool(interlace),
+                palette_bgr=palette,
+                idat=tuple(idat),
+                idat_apart=idat_apart,
+                window_size=window,
+                animated=animated,
+                opencv_refuses=opencv_refuses,
+            )
+        elif not idat:  # an ancillary chunk before the image data
+            animated |= kind == b"acTL"
+            if kind == b"bKGD" and length not in BKGD_LENGTHS:
+                opencv_refuses = f"a bKGD chunk of {length} bytes"
+            elif length > OPENCV_MAX_CHUNK and kind not in (b"tEXt", b"tRNS", b"fdAT"):
+                opencv_refuses = f"a {name} chunk of {length} bytes"
+        if idat and kind != b"IDAT":
+            idat_ended = True
+        position = end
+    raise _truncated("no IEND chunk")
+
+
+def _check_header(body: memoryview) -> tuple[int, int, int, int, int]:
+    """(width, height, bit depth, colour type, interlace method) of a valid IHDR's data."""
+    if len(body) != 13:
+        raise _corrupt(f"an IHDR chunk of {len(body)} bytes, not 13")
+    width, height, bit_depth, colour_type, compression, filtering, interlace = struct.unpack(
+        ">IIBBBBB", body
+    )
+    for side, value in (("width", width), ("height", height)):
+        if not 1 <= value <= MAX_DIMENSION:
+            raise _corrupt(f"{side} {value}, not 1 to {MAX_DIMENSION}")
+    if colour_type not in COLOUR_TYPES:
+        raise _corrupt(f"colour type {colour_type}, not one of 0, 2, 3, 4, 6")
+    colour, _, depths = COLOUR_TYPES[colour_type]
+    if bit_depth not in depths:
+        allowed = ", ".join(map(str, depths))
+        raise _corrupt(f"bit depth {bit_depth} with colour type {colour_type} ({colour}), "
+                       f"not {allowed}")  # fmt: skip
+    if compression != 0:
+        raise _corrupt(f"compression method {compression}, not 0")
+    if filtering != 0:
+        raise _corrupt(f"filter method {filtering}, not 0")
+    if interlace not in (0, 1):
+        raise _corrupt(f"interlace method {interlace}, not 0 or 1")
+    return width, height, bit_depth, colour_type, interlace
+
+
+def _check_palette(header, palette, body: memoryview) -> np.ndarray | None:
+    """The PLTE's entries as BGR for a palette image, or libpng's error on it (a PLTE after
+    the image data is caught as a second one: the first must come before it); ``palette``,
+    None, for another image, whose PLTE libpng ignores."""
+    if header[3] != PALETTE:
+        return palette
+    if palette is not None:
+        raise _corrupt("a second PLTE chunk")
+    entries, rest = divmod(len(body), 3)
+    if rest or not 1 <= entries <= 256:
+        raise _corrupt(f"a PLTE chunk of {len(body)} bytes, not 3 to 768 in threes")
+    entries = min(entries, 1 << header[2])  # libpng drops the entries no index can reach
+    rgb = np.frombuffer(body, np.uint8, entries * 3).reshape(entries, 3)
+    return np.ascontiguousarray(rgb[:, ::-1])
+
+
+def _window_size(data: bytes, idat: list[tuple[int, int]]) -> int:
+    """The window the zlib header declares, 256 << CINFO; 0 where the stream is empty."""
+    for offset, length in idat:
+        if length:
+            return 256 << (data[offset] >> 4)
+    return 0
+
+
+def png_damage(data: bytes) -> str | None:
+    """Why no decoder may decode the PNG file ``data`` (``read_layout``'s reason); None where
+    its chunks are whole.
+
+    libpng refuses such a file, but says why in a line of its own, written to the process's
+    stderr (``libpng error: ...``) by its default error handler, which OpenCV keeps and whose
+    output no log level of OpenCV's governs. Only the decoding thread could catch that line,
+    and fd 2 is shared by every thread (the progress bar, other frames' messages), so the file
+    is checked before libpng sees it, and libpng then decodes only files whose chunks are
+    whole.
+    """
+    try:
+        read_layout(data)
+    except PngDamage as damage:
+        return damage.reason
+    return None
+
+
+def gpu_reason(layout: PngLayout) -> str | None:
+    """None where inflating the file's zlib stream, unfiltering its rows and expanding each
+    pixel to BGR (a function of its samples alone, the PLTE's for a palette image) gives the
+    CPU decoder's frame; else why not, in a few words.
+
+    A file this passes whose stream a GPU decoder finds malformed anywhere (its Adler-32, a
+    code, a distance past ``window_size``, fewer than ``inflated_size`` bytes, a filter type
+    over 4) must go to the CPU decoder, which gives its own frame or error: libpng reads the
+    stream in pieces as its rows need it, and whether such damage past the last row is an
+    error or a warning depends on where those pieces end."""
+    if layout.interlaced:
+        return "interlaced (Adam7)"
+    if layout.animated:
+        return "animated (APNG)"  # cv2 composes the animation's first frame
+    if layout.idat_apart:
+        return "IDAT chunks apart"  # libpng ignores those after the first run, or fails
+    if layout.opencv_refuses is not None:
+        return f"{layout.opencv_refuses}, which OpenCV's reader refuses"
+    if max(layout.width, layout.height) > LIBPNG_MAX_DIMENSION:
+        return f"over libpng's limit of {LIBPNG_MAX_DIMENSION} pixels a side"
+    return None
