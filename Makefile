@@ -22,8 +22,8 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-kernel bench-png-threads bench-png-native bench-cpu bench-scale \
-	sample-frames clean turbojpeg
+	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-kernel bench-png-threads \
+	bench-png-native bench-png-decode bench-cpu bench-scale sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +101,11 @@ bench-soak: $(DEV_STAMP)
 # the q95 folder (make bench-media) with and without it.
 bench-jpeg-scans: $(DEV_STAMP)
 	$(PY) benchmarks/jpeg_scans.py bench_data/q95/jpeg
+
+# PNG decoding's CPU floor: cv2.imdecode, zlib, libdeflate and the unfilter on 1080p frames of
+# bench_data/pan.mp4 (make bench-media) as FFmpeg extracts them and as cv2.imwrite writes them.
+bench-png-decode: $(DEV_STAMP)
+	$(PY) benchmarks/png_decode.py --clip bench_data/pan.mp4
 
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(DEV_STAMP)
