@@ -5,7 +5,8 @@ them (every row Paeth-filtered but the first, Sub; zlib level 6, in 4 KB IDATs) 
 strategy, in 8 KB IDATs).
 
 Rows, each timed per frame (the best of ``--repeats`` runs of a frame, the median over the
-frames) on one thread, and as frames a second on ``--threads`` threads:
+frames; the rows taking turns) on one thread, and as frames a second on ``--threads``
+threads:
 
 - ``cv2.imdecode``: edgecli's CPU decoder (libpng and zlib, IMREAD_COLOR);
 - ``read_layout``: edgecli's chunk walk before it (edgecli.decode.png_layout: CRCs);
@@ -178,17 +179,22 @@ def load_frames(paths: list[Path], decoder: FloorDecoder) -> list[Frame]:
     return frames
 
 
-def per_frame_ms(row: Row, frames: list[Frame], repeats: int) -> float:
-    """The median over the frames of the best of ``repeats`` runs, in milliseconds."""
-    times = []
-    for frame in frames:
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            row.run(frame)
-            best = min(best, time.perf_counter() - start)
-        times.append(best)
-    return statistics.median(times) * 1e3
+def per_frame_ms(rows: list[Row], frames: list[Frame], repeats: int) -> dict[str, float]:
+    """Each row's median over the frames of its best of ``repeats`` runs of a frame, in
+    milliseconds. The rows take turns frame by frame, so that other work on the machine
+    slows them alike."""
+    best = {(row.name, i): float("inf") for row in rows for i in range(len(frames))}
+    for _ in range(repeats):
+        for i, frame in enumerate(frames):
+            for row in rows:
+                start = time.perf_counter()
+                row.run(frame)
+                elapsed = time.perf_counter() - start
+                best[row.name, i] = min(best[row.name, i], elapsed)
+    return {
+        row.name: statistics.median(best[row.name, i] for i in range(len(frames))) * 1e3
+        for row in rows
+    }
 
 
 def threaded_fps(row: Row, frames: list[Frame], threads: int, count: int) -> float:
@@ -252,7 +258,10 @@ def main() -> int:
     args = parser.parse_args()
     if not args.clip.is_file():
         raise SystemExit(f"{args.clip}: no such clip (make bench-media makes bench_data/pan.mp4)")
-    libdeflate = Libdeflate(ctypes.util.find_library("deflate") or LIBDEFLATE)
+    try:
+        libdeflate = Libdeflate(ctypes.util.find_library("deflate") or LIBDEFLATE)
+    except OSError as exc:
+        raise SystemExit(f"libdeflate: {exc} (apt-get install libdeflate0)") from None
     results = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "threads": args.threads}
     with tempfile.TemporaryDirectory() as scratch:
         decoder = FloorDecoder(libdeflate, build_unfilter(Path(scratch)))
@@ -263,8 +272,9 @@ def main() -> int:
             print(f"{'row':32} {'ms/frame':>9} {'fps, 1 thread':>14} "
                   f"{f'fps, {args.threads} threads':>16}")  # fmt: skip
             figures = {}
+            times = per_frame_ms(rows, frames, args.repeats)
             for row in rows:
-                ms = per_frame_ms(row, frames, args.repeats)
+                ms = times[row.name]
                 fps = threaded_fps(row, frames, args.threads, 2 * args.threads * len(frames))
                 figures[row.name] = {"ms_per_frame": round(ms, 3), "fps_threads": round(fps, 1)}
                 print(f"{row.name:32} {ms:9.2f} {1e3 / ms:14.1f} {fps:16.1f}", flush=True)

@@ -226,6 +226,10 @@ GPU_REASONS = {
     "one-byte IDATs": (OWN["one-byte IDATs"], None),
     "interlaced": (OWN["interlaced rgb 8-bit 9x9"], "interlaced (Adam7)"),
     "animated": (animated(), "animated (APNG)"),
+    "a frame control chunk": (
+        encode_png(RGB, 2, 8, before=[chunk(b"fcTL", bytes(26))]),
+        "animated (APNG)",
+    ),
     "IDATs apart": (ACCEPTED["IDAT after another chunk"], "IDAT chunks apart"),
     "bKGD of 4 bytes": (
         encode_png(RGB, 2, 8, before=[chunk(b"bKGD", bytes(4))]),

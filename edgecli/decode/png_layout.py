@@ -224,7 +224,7 @@ def read_layout(data: bytes) -> PngLayout:
                 opencv_refuses=opencv_refuses,
             )
         elif not idat:  # an ancillary chunk before the image data
-            animated |= kind == b"acTL"
+            animated |= kind in (b"acTL", b"fcTL")  # an fcTL alone too: cv2 checks its frame
             if kind == b"bKGD" and length not in BKGD_LENGTHS:
                 opencv_refuses = f"a bKGD chunk of {length} bytes"
             elif length > OPENCV_MAX_CHUNK and kind not in (b"tEXt", b"tRNS", b"fdAT"):
