@@ -5,6 +5,7 @@ never decodes a damaged file that cv2 refuses."""
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import cv2
@@ -19,7 +20,9 @@ from .png_corpus import (
     COLOUR_NAMES,
     DEPTHS,
     FILTERS,
+    SIGNATURE,
     STRATEGIES,
+    chunk,
     external_files,
     mutations,
     own_files,
@@ -341,3 +344,27 @@ def test_expansion_rules():
         assert set(np.unique(frame)) <= {v * scale for v in range(1 << depth)}
     frame = cv2_frame(OWN["palette 2-bit, indices past its 2 entries"])
     assert (frame[:, 2::4] == 0).all() and (frame[:, 3::4] == 0).all()
+
+
+def png_of_stream(stream: bytes, width: int, height: int) -> bytes:
+    """An 8-bit RGB PNG of ``width`` x ``height`` whose IDAT holds ``stream``."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", stream) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("extra", [b"", bytes(64)], ids=["exact", "past the rows"])
+def test_wrong_adler_is_an_error_or_not_by_where_libpng_stops(extra):
+    """A wrong Adler-32 is cv2's error where the stream ends with the image's last row, and
+    passes (cv2 gives the rows' frame) where the stream goes on past it: the reference
+    refuses both, so a GPU decoder that follows it hands both to the CPU decoder."""
+    rows = b"\x00\x0a\x14\x1e" + b"\x00\x28\x32\x3c"  # two rows of one pixel, filter None
+    stream = bytearray(zlib.compress(rows + extra))
+    stream[-1] ^= 1
+    data = png_of_stream(bytes(stream), 1, 2)
+    with pytest.raises(reference.InflateError, match="incorrect data check"):
+        reference.decode(data)
+    frame = cv2_frame(data)
+    if extra:
+        assert frame.tolist() == [[[30, 20, 10]], [[60, 50, 40]]]
+    else:
+        assert frame is None
