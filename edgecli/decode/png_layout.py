@@ -184,9 +184,7 @@ def read_layout(data: bytes) -> PngLayout:
         end = position + 12 + length
         if end > len(data):
             raise _truncated(f"the file ends inside its {name} chunk")
-        body = view[position + 8 : end - 4]
-        critical = kind[0] <= ord("Z")
-        if critical:
+        if kind[0] <= ord("Z"):  # critical
             (crc,) = struct.unpack_from(">I", data, end - 4)
             if zlib.crc32(view[position + 4 : end - 4]) != crc:
                 raise _corrupt(f"its {name} chunk fails its CRC check")
@@ -195,9 +193,9 @@ def read_layout(data: bytes) -> PngLayout:
         if kind == b"IHDR":
             if header is not None:
                 raise _corrupt("a second IHDR chunk")
-            header = _check_header(body)
+            header = _check_header(view[position + 8 : end - 4])
         elif kind == b"PLTE":
-            palette = _check_palette(header, palette, body)
+            palette = _check_palette(header, palette, view[position + 8 : end - 4])
         elif kind == b"IDAT":
             if header[3] == PALETTE and palette is None:
                 raise _corrupt("no PLTE chunk before its image data")
