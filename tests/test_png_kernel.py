@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from edgecli.decode.gpu import png as gpu_png
+from edgecli.decode.png_layout import COLOUR_TYPES, PALETTE, PngLayout, read_layout, row_bytes
 from edgecli.png import PNG_SIGNATURE
 
 from . import cuda_host
@@ -25,7 +26,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_frames"
 POISONS = (0xA5, 0x5A)  # no pixel equals both, so an unwritten one fails one of the two runs
 TAIL = 64  # poisoned bytes after each output buffer
 # Every (colour type, bit depth) the PNG specification allows.
-LAYOUTS = [(t, d) for t, depths in gpu_png.DEPTHS.items() for d in depths]
+LAYOUTS = [(t, d) for t, (_, _, depths) in COLOUR_TYPES.items() for d in depths]
 # (height, width): one pixel, one row, one column, and sizes over several strips of 32 rows
 # and several periods of 32 units, none a multiple of either.
 SIZES = [(1, 1), (1, 9), (9, 1), (2, 2), (7, 3), (33, 17), (1, 255), (255, 1), (70, 45)]
@@ -106,7 +107,7 @@ def filter_rows(raw: np.ndarray, bpp: int, filters: list[int]) -> bytes:
 
 def encode(raw: np.ndarray, width: int, color_type: int, depth: int, filters, **chunks) -> bytes:
     """A PNG of raw scanlines (H, row_bytes) with the filter of each row chosen."""
-    bpp = max(1, gpu_png.CHANNELS[color_type] * depth // 8)
+    bpp = max(1, COLOUR_TYPES[color_type][1] * depth // 8)
     inflated = filter_rows(raw, bpp, list(filters))
     return png_file(width, raw.shape[0], color_type, depth, inflated, **chunks)
 
@@ -135,48 +136,17 @@ def exif_chunk(orientation: int, byte_order: str) -> bytes:
     return chunk(b"eXIf", tiff)
 
 
-def exif_orientation(body: bytes) -> int:
-    """The orientation an eXIf chunk's IFD0 holds (1 where it holds none)."""
-    e = ">" if body[:2] == b"MM" else "<"
-    (ifd,) = struct.unpack_from(f"{e}I", body, 4)
-    (entries,) = struct.unpack_from(f"{e}H", body, ifd)
-    for i in range(entries):
-        tag, _, _, value = struct.unpack_from(f"{e}HHIH", body, ifd + 2 + 12 * i)
-        if tag == 0x0112:
-            return value
-    return 1
-
-
 @dataclass
 class Parsed:
-    width: int
-    height: int
-    depth: int
-    color_type: int
+    layout: PngLayout
     inflated: bytes
-    plte: bytes | None
-    orientation: int
 
 
 def parse(data: bytes) -> Parsed:
-    """A PNG's header, palette, inflated image data (its IDAT chunks joined, through zlib) and
-    EXIF orientation."""
-    position, idat, plte, orientation = len(PNG_SIGNATURE), [], None, 1
-    while position < len(data):
-        length, kind = struct.unpack_from(">I4s", data, position)
-        body = data[position + 8 : position + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color_type, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert interlace == 0, "an interlaced PNG"
-        elif kind == b"PLTE":
-            plte = body
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"eXIf":
-            orientation = exif_orientation(body)
-        position += 12 + length
-    inflated = zlib.decompress(b"".join(idat))
-    return Parsed(width, height, depth, color_type, inflated, plte, orientation)
+    """A PNG's layout (edgecli's reading of its chunks) and its image data inflated by zlib."""
+    layout = read_layout(data)
+    assert not layout.interlaced, "an interlaced PNG"
+    return Parsed(layout, zlib.decompress(layout.stream(data)))
 
 
 def imdecode(data: bytes) -> np.ndarray | None:
@@ -199,16 +169,16 @@ def decode(backend: Backend, files: list[bytes], *, warps: int = gpu_png.WARPS,
     images' data (so nothing relies on them being packed): the same from each poisoned output
     buffer, nothing written past any buffer's end or into the gaps between images' data."""
     parsed = [parse(f) for f in files]
-    first = parsed[0]
+    first = parsed[0].layout
     n, height, width = len(files), first.height, first.width
-    stride = len(first.inflated) + stride_extra
+    stride = len(parsed[0].inflated) + stride_extra
     spans = [(i * stride, i * stride + len(p.inflated)) for i, p in enumerate(parsed)]
     data_host = np.full(n * stride + TAIL, 0x3C, np.uint8)
     for (start, end), p in zip(spans, parsed, strict=True):
         data_host[start:end] = np.frombuffer(p.inflated, np.uint8)
     palettes = None
-    if first.color_type == gpu_png.PALETTE:
-        palettes = backend.upload(np.stack([gpu_png.palette_table(p.plte) for p in parsed]))
+    if first.colour_type == PALETTE:
+        palettes = backend.upload(np.stack([p.layout.palette_table() for p in parsed]))
     if backend.xp is np:
         backend.kernel.order = backend.order
     frame_bytes = n * height * width * 3
@@ -220,8 +190,8 @@ def decode(backend: Backend, files: list[bytes], *, warps: int = gpu_png.WARPS,
         out = out_buffer[:frame_bytes].reshape(shape)
         status = backend.upload(np.full(n, -1, np.int32))
         gpu_png.launch_png_to_bgr(
-            backend.kernel, data, stride, out, status, color_type=first.color_type,
-            depth=first.depth, palettes=palettes, orientation=first.orientation, warps=warps,
+            backend.kernel, data, stride, out, status, color_type=first.colour_type,
+            depth=first.bit_depth, palettes=palettes, orientation=first.orientation, warps=warps,
         )  # fmt: skip
         assert (backend.download(out_buffer)[frame_bytes:] == poison).all(), "written past"
         after = backend.download(data)
@@ -252,13 +222,13 @@ def assert_as_cv2(backend: Backend, files: list[bytes], **options) -> Decoded:
 def raw_rows(rng, height: int, width: int, color_type: int, depth: int) -> np.ndarray:
     """Random scanlines (H, row_bytes), padding bits and palette indices past the palette
     included."""
-    return rng.integers(0, 256, (height, gpu_png.row_bytes(width, color_type, depth)), np.uint8)
+    return rng.integers(0, 256, (height, row_bytes(width, color_type, depth)), np.uint8)
 
 
 def palette_chunks(rng, color_type: int, depth: int) -> dict:
     """For a palette image, a PLTE shorter than the indices reach (so some are past its end)
     and a tRNS shorter than the PLTE; nothing for the others."""
-    if color_type != gpu_png.PALETTE:
+    if color_type != PALETTE:
         return {}
     entries = max(1, (1 << depth) * 2 // 3)
     plte = rng.integers(0, 256, 3 * entries, np.uint8).tobytes()
@@ -372,7 +342,7 @@ def test_photos_written_by_pillow(backend, mode, tmp_path):
     converted.save(path, **options)
     data = path.read_bytes()
     if mode == "P-4bit":
-        assert parse(data).depth == 4
+        assert read_layout(data).bit_depth == 4
     assert_as_cv2(backend, [data])
 
 
@@ -428,7 +398,7 @@ def test_exif_orientation(backend, layout, orientation, byte_order, rng):
     files = []
     for where in ("before", "after"):
         filters = rng.integers(0, 5, height).tolist()
-        bpp = max(1, gpu_png.CHANNELS[layout[0]] * layout[1] // 8)
+        bpp = max(1, COLOUR_TYPES[layout[0]][1] * layout[1] // 8)
         inflated = filter_rows(raw_rows(rng, height, width, *layout), bpp, filters)
         exif = {where: exif_chunk(orientation, byte_order)}
         files.append(png_file(width, height, *layout, inflated, **palette_chunks(rng, *layout),
@@ -455,22 +425,11 @@ def test_ancillary_chunks_change_nothing(backend, layout, name, rng):
     frame without it."""
     raw = raw_rows(rng, 33, 40, *layout)
     filters = rng.integers(0, 5, 33).tolist()
-    inflated = filter_rows(raw, gpu_png.CHANNELS[layout[0]] * layout[1] // 8, filters)
+    inflated = filter_rows(raw, COLOUR_TYPES[layout[0]][1] * layout[1] // 8, filters)
     plain = png_file(40, 33, *layout, inflated)
     data = png_file(40, 33, *layout, inflated, before=ANCILLARY[name])
     decoded = assert_as_cv2(backend, [data])
     assert np.array_equal(decoded.frames[0], imdecode(plain))
-
-
-def test_palette_table():
-    """A PLTE becomes 256 RGB entries, zero past its own; a PLTE of no whole entries, or of
-    more than 256, is refused with its length."""
-    table = gpu_png.palette_table(bytes([1, 2, 3, 4, 5, 6]))
-    assert table.shape == (256, 3) and table[:2].tolist() == [[1, 2, 3], [4, 5, 6]]
-    assert not table[2:].any()
-    for plte in (b"", b"\x01\x02", bytes(771)):
-        with pytest.raises(ValueError, match=f"got {len(plte)} bytes"):
-            gpu_png.palette_table(plte)
 
 
 def launch_args(**changes) -> dict:

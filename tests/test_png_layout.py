@@ -262,3 +262,41 @@ def test_chunk_at_opencv_limit_is_read():
     data = encode_png(RGB, 2, 8, before=[chunk(b"zzZz", bytes(7_999_988))])
     assert gpu_reason(read_layout(data)) is None
     assert not cv2_refuses(data)
+
+
+def exif(orientation: int, order: str = "MM") -> bytes:
+    """An eXIf chunk whose IFD0 holds one entry, the orientation (one SHORT)."""
+    e = ">" if order == "MM" else "<"
+    tiff = order.encode() + struct.pack(f"{e}HIH", 42, 8, 1)
+    tiff += struct.pack(f"{e}HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(f"{e}I", 0)
+    return chunk(b"eXIf", tiff)
+
+
+@pytest.mark.parametrize("where", ("before", "after"))
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_the_exif_orientation_is_read_wherever_the_chunk_is(orientation, where):
+    """The eXIf chunk's orientation is the turn cv2 gives the frame, before or after the data."""
+    samples = np.arange(3 * 5 * 3, dtype=np.uint16).reshape(3, 5, 3) * 5
+    plain = encode_png(samples, 2, 8)
+    data = encode_png(samples, 2, 8, **{where: [exif(orientation, "II")]})
+    layout = read_layout(data)
+    assert layout.orientation == orientation and gpu_reason(layout) is None
+    upright = cv2.imdecode(np.frombuffer(plain, np.uint8), cv2.IMREAD_COLOR)
+    turned = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    expected = (5, 3) if orientation >= 5 else (3, 5)
+    assert turned.shape[:2] == expected
+    assert np.array_equal(turned, upright) == (orientation == 1)
+
+
+@pytest.mark.parametrize(
+    ("chunks_after", "reason"),
+    [
+        ([chunk(b"eXIf", b"XX*\0" + bytes(12))], "malformed EXIF"),
+        ([exif(6), exif(3)], "more than one eXIf chunk"),
+    ],
+)
+def test_an_unsure_exif_orientation_leaves_the_file_to_the_cpu(chunks_after, reason):
+    """A malformed eXIf chunk, or two, give a reason: the turn cv2 gives is not sure."""
+    data = encode_png(RGB, 2, 8, after=chunks_after)
+    layout = read_layout(data)
+    assert layout.orientation == 1 and gpu_reason(layout) == reason

@@ -7,7 +7,7 @@
 // bytes after the filter byte, which stays) and writes frame i to out + i * height * width * 3
 // (packed rows, as the edge kernel reads them), turned by the EXIF orientation (1 to 8) of the
 // files' eXIf chunk, which cv2 applies to PNGs as to JPEGs (so the frame is width x height for
-// orientations 5 to 8). Palettes: 256 RGB entries an image, entries
+// orientations 5 to 8). Palettes: 256 BGR entries an image, entries
 // past the file's PLTE zero; unused for other colour types. status[i]: 0, or PNG_BAD_FILTER
 // for an image with a filter byte past 4 (a corrupt file: its frame is incomplete, and the
 // CPU decodes the file for libpng's own error). edgecli/decode/gpu/png.py launches it.
@@ -149,7 +149,7 @@ __device__ __forceinline__ void expand_unit(
             const int v = (byte_of(raw, 0) >> (8 - layout.depth * (j + 1))) & mask;
             unsigned char* o = placed(frame, layout, x, y);
             if (layout.color_type == PNG_PALETTE) {
-                put_bgr(o, palette[3 * v + 2], palette[3 * v + 1], palette[3 * v]);
+                put_bgr(o, palette[3 * v], palette[3 * v + 1], palette[3 * v + 2]);
             } else {
                 const int level = v * (255 / mask);
                 put_bgr(o, level, level, level);
@@ -161,7 +161,7 @@ __device__ __forceinline__ void expand_unit(
     unsigned char* o = placed(frame, layout, u, y);
     if (layout.color_type == PNG_PALETTE) {
         const int v = byte_of(raw, 0);
-        put_bgr(o, palette[3 * v + 2], palette[3 * v + 1], palette[3 * v]);
+        put_bgr(o, palette[3 * v], palette[3 * v + 1], palette[3 * v + 2]);
     } else if (layout.color_type == PNG_GRAY || layout.color_type == PNG_GRAY_ALPHA) {
         const int level = byte_of(raw, 0);
         put_bgr(o, level, level, level);

@@ -181,7 +181,7 @@ def parse_header(data: bytes | bytearray | memoryview) -> JpegHeader | None:
     if any(c not in ids for c, _, _ in scan):
         return None  # JERR_BAD_COMPONENT_ID
     subsampling, sampling_reason = _subsampling(components)
-    orientation, exif_reason = _exif_orientation(mv, exif)
+    orientation, exif_reason = exif_orientation(mv, exif)
     reasons = [
         _SOF_REASONS[marker],
         f"{precision}-bit samples" if precision != 8 else None,
@@ -290,8 +290,9 @@ def _table_reason(components: list, scan: list, quant: set, huffman: set) -> str
     return None
 
 
-def _exif_orientation(mv: memoryview, blocks: list[tuple[int, int]]) -> tuple[int, str | None]:
-    """(orientation, "malformed EXIF" or None) from the TIFF data of the "Exif" APP1s.
+def exif_orientation(mv: memoryview, blocks: list[tuple[int, int]]) -> tuple[int, str | None]:
+    """(orientation, "malformed EXIF" or None) from the TIFF data of the "Exif" APP1s (of a
+    JPEG; of the eXIf chunk, for a PNG), ``blocks`` their (start, end) in ``mv``.
 
     As OpenCV's ExifReader reads them: blocks in turn, each one's IFD0 entries in turn until
     the first orientation entry (whose first 16-bit word of value it takes, 0 and 9.. leaving

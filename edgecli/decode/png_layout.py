@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..png import PNG_SIGNATURE
+from .jpeg_header import exif_orientation
 
 # Colour type -> (name, samples a pixel, the bit depths the PNG specification allows with it).
 COLOUR_TYPES = {
@@ -81,6 +82,9 @@ class PngLayout:
     ``window_size`` is the zlib header's window (0 where the stream is shorter than its
     header): libpng refuses a distance past it where it reaches back before the current call
     of inflate, so a decoder that accepts it may give a frame where libpng gives none.
+    ``orientation`` is the EXIF orientation of the eXIf chunk (1 to 8; 1 without one), which
+    cv2 applies to a PNG as to a JPEG, wherever the chunk is; ``exif_reason`` says why that
+    is not sure ("malformed EXIF", more than one eXIf chunk), else None.
     """
 
     width: int
@@ -94,6 +98,8 @@ class PngLayout:
     window_size: int
     animated: bool
     opencv_refuses: str | None  # a chunk before the image data that OpenCV's reader refuses
+    orientation: int = 1
+    exif_reason: str | None = None
 
     @property
     def channels(self) -> int:
@@ -111,14 +117,14 @@ class PngLayout:
     @property
     def row_bytes(self) -> int:
         """Bytes of one scanline of a non-interlaced image, less its filter byte."""
-        return (self.width * self.bits_per_pixel + 7) // 8
+        return row_bytes(self.width, self.colour_type, self.bit_depth)
 
     @property
     def inflated_size(self) -> int:
         """Bytes of the unfiltered image data, filter bytes included: what the stream must
         inflate to at least (libpng ignores the rest, with a warning)."""
         if not self.interlaced:
-            return self.height * (1 + self.row_bytes)
+            return image_bytes(self.width, self.height, self.colour_type, self.bit_depth)
         total = 0
         for y0, x0, dy, dx in ADAM7:
             rows = (self.height - y0 + dy - 1) // dy
@@ -155,6 +161,28 @@ class PngLayout:
         return table
 
 
+def check_colour(colour_type: int, bit_depth: int) -> None:
+    """ValueError naming the pair where the PNG specification has no such colour type and
+    bit depth (a launch's argument check; a file's IHDR gets :class:`PngDamage`)."""
+    if colour_type not in COLOUR_TYPES:
+        raise ValueError(f"PNG colour type must be one of {sorted(COLOUR_TYPES)}, "
+                         f"got {colour_type!r}")  # fmt: skip
+    depths = COLOUR_TYPES[colour_type][2]
+    if bit_depth not in depths:
+        raise ValueError(f"PNG colour type {colour_type} has bit depths {depths}, "
+                         f"got {bit_depth!r}")  # fmt: skip
+
+
+def row_bytes(width: int, colour_type: int, bit_depth: int) -> int:
+    """Bytes of one scanline ``width`` pixels wide, less its filter byte."""
+    return (width * COLOUR_TYPES[colour_type][1] * bit_depth + 7) // 8
+
+
+def image_bytes(width: int, height: int, colour_type: int, bit_depth: int) -> int:
+    """Bytes of a non-interlaced image's inflated data: a filter byte and a scanline a row."""
+    return height * (1 + row_bytes(width, colour_type, bit_depth))
+
+
 def read_layout(data: bytes) -> PngLayout:
     """The layout of the PNG file ``data``, or :class:`PngDamage` saying why no decoder may
     decode it: the file is cut short, a critical chunk fails its CRC check, or its IHDR,
@@ -174,6 +202,7 @@ def read_layout(data: bytes) -> PngLayout:
     idat: list[tuple[int, int]] = []
     idat_ended = idat_apart = animated = False
     opencv_refuses = None
+    exif: list[tuple[int, int]] = []  # the eXIf chunks' data, (start, end)
     while position + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, position)
         name = kind.decode("latin-1")
@@ -208,6 +237,9 @@ def read_layout(data: bytes) -> PngLayout:
                 raise _corrupt("no IDAT chunk")
             window = _window_size(data, idat)
             width, height, bit_depth, colour_type, interlace = header
+            orientation, exif_reason = exif_orientation(view, exif)
+            if len(exif) > 1:
+                orientation, exif_reason = 1, "more than one eXIf chunk"
             return PngLayout(
                 width=width,
                 height=height,
@@ -220,6 +252,8 @@ def read_layout(data: bytes) -> PngLayout:
                 window_size=window,
                 animated=animated,
                 opencv_refuses=opencv_refuses,
+                orientation=orientation,
+                exif_reason=exif_reason,
             )
         elif not idat:  # an ancillary chunk before the image data
             animated |= kind in (b"acTL", b"fcTL")  # an fcTL alone too: cv2 checks its frame
@@ -227,6 +261,8 @@ def read_layout(data: bytes) -> PngLayout:
                 opencv_refuses = f"a bKGD chunk of {length} bytes"
             elif length > OPENCV_MAX_CHUNK and kind not in (b"tEXt", b"tRNS", b"fdAT"):
                 opencv_refuses = f"a {name} chunk of {length} bytes"
+        if kind == b"eXIf":
+            exif.append((position + 8, end - 4))
         if idat and kind != b"IDAT":
             idat_ended = True
         position = end
@@ -321,4 +357,4 @@ def gpu_reason(layout: PngLayout) -> str | None:
         return f"{layout.opencv_refuses}, which OpenCV's reader refuses"
     if max(layout.width, layout.height) > LIBPNG_MAX_DIMENSION:
         return f"over libpng's limit of {LIBPNG_MAX_DIMENSION} pixels a side"
-    return None
+    return layout.exif_reason

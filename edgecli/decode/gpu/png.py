@@ -17,6 +17,8 @@ from functools import cache
 
 import numpy as np
 
+from ..png_layout import PALETTE, check_colour, image_bytes
+
 PNG_FILE = "png.cu"
 KERNEL = "png_unfilter_to_bgr"
 # png.cu's PNG_WARPS: the most warps a block (one image) has shared tiles for, and the warps a
@@ -24,12 +26,6 @@ KERNEL = "png_unfilter_to_bgr"
 WARPS = 4
 # A status of png.cu's: the image has a filter byte past 4 (a corrupt file).
 BAD_FILTER = 1
-
-# The bit depths the PNG specification allows for each colour type (section 11.2.2), and the
-# samples a pixel of each has.
-DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
-CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
-PALETTE = 3  # the colour type whose pixels are palette indices
 
 _lock = threading.Lock()
 
@@ -53,37 +49,6 @@ def kernel(device: int):
         return _kernel(device)
 
 
-def check_layout(color_type: int, depth: int) -> None:
-    """ValueError naming the pair where the PNG specification has no such colour type and
-    bit depth."""
-    if color_type not in DEPTHS:
-        raise ValueError(f"PNG colour type must be one of {sorted(DEPTHS)}, got {color_type!r}")
-    if depth not in DEPTHS[color_type]:
-        raise ValueError(
-            f"PNG colour type {color_type} has bit depths {DEPTHS[color_type]}, got {depth!r}"
-        )
-
-
-def row_bytes(width: int, color_type: int, depth: int) -> int:
-    """Bytes of one scanline after its filter byte."""
-    return -(-width * CHANNELS[color_type] * depth // 8)
-
-
-def image_bytes(width: int, height: int, color_type: int, depth: int) -> int:
-    """Bytes of one image's inflated data: a filter byte and a scanline a row."""
-    return height * (1 + row_bytes(width, color_type, depth))
-
-
-def palette_table(plte: bytes) -> np.ndarray:
-    """A PLTE chunk's entries as the kernel reads them: (256, 3) RGB, zero past the file's
-    entries (which is what libpng, so cv2, shows for an index past them)."""
-    if len(plte) % 3 or not 3 <= len(plte) <= 768:
-        raise ValueError(f"a PLTE chunk holds 1 to 256 RGB entries, got {len(plte)} bytes")
-    table = np.zeros((256, 3), np.uint8)
-    table.flat[: len(plte)] = np.frombuffer(plte, np.uint8)
-    return table
-
-
 def launch_png_to_bgr(
     function,
     data,
@@ -103,11 +68,12 @@ def launch_png_to_bgr(
     from their inflated data ``data`` (uint8, image i at ``i * image_stride``), which the kernel
     unfilters in place. ``orientation``: the files' EXIF orientation (their eXIf chunk's; 1 to
     8), which turns the frames as cv2 turns them; ``out`` is (N, W, H, 3) for 5 to 8.
-    ``palettes``: (N, 256, 3) uint8 (:func:`palette_table`) for palette images, else None.
+    ``palettes``: (N, 256, 3) uint8 BGR (``PngLayout.palette_table``) for palette images,
+    else None.
     ``status`` (N,) int32 gets 0 for each image decoded, or :data:`BAD_FILTER` for one with a
     corrupt filter byte (its frame is then incomplete). ``warps``: warps an image, 1 to
     :data:`WARPS`."""
-    check_layout(color_type, depth)
+    check_colour(color_type, depth)
     if out.dtype != np.uint8 or out.ndim != 4 or out.shape[3] != 3 or not out.flags.c_contiguous:
         raise ValueError(f"out must be contiguous uint8 (N, H, W, 3), got {out.dtype} {out.shape}")
     if orientation not in range(1, 9):
