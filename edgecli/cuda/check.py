@@ -1,7 +1,7 @@
 """``make kernel-check``: compile every variant of ``edges.cu``, and ``deflate.cu``,
-``decode.cu`` and ``png.cu``, for every architecture in :data:`edgecli.cuda.kernel.CHECK_ARCHS`
-through NVRTC, on a machine without a GPU, and fail on any error or register spill
-(``python -m edgecli.cuda.check --check``).
+``decode.cu``, ``png.cu`` and ``inflate.cu``, for every architecture in
+:data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on
+any error or register spill (``python -m edgecli.cuda.check --check``).
 
 NVRTC is loaded by path from NVIDIA's wheels (the ``kernel-check`` extra: CUDA 12's, the last to
 compile for Volta, and CUDA 13's), through ctypes: no CuPy, no GPU.
@@ -73,7 +73,7 @@ class Nvrtc:
 
 # The CUDA files without variants, compiled for every architecture too, with the options
 # edgecli.cuda.build.load_kernels compiles them with at run time.
-OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu")
+OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu", "inflate.cu")
 
 # The libraries' places in NVIDIA's wheels (site-packages/nvidia/...).
 NVRTC_WHEEL_PATHS = {12: "cuda_nvrtc/lib/libnvrtc.so.12", 13: "cu13/lib/libnvrtc.so.13"}

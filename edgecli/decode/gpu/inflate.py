@@ -1,0 +1,163 @@
+"""``inflate.cu``: a batch of zlib streams inflated on the GPU, launched on CuPy streams.
+
+A PNG's image data is one zlib stream whose inflated size its header gives, so each stream is
+inflated into a range of one output buffer of exactly that size, and comes back with a status:
+:data:`OK` where its bytes are exactly zlib's, else why not (:data:`STATUSES`). A stream whose
+status is not OK is decoded again on the CPU, which then gives the CPU's image or error; the
+statuses in :data:`CPU_DECIDES` are those where zlib's verdict hangs on how libpng feeds it.
+
+CuPy is imported only to load and time the kernel: tests/cuda_host.py stands a host build of
+the kernel in for it, so :func:`launch_inflate` runs on the CPU, arguments and all.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+
+INFLATE_FILE = "inflate.cu"
+KERNEL = "inflate_zlib"
+THREADS = 64  # inflate.cu's INFLATE_THREADS: two warps, a decoder and a writer
+# A stream's input and output must each be at most this (inflate.cu's positions are 32-bit);
+# a larger one comes back with status bad_range, for the CPU.
+MAX_STREAM_BYTES = 0x7FFFFFFF
+
+
+class Status(NamedTuple):
+    name: str
+    reason: str
+
+
+# inflate.cu's statuses, by code: zlib's own message where zlib has one.
+STATUSES = {
+    0: Status("ok", "inflated"),
+    1: Status("truncated", "the zlib stream is truncated"),
+    2: Status("header_check", "incorrect header check"),
+    3: Status("header_method", "unknown compression method"),
+    4: Status("header_window", "invalid window size"),
+    5: Status("header_dictionary", "the stream needs a preset dictionary"),
+    6: Status("block_type", "invalid block type"),
+    7: Status("stored_length", "invalid stored block lengths"),
+    8: Status("too_many_codes", "too many length or distance symbols"),
+    9: Status("code_lengths_set", "invalid code lengths set"),
+    10: Status("length_repeat", "invalid bit length repeat"),
+    11: Status("missing_end_of_block", "invalid code -- missing end-of-block"),
+    12: Status("litlen_set", "invalid literal/lengths set"),
+    13: Status("distance_set", "invalid distances set"),
+    14: Status("litlen_code", "invalid literal/length code"),
+    15: Status("distance_code", "invalid distance code"),
+    16: Status("distance_too_far", "invalid distance too far back"),
+    17: Status("adler", "incorrect data check (Adler-32)"),
+    18: Status("bad_range", "the stream's offsets run backwards or its size is 2 GiB or more"),
+    19: Status("beyond_window", "a distance beyond the window the zlib header names"),
+    20: Status("output_long", "more data than the image needs"),
+    21: Status("output_short", "less data than the image needs"),
+    22: Status("trailing", "data after the end of the zlib stream"),
+}
+OK = 0
+# Where zlib may accept the stream or not, as its caller feeds it: libpng inflates row by row
+# with the window the header names, and may warn and go on where data is missing or left over.
+CPU_DECIDES = frozenset({19, 20, 21, 22})
+
+_lock = threading.Lock()
+
+
+@cache
+def _module(device: int):
+    import cupy
+
+    from ...cuda.build import compute_capability, load_kernels
+
+    major, minor = compute_capability(device)
+    with cupy.cuda.Device(device):
+        (function,), _ = load_kernels(INFLATE_FILE, (KERNEL,), (), 10 * major + minor)
+    return function
+
+
+def module(device: int):
+    """inflate.cu's kernel on ``device``: compiled once a machine (the kernel cache), loaded once
+    a process, whichever thread asks first."""
+    with _lock:
+        return _module(device)
+
+
+def reason(status: int) -> str:
+    """The reason a stream's ``status`` gives, as a message names it."""
+    known = STATUSES.get(int(status))
+    return known.reason if known else f"unknown inflate status {int(status)}"
+
+
+def offsets(sizes) -> np.ndarray:
+    """The n + 1 start offsets (uint64) of n ranges of ``sizes`` bytes laid end to end."""
+    starts = np.zeros(len(sizes) + 1, np.uint64)
+    np.cumsum(np.asarray(sizes, np.uint64), out=starts[1:])
+    return starts
+
+
+def launch_inflate(kernel, src, src_start, dst, dst_start, status, *, stream=None) -> None:
+    """Enqueue the inflation of n zlib streams: stream i is ``src[src_start[i]:src_start[i + 1]]``
+    and must inflate to exactly ``dst[dst_start[i]:dst_start[i + 1]]``, which it writes (and
+    nothing else); ``status[i]`` (int32) becomes :data:`OK` or another of :data:`STATUSES`.
+    ``kernel`` is :func:`module`'s (or a host build's); the buffers are device arrays (uint8,
+    uint64 offsets of n + 1 entries each). Asynchronous on ``stream``."""
+    n = status.shape[0]
+    if (
+        src_start.shape != (n + 1,)
+        or dst_start.shape != (n + 1,)
+        or src_start.dtype != np.uint64
+        or dst_start.dtype != np.uint64
+        or status.dtype != np.int32
+        or src.dtype != np.uint8
+        or dst.dtype != np.uint8
+    ):
+        raise ValueError(
+            f"inflate buffers do not fit {n} streams: offsets {src_start.shape} "
+            f"{src_start.dtype} and {dst_start.shape} {dst_start.dtype}, status {status.dtype}, "
+            f"src {src.dtype}, dst {dst.dtype}"
+        )
+    if n == 0:
+        return
+    kernel((n,), (THREADS,), (src, src_start, dst, dst_start, status, np.uint32(n)), stream=stream)
+
+
+def pack_streams(streams) -> tuple[np.ndarray, np.ndarray]:
+    """The zlib ``streams`` (bytes-like) end to end in one uint8 array, and their n + 1 start
+    offsets: :func:`launch_inflate`'s ``src`` and ``src_start``."""
+    starts = offsets([len(s) for s in streams])
+    packed = np.frombuffer(b"".join(bytes(s) for s in streams), np.uint8)
+    return packed, starts
+
+
+def time_inflate(device: int, streams, sizes, *, repeats: int = 5) -> float:
+    """Seconds one launch over the zlib ``streams`` (inflating to ``sizes`` bytes each) takes on
+    ``device``, the median of ``repeats`` timed between device events after one warm-up; for
+    benchmarks. ValueError where a stream does not inflate to its size."""
+    import cupy
+
+    kernel = module(device)
+    src, src_start = pack_streams(streams)
+    dst_start = offsets(sizes)
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:  # the copies on the launch's own stream, so it waits for them
+            args = [cupy.asarray(a) for a in (src, src_start)]
+            dst = cupy.empty(int(dst_start[-1]), np.uint8)
+            dst_start_dev = cupy.asarray(dst_start)
+            status = cupy.empty(len(sizes), np.int32)
+        launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
+        failed = np.flatnonzero(status.get(stream=stream) != OK)
+        if failed.size:
+            i = int(failed[0])
+            raise ValueError(f"stream {i} did not inflate: {reason(status[i].get())}")
+        elapsed = []
+        for _ in range(repeats):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
+            end.record(stream)
+            end.synchronize()
+            elapsed.append(cupy.cuda.get_elapsed_time(start, end) / 1000)
+    return float(np.median(elapsed))
