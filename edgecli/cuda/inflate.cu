@@ -42,7 +42,7 @@
 
 #define INFLATE_THREADS 64
 #define INFLATE_QUEUE 128 /* symbols a round */
-#define INFLATE_RING 2048 /* input bytes staged in shared memory (a power of two) */
+#define INFLATE_RING_WORDS 512 /* 32-bit words of input staged in shared memory (2^k) */
 #define INFLATE_WINDOW 32768
 #define INFLATE_LITLEN_BITS 10
 #define INFLATE_DIST_BITS 8
@@ -110,7 +110,7 @@ struct inflate_shared {
     unsigned dist[1 << INFLATE_DIST_BITS];
     unsigned codelen[1 << INFLATE_CODELEN_BITS];
     unsigned queue[2][2 * INFLATE_QUEUE];  // two words an entry
-    unsigned char ring[INFLATE_RING];
+    unsigned ring[INFLATE_RING_WORDS];  // input word w at w % INFLATE_RING_WORDS
     unsigned char lens[INFLATE_MAX_LENS];
     unsigned short codes[INFLATE_MAX_LENS];  // a table build's canonical code of each symbol
     unsigned short litlen_count[INFLATE_MAX_BITS + 1], dist_count[INFLATE_MAX_BITS + 1];
@@ -218,51 +218,77 @@ __device__ __forceinline__ static int inflate_slow(unsigned long long bits,
     return -1;
 }
 
-// Warp 0's decoding state, the same in every lane.
+// Warp 0's decoding state, the same in every lane. Input is read in aligned 32-bit words (the
+// stream's bytes 4w to 4w + 3, zeros past its end), so a refill is one shift: the next word is
+// fetched as the previous one enters bitbuf, and its latency stays off the decoding path.
 struct inflate_decoder {
     const unsigned char* src;
     unsigned long long bitbuf;  // bits not yet consumed, the next one lowest
-    unsigned bitcnt;            // how many of bitbuf's bits are input (the rest are zeros)
-    unsigned in_pos;            // the next input byte to load into bitbuf
-    unsigned in_len;
-    unsigned ring_begin;        // the ring holds input [ring_begin, ring_end)
+    unsigned bitcnt;            // how many bits bitbuf holds (input or zeros past its end)
+    unsigned left;              // input bits not yet consumed: the stream's end
+    unsigned wpos;              // the word that enters bitbuf next
+    unsigned next;              // that word, already fetched
+    unsigned in_len;            // bytes
+    unsigned ring_begin;        // the ring holds words [ring_begin, ring_end)
     unsigned ring_end;
-    unsigned out_pos;           // output bytes queued so far
+    unsigned out_pos;  // output bytes queued so far
     unsigned out_size;
-    unsigned window;            // the header's window size
+    unsigned window;  // the header's window size
     int state;
     int status;
     bool last;
     bool fixed;  // the tables hold the fixed codes
 };
 
-__device__ __forceinline__ static unsigned inflate_byte(const inflate_shared& s,
-                                                        const inflate_decoder& d,
-                                                        unsigned pos) {
-    return pos - d.ring_begin < d.ring_end - d.ring_begin ? s.ring[pos & (INFLATE_RING - 1)]
-                                                          : d.src[pos];
+// Word w of the input from global memory, zeros past the end.
+__device__ static unsigned inflate_global_word(const unsigned char* src, unsigned len,
+                                               unsigned w) {
+    unsigned word = 0;
+    for (unsigned i = 0; i < 4; ++i)
+        if (4 * w + i < len) word |= unsigned(src[4 * w + i]) << (8 * i);
+    return word;
 }
 
-// Tops bitbuf up to at least 57 bits, or with all the input there is.
+// Word w of the input: from the ring, or where the ring does not hold it from global memory.
+__device__ __forceinline__ static unsigned inflate_word(const inflate_shared& s,
+                                                        const inflate_decoder& d, unsigned w) {
+    if (w - d.ring_begin < d.ring_end - d.ring_begin)
+        return s.ring[w & (INFLATE_RING_WORDS - 1)];
+    return inflate_global_word(d.src, d.in_len, w);
+}
+
+// At least 33 bits in bitbuf: each read of up to 32 bits follows one of these.
 __device__ __forceinline__ static void inflate_refill(const inflate_shared& s,
                                                       inflate_decoder& d) {
-    while (d.bitcnt <= 56 && d.in_pos < d.in_len) {
-        d.bitbuf |= (unsigned long long)inflate_byte(s, d, d.in_pos) << d.bitcnt;
-        d.bitcnt += 8;
-        ++d.in_pos;
+    if (d.bitcnt <= 32) {
+        d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
+        d.bitcnt += 32;
+        d.next = inflate_word(s, d, ++d.wpos);
     }
+}
+
+// Reading starts over at input byte `pos` (after a stored block).
+__device__ static void inflate_restart(const inflate_shared& s, inflate_decoder& d,
+                                       unsigned pos) {
+    const unsigned skip = (pos & 3) * 8;
+    d.wpos = pos / 4;
+    d.bitbuf = inflate_word(s, d, d.wpos) >> skip;
+    d.bitcnt = 32 - skip;
+    d.next = inflate_word(s, d, ++d.wpos);
 }
 
 __device__ __forceinline__ static unsigned inflate_peek(const inflate_decoder& d, unsigned n) {
     return unsigned(d.bitbuf & ((1ull << n) - 1));
 }
 
-// Consumes n bits (at most 48), or fails the stream as truncated where it has fewer.
+// Consumes n bits (at most 32, after a refill), or fails the stream as truncated where it has
+// fewer left.
 __device__ __forceinline__ static bool inflate_take(inflate_decoder& d, unsigned n) {
-    if (n > d.bitcnt) {
+    if (n > d.left) {
         d.status = INFLATE_TRUNCATED;
         return false;
     }
+    d.left -= n;
     d.bitbuf >>= n;
     d.bitcnt -= n;
     return true;
@@ -309,11 +335,10 @@ __device__ static void inflate_fixed_tables(inflate_shared& s, unsigned lane) {
 __device__ static bool inflate_dynamic_tables(inflate_shared& s, inflate_decoder& d,
                                               unsigned lane) {
     inflate_refill(s, d);
-    if (d.bitcnt < 14) return inflate_take(d, 14);
     const unsigned nlen = 257 + inflate_peek(d, 5);
     const unsigned ndist = 1 + ((d.bitbuf >> 5) & 31);
     const unsigned ncode = 4 + ((d.bitbuf >> 10) & 15);
-    inflate_take(d, 14);
+    if (!inflate_take(d, 14)) return false;
     if (nlen > 286 || ndist > 30) {
         inflate_fail(d, INFLATE_TOO_MANY_CODES);
         return false;
@@ -391,47 +416,45 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
                                        int& queued, unsigned lane) {
     inflate_refill(s, d);
     if (d.state == INFLATE_AT_HEADER) {
-        if (d.bitcnt < 16) return inflate_take(d, 16);
         const unsigned cmf = inflate_peek(d, 8), flg = (d.bitbuf >> 8) & 255;
+        if (!inflate_take(d, 16)) return false;
         if ((cmf * 256 + flg) % 31 != 0) inflate_fail(d, INFLATE_HEADER_CHECK);
         else if ((cmf & 15) != 8) inflate_fail(d, INFLATE_HEADER_METHOD);
         else if ((cmf >> 4) > 7) inflate_fail(d, INFLATE_HEADER_WINDOW);
         else if (flg & 0x20) inflate_fail(d, INFLATE_HEADER_DICTIONARY);
         if (d.status != INFLATE_OK) return false;
         d.window = 256u << (cmf >> 4);
-        inflate_take(d, 16);
         d.state = INFLATE_AT_BLOCK;
         return true;
     }
     if (d.state == INFLATE_AT_TRAILER) {
-        inflate_take(d, d.bitcnt & 7);  // to a byte boundary: bits come in whole bytes
-        if (d.bitcnt < 32) return inflate_take(d, 32);
+        inflate_take(d, d.left & 7);  // to a byte boundary: the input is whole bytes
+        inflate_refill(s, d);
         const unsigned b = unsigned(d.bitbuf);
         const unsigned adler = (b << 24) | ((b & 0xff00) << 8) | ((b >> 8) & 0xff00) | (b >> 24);
-        inflate_take(d, 32);
+        if (!inflate_take(d, 32)) return false;
         if (lane == 0) s.adler_expected = adler;
         if (d.out_pos < d.out_size) inflate_fail(d, INFLATE_OUTPUT_SHORT);
-        else if (d.bitcnt != 0 || d.in_pos != d.in_len) inflate_fail(d, INFLATE_TRAILING);
+        else if (d.left != 0) inflate_fail(d, INFLATE_TRAILING);
         d.state = INFLATE_DONE;
         return false;
     }
     // A block's header.
-    if (d.bitcnt < 3) return inflate_take(d, 3);
     const unsigned head = inflate_peek(d, 3);
-    inflate_take(d, 3);
+    if (!inflate_take(d, 3)) return false;
     d.last = head & 1;
     const unsigned type = head >> 1;
     if (type == 0) {  // stored: LEN, NLEN from the next byte boundary, then LEN bytes
-        inflate_take(d, d.bitcnt & 7);
-        if (d.bitcnt < 32) return inflate_take(d, 32);
+        inflate_take(d, d.left & 7);
+        inflate_refill(s, d);
         const unsigned len = inflate_peek(d, 16), nlen = (d.bitbuf >> 16) & 0xffff;
-        inflate_take(d, 32);
+        if (!inflate_take(d, 32)) return false;
         if (len != (nlen ^ 0xffff)) {
             inflate_fail(d, INFLATE_STORED_LENGTH);
             return false;
         }
-        const unsigned start = d.in_pos - d.bitcnt / 8;  // bytes in bitbuf are the block's
-        if (len > d.in_len - start) {
+        const unsigned start = d.in_len - d.left / 8;
+        if (len > d.left / 8) {
             inflate_fail(d, INFLATE_TRUNCATED);
             return false;
         }
@@ -445,9 +468,8 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
             ++queued;
         }
         d.out_pos += len;
-        d.in_pos = start + len;
-        d.bitbuf = 0;
-        d.bitcnt = 0;
+        d.left -= 8 * len;
+        inflate_restart(s, d, start + len);
         d.state = d.last ? INFLATE_AT_TRAILER : INFLATE_AT_BLOCK;
         return true;
     }
@@ -470,13 +492,14 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
 // the ring runs short, or the stream ends. How many were queued.
 __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d,
                                            unsigned* queue, unsigned lane) {
-    // The ring moves on to [in_pos, in_pos + INFLATE_RING): what it held of that stays, the rest
-    // is loaded into the slots of input before in_pos, which bitbuf already holds.
-    const unsigned end = min(d.in_len, d.in_pos + INFLATE_RING);
-    const unsigned kept = d.in_pos <= d.ring_end ? d.ring_end : d.in_pos;
-    for (unsigned pos = kept + lane; pos < end; pos += 32)
-        s.ring[pos & (INFLATE_RING - 1)] = d.src[pos];
-    d.ring_begin = d.in_pos;
+    // The ring moves on to the words [wpos, wpos + INFLATE_RING_WORDS): what it held of them
+    // stays, the rest is loaded into the slots of words before wpos, which bitbuf has taken.
+    const unsigned words = (d.in_len + 3) / 4;
+    const unsigned end = min(words, d.wpos + INFLATE_RING_WORDS);
+    const unsigned kept = d.wpos <= d.ring_end ? d.ring_end : d.wpos;
+    for (unsigned w = kept + lane; w < end; w += 32)
+        s.ring[w & (INFLATE_RING_WORDS - 1)] = inflate_global_word(d.src, d.in_len, w);
+    d.ring_begin = d.wpos;
     d.ring_end = end;
     __syncwarp();
     int queued = 0;
@@ -485,7 +508,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
             if (!inflate_headers(s, d, queue, queued, lane)) break;
             continue;
         }
-        if (d.in_pos + 8 > d.ring_end && d.ring_end < d.in_len) break;  // refill first
+        if (d.wpos + 2 > d.ring_end && d.ring_end < words) break;  // refill the ring first
         inflate_refill(s, d);
         const unsigned entry = inflate_decode(d, s.litlen, INFLATE_LITLEN_BITS, s.litlen_count,
                                               s.litlen_sorted, INFLATE_ALPHABET_LITLEN);
@@ -513,6 +536,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
         const unsigned length_extra = (entry >> 4) & 15;
         const unsigned length = (entry >> 16) + inflate_peek(d, length_extra);
         if (!inflate_take(d, length_extra)) break;
+        inflate_refill(s, d);
         const unsigned code = inflate_decode(d, s.dist, INFLATE_DIST_BITS, s.dist_count,
                                              s.dist_sorted, INFLATE_ALPHABET_DIST);
         if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
@@ -612,9 +636,9 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const unsigned long long in_begin = src_start[stream], in_end = src_start[stream + 1];
     const unsigned long long out_begin = dst_start[stream], out_end = dst_start[stream + 1];
-    // Offsets must run forward and a stream's sizes fit 31 bits (positions are 32-bit): else
-    // the stream is refused whole, before anything is written.
-    if (in_end < in_begin || out_end < out_begin || in_end - in_begin > 0x7fffffffull ||
+    // Offsets must run forward, and a stream's input bits and output bytes fit 31 bits (they
+    // are counted in 32): else the stream is refused whole, before anything is written.
+    if (in_end < in_begin || out_end < out_begin || in_end - in_begin > 0x0fffffffull ||
         out_end - out_begin > 0x7fffffffull) {
         if (threadIdx.x == 0) status[stream] = INFLATE_BAD_RANGE;
         return;
@@ -625,12 +649,11 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
 
     inflate_decoder d;
     d.src = in;
-    d.bitbuf = 0;
-    d.bitcnt = 0;
-    d.in_pos = 0;
     d.in_len = unsigned(in_end - in_begin);
+    d.left = 8 * d.in_len;
     d.ring_begin = 0;
     d.ring_end = 0;
+    inflate_restart(s, d, 0);
     d.out_pos = 0;
     d.out_size = out_size;
     d.window = 0;

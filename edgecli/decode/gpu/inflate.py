@@ -21,9 +21,10 @@ import numpy as np
 INFLATE_FILE = "inflate.cu"
 KERNEL = "inflate_zlib"
 THREADS = 64  # inflate.cu's INFLATE_THREADS: two warps, a decoder and a writer
-# A stream's input and output must each be at most this (inflate.cu's positions are 32-bit);
-# a larger one comes back with status bad_range, for the CPU.
-MAX_STREAM_BYTES = 0x7FFFFFFF
+# The most input and output bytes a stream may have (inflate.cu counts input bits and output
+# bytes in 32 bits); a larger one comes back with status bad_range, for the CPU.
+MAX_INPUT_BYTES = 0x0FFFFFFF
+MAX_OUTPUT_BYTES = 0x7FFFFFFF
 
 
 class Status(NamedTuple):
@@ -51,7 +52,7 @@ STATUSES = {
     15: Status("distance_code", "invalid distance code"),
     16: Status("distance_too_far", "invalid distance too far back"),
     17: Status("adler", "incorrect data check (Adler-32)"),
-    18: Status("bad_range", "the stream's offsets run backwards or its size is 2 GiB or more"),
+    18: Status("bad_range", "offsets that run backwards, or a stream too large to inflate here"),
     19: Status("beyond_window", "a distance beyond the window the zlib header names"),
     20: Status("output_long", "more data than the image needs"),
     21: Status("output_short", "less data than the image needs"),
