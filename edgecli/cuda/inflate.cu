@@ -16,8 +16,10 @@
 //     whole warp build a block's Huffman tables in parallel without handing state between
 //     lanes. Symbols go into a queue in shared memory: literals, matches (length, distance),
 //     stored runs (an input offset and length).
-//   - warp 1 writes what the previous queue says, in order: a run of up to 32 literals in one
-//     step, a match 32 bytes a step, a stored run 32 bytes a step; each byte into the stream's
+//   - warp 1 writes what the previous queue says, in order, a lane a byte: each step takes as
+//     many whole literals and matches as fit in 32 bytes and read nothing written in the step
+//     (PNG rows match bytes a row or more back, so most do); a longer or self-overlapping
+//     match, or a stored run, goes 32 bytes a step on its own. Each byte goes into the stream's
 //     output and into a 32 KB window in shared memory, where later matches read their source
 //     (a match never reads global memory).
 //   The two queues alternate: in round r warp 0 fills queue r % 2 while warp 1 drains queue
@@ -576,25 +578,48 @@ __device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned
     const unsigned mask = INFLATE_WINDOW - 1;
     int i = 0;
     while (i < queued) {
-        // A run of literals, up to one a lane, at once: they read nothing.
+        // The entries from i on that one step can write, a lane a byte: up to 32 bytes, and of
+        // matches only those whose every source byte was written before the step (a distance
+        // at least the match's end within the step), so no lane waits for another.
         const int mine = i + int(lane);
-        const unsigned op = mine < queued ? queue[2 * mine] >> 30 : INFLATE_OP_MATCH;
-        const unsigned others = __ballot_sync(0xffffffffu, op != INFLATE_OP_LITERAL);
-        const int run = others ? __ffs(int(others)) - 1 : 32;
-        if (run > 0) {
-            if (int(lane) < run) {
-                const unsigned char byte = (unsigned char)queue[2 * mine + 1];
+        const unsigned head = mine < queued ? queue[2 * mine] : INFLATE_OP_STORED << 30;
+        const unsigned value = mine < queued ? queue[2 * mine + 1] : 0;
+        const unsigned op = head >> 30;
+        unsigned end = head & 0x3fffffffu;  // the entry's end in the step: a prefix sum
+        for (unsigned offset = 1; offset < 32; offset *= 2) {
+            const unsigned before = __shfl_up_sync(0xffffffffu, end, offset);
+            if (lane >= offset) end += before;
+        }
+        const bool fits = op != INFLATE_OP_STORED && end <= 32 &&
+                          (op == INFLATE_OP_LITERAL || value >= end);
+        const unsigned misfits = __ballot_sync(0xffffffffu, !fits);
+        const unsigned group = misfits ? unsigned(__ffs(int(misfits))) - 1 : 32;
+        if (group > 0) {
+            unsigned ends = lane < group ? 1u << (end - 1) : 0;  // a bit at each entry's last byte
+            for (int offset = 16; offset > 0; offset /= 2)
+                ends |= __shfl_xor_sync(0xffffffffu, ends, offset);
+            const unsigned total = __shfl_sync(0xffffffffu, end, int(group) - 1);
+            // This lane's byte belongs to the entry after those that end before it.
+            const int entry = min(__popc(ends & ((1u << lane) - 1)), 31);
+            const unsigned entry_op = __shfl_sync(0xffffffffu, op, entry);
+            const unsigned entry_value = __shfl_sync(0xffffffffu, value, entry);
+            const unsigned char byte = entry_op == INFLATE_OP_LITERAL
+                                           ? (unsigned char)entry_value
+                                           : s.window[(pos + lane - entry_value) & mask];
+            __syncwarp();  // every read before any write: a source slot 32 KB back is reused
+            if (lane < total) {
                 s.window[(pos + lane) & mask] = byte;
                 dst[pos + lane] = byte;
             }
-            pos += run;
-            i += run;
+            pos += total;
+            i += int(group);
             __syncwarp();
             continue;
         }
-        const unsigned head = queue[2 * i], argument = queue[2 * i + 1];
-        const unsigned length = head & 0x3fffffffu;
-        if (head >> 30 == INFLATE_OP_STORED) {
+        // A stored run, a match longer than 32 bytes or one that overlaps itself: on its own.
+        const unsigned only = queue[2 * i], argument = queue[2 * i + 1];
+        const unsigned length = only & 0x3fffffffu;
+        if (only >> 30 == INFLATE_OP_STORED) {
             for (unsigned k = lane; k < length; k += 32) {
                 const unsigned char byte = src[argument + k];
                 s.window[(pos + k) & mask] = byte;
