@@ -30,8 +30,9 @@
 // counts (as zlib's puff.c does) instead of subtables, which keeps the tables small enough to
 // leave room for the window. Input is staged in a shared-memory ring that warp 0 refills at
 // each round's start with coalesced loads; a read past the ring falls back to global memory,
-// so the ring's size bounds speed only, never correctness. Adler-32 is a sum: at the end all
-// threads add up strided bytes of the output with their weights, and the partial sums combine.
+// so the ring's size bounds speed only, never correctness. Adler-32 is made of sums over the
+// bytes: each lane of warp 1 adds up the bytes it writes (and each times its position), the
+// lanes' sums combine at the end, and the output is never read back.
 //
 // Untrusted input: every bit read is checked against the stream's end; every table is judged as
 // zlib's inflate_table() judges it (over-subscribed codes are refused, incomplete ones too
@@ -124,7 +125,6 @@ struct inflate_shared {
     int status;
     int built_ok;
     unsigned adler_expected;
-    unsigned long long adler_parts[2][2];  // each warp's sum of bytes and of weighted bytes
 };
 
 // What a table entry for `symbol` of `alphabet` says, less its code length.
@@ -569,12 +569,35 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
     return queued;
 }
 
-// Warp 1's share of a round: the queue's `queued` symbols written from output position `pos`
-// on; the position after them.
-__device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned* queue,
-                                               int queued, const unsigned char* src,
-                                               unsigned char* dst, unsigned pos,
-                                               unsigned lane) {
+// Warp 1's state: where it writes, and its lane's share of the output's Adler-32 sums.
+struct inflate_writer {
+    unsigned pos;      // output bytes written
+    unsigned pos_mod;  // pos % 65521
+    // Of this lane's bytes b at positions i: the sum of b, and of b * (i % 65521). Each term is
+    // below 2^24 and a lane writes at most 2^26 bytes: 64 bits cannot overflow.
+    unsigned long long sum, weighted;
+};
+
+__device__ __forceinline__ static unsigned inflate_mod_add(unsigned a, unsigned b) {
+    const unsigned c = a + b;  // both below 65521
+    return c >= INFLATE_ADLER_MOD ? c - INFLATE_ADLER_MOD : c;
+}
+
+// Writes `byte` at output position w.pos + k, where k % 65521 is given as position_mod.
+__device__ __forceinline__ static void inflate_put(inflate_shared& s, inflate_writer& w,
+                                                   unsigned char* dst, unsigned k,
+                                                   unsigned position_mod, unsigned char byte) {
+    s.window[(w.pos + k) & (INFLATE_WINDOW - 1)] = byte;
+    dst[w.pos + k] = byte;
+    w.sum += byte;
+    w.weighted += (unsigned long long)byte * position_mod;
+}
+
+// Warp 1's share of a round: the queue's `queued` symbols written.
+__device__ static void inflate_write_round(inflate_shared& s, inflate_writer& w,
+                                           const unsigned* queue, int queued,
+                                           const unsigned char* src, unsigned char* dst,
+                                           unsigned lane) {
     const unsigned mask = INFLATE_WINDOW - 1;
     int i = 0;
     while (i < queued) {
@@ -594,6 +617,7 @@ __device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned
                           (op == INFLATE_OP_LITERAL || value >= end);
         const unsigned misfits = __ballot_sync(0xffffffffu, !fits);
         const unsigned group = misfits ? unsigned(__ffs(int(misfits))) - 1 : 32;
+        const unsigned my_mod = inflate_mod_add(w.pos_mod, lane);  // (pos + lane) % 65521
         if (group > 0) {
             unsigned ends = lane < group ? 1u << (end - 1) : 0;  // a bit at each entry's last byte
             for (int offset = 16; offset > 0; offset /= 2)
@@ -605,13 +629,11 @@ __device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned
             const unsigned entry_value = __shfl_sync(0xffffffffu, value, entry);
             const unsigned char byte = entry_op == INFLATE_OP_LITERAL
                                            ? (unsigned char)entry_value
-                                           : s.window[(pos + lane - entry_value) & mask];
+                                           : s.window[(w.pos + lane - entry_value) & mask];
             __syncwarp();  // every read before any write: a source slot 32 KB back is reused
-            if (lane < total) {
-                s.window[(pos + lane) & mask] = byte;
-                dst[pos + lane] = byte;
-            }
-            pos += total;
+            if (lane < total) inflate_put(s, w, dst, lane, my_mod, byte);
+            w.pos += total;
+            w.pos_mod = inflate_mod_add(w.pos_mod, total);
             i += int(group);
             __syncwarp();
             continue;
@@ -619,11 +641,11 @@ __device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned
         // A stored run, a match longer than 32 bytes or one that overlaps itself: on its own.
         const unsigned only = queue[2 * i], argument = queue[2 * i + 1];
         const unsigned length = only & 0x3fffffffu;
+        unsigned k_mod = my_mod;  // (pos + k) % 65521 for this lane's k
         if (only >> 30 == INFLATE_OP_STORED) {
             for (unsigned k = lane; k < length; k += 32) {
-                const unsigned char byte = src[argument + k];
-                s.window[(pos + k) & mask] = byte;
-                dst[pos + k] = byte;
+                inflate_put(s, w, dst, k, k_mod, src[argument + k]);
+                k_mod = inflate_mod_add(k_mod, 32);
             }
         } else {
             // Byte k copies the byte `argument` back; where the match overlaps itself that is
@@ -633,20 +655,18 @@ __device__ static unsigned inflate_write_round(inflate_shared& s, const unsigned
             for (unsigned k0 = 0; k0 < length; k0 += 32) {
                 const unsigned k = k0 + lane;
                 const unsigned back = argument < length ? k % argument : k;
-                const unsigned char byte = s.window[(pos - argument + back) & mask];
+                const unsigned char byte = s.window[(w.pos - argument + back) & mask];
                 __syncwarp();
-                if (k < length) {
-                    s.window[(pos + k) & mask] = byte;
-                    dst[pos + k] = byte;
-                }
+                if (k < length) inflate_put(s, w, dst, k, k_mod, byte);
+                k_mod = inflate_mod_add(k_mod, 32);
                 __syncwarp();
             }
         }
-        pos += length;
+        w.pos += length;
+        w.pos_mod = (w.pos_mod + length) % INFLATE_ADLER_MOD;
         ++i;
         __syncwarp();
     }
-    return pos;
 }
 
 extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
@@ -686,7 +706,7 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
     d.status = INFLATE_OK;
     d.last = false;
     d.fixed = false;
-    unsigned written = 0;  // warp 1's output position
+    inflate_writer w = {0, 0, 0, 0};  // warp 1's
     int last_round = -1;   // the round that queued the stream's last symbols, once known
 
     for (int round = 0;; ++round) {
@@ -700,8 +720,7 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
                 if (ended) s.status = d.status;
             }
         } else if (warp == 1 && round > 0) {
-            written = inflate_write_round(s, s.queue[previous], s.queued[previous], in, out,
-                                          written, lane);
+            inflate_write_round(s, w, s.queue[previous], s.queued[previous], in, out, lane);
         }
         // Hands this round's queue to warp 1 and takes back the one it wrote. Slots of the
         // round's parity: the next round writes the other ones while this one's are read.
@@ -714,33 +733,21 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
         return;
     }
 
-    // Adler-32: a = 1 + sum of bytes, b = size + sum of byte * (size - index), mod 65521.
-    unsigned long long sum = 0, weighted = 0;
-    // (size - index) mod 65521 for this thread's index, stepped down as the index steps up.
-    unsigned weight = (out_size % INFLATE_ADLER_MOD + INFLATE_ADLER_MOD - threadIdx.x) % INFLATE_ADLER_MOD;
-    for (unsigned i = threadIdx.x; i < out_size; i += INFLATE_THREADS) {
-        const unsigned byte = out[i];
-        sum += byte;
-        weighted += byte * weight;  // each term < 2^24: 2^31 / 64 of them cannot overflow
-        weight = weight >= INFLATE_THREADS ? weight - INFLATE_THREADS
-                                           : weight + INFLATE_ADLER_MOD - INFLATE_THREADS;
-    }
-    sum %= INFLATE_ADLER_MOD;
-    weighted %= INFLATE_ADLER_MOD;
-    for (int offset = 16; offset > 0; offset /= 2) {
-        sum += __shfl_down_sync(0xffffffffu, sum, offset);
-        weighted += __shfl_down_sync(0xffffffffu, weighted, offset);
-    }
-    if (lane == 0) {
-        s.adler_parts[warp][0] = sum;
-        s.adler_parts[warp][1] = weighted;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned a = unsigned((1 + s.adler_parts[0][0] + s.adler_parts[1][0]) %
-                                    INFLATE_ADLER_MOD);
-        const unsigned b = unsigned((out_size % INFLATE_ADLER_MOD + s.adler_parts[0][1] +
-                                     s.adler_parts[1][1]) % INFLATE_ADLER_MOD);
-        status[stream] = ((b << 16) | a) == s.adler_expected ? INFLATE_OK : INFLATE_ADLER;
+    // Adler-32 (RFC 1950) of bytes b_i, i < n: a = 1 + sum b_i and b = n + sum (n - i) b_i,
+    // that is n (1 + sum b_i) - sum i b_i, mod 65521: from warp 1's sums, which wrote them all.
+    if (warp == 1) {
+        unsigned long long sum = w.sum % INFLATE_ADLER_MOD;
+        unsigned long long weighted = w.weighted % INFLATE_ADLER_MOD;
+        for (int offset = 16; offset > 0; offset /= 2) {
+            sum += __shfl_down_sync(0xffffffffu, sum, offset);
+            weighted += __shfl_down_sync(0xffffffffu, weighted, offset);
+        }
+        if (lane == 0) {
+            const unsigned a = unsigned((1 + sum) % INFLATE_ADLER_MOD);
+            const unsigned b = unsigned(((out_size % INFLATE_ADLER_MOD) * (unsigned long long)a +
+                                         INFLATE_ADLER_MOD - weighted % INFLATE_ADLER_MOD) %
+                                        INFLATE_ADLER_MOD);
+            status[stream] = ((b << 16) | a) == s.adler_expected ? INFLATE_OK : INFLATE_ADLER;
+        }
     }
 }
