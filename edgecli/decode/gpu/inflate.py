@@ -2,9 +2,12 @@
 
 A PNG's image data is one zlib stream whose inflated size its header gives, so each stream is
 inflated into a range of one output buffer of exactly that size, and comes back with a status:
-:data:`OK` where its bytes are exactly zlib's, else why not (:data:`STATUSES`). A stream whose
-status is not OK is decoded again on the CPU, which then gives the CPU's image or error; the
-statuses in :data:`CPU_DECIDES` are those where zlib's verdict hangs on how libpng feeds it.
+:data:`OK` where its bytes are exactly zlib's, else why not (:data:`STATUSES`). Every stream
+whose status is not OK must be decoded again on the CPU, which then gives the CPU's image or
+error: a status is never the file's error by itself, since libpng takes some streams zlib
+refuses (it warns and keeps the image when the Adler-32 differs or the stream is cut after the
+last row). The statuses in :data:`CPU_DECIDES` are those where even zlib's verdict hangs on
+how it is fed; on the others zlib refuses the stream.
 
 CuPy is imported only to load and time the kernel: tests/cuda_host.py stands a host build of
 the kernel in for it, so :func:`launch_inflate` runs on the CPU, arguments and all.
