@@ -13,7 +13,7 @@
 // everything that is not serial, as RAPIDS cuDF's gpuinflate.cu splits decoding from copying:
 //   - warp 0 decodes. Its 32 lanes run the same decoding on the same data (the bit buffer and
 //     every table read are warp-uniform, so this costs what one lane would), which lets the
-//     whole warp build a block's Huffman tables in parallel without handing state between
+//     whole warp fill a block's Huffman tables in parallel without handing state between
 //     lanes. Symbols go into a queue in shared memory: literals, matches (length, distance),
 //     stored runs (an input offset and length).
 //   - warp 1 writes what the previous queue says, in order, a lane a byte: each step takes as
