@@ -152,10 +152,11 @@ def time_inflate(device: int, streams, sizes, *, repeats: int = 5) -> float:
             dst_start_dev = cupy.asarray(dst_start)
             status = cupy.empty(len(sizes), np.int32)
         launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
-        failed = np.flatnonzero(status.get(stream=stream) != OK)
+        statuses = status.get(stream=stream)
+        failed = np.flatnonzero(statuses != OK)
         if failed.size:
             i = int(failed[0])
-            raise ValueError(f"stream {i} did not inflate: {reason(status[i].get())}")
+            raise ValueError(f"stream {i} did not inflate: {reason(statuses[i])}")
         elapsed = []
         for _ in range(repeats):
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
