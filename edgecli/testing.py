@@ -224,10 +224,12 @@ class StandInGpuBackend:
         return ring
 
     def gpu_decoders(self, options: Options, sources: list):
-        """Stand-in GPU decoding (:class:`StandInDecoders`) unless ``--decode cpu``."""
+        """Stand-in GPU decoding (:class:`StandInDecoders`) unless ``--decode cpu``; PNGs
+        too under ``--decode gpu``, as :func:`edgecli.decode.plan.plan` chooses."""
         if options.decode == "cpu":
             return None
-        return lambda: StandInDecoders(options.max_pixels, self.decode_batch)
+        png = options.decode == "gpu"
+        return lambda: StandInDecoders(options.max_pixels, self.decode_batch, png)
 
     decode_batch = 4  # files a stand-in JPEG batch: small, so tests cross batch boundaries
 
@@ -341,10 +343,11 @@ class StandInJpegDecoder:
     "engine-refuses", fails the batch as nvJPEG would, so the CPU decodes that batch instead."""
 
     name = "stand-in-jpeg"
+    kind = "EncodedJpeg"  # what its batches hold
 
     def __init__(self, max_pixels: int, batch: int):
         self.max_pixels, self.batch = max_pixels, batch
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-stand-in-jpeg")
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"edgecli-{self.name}")
         self.batches: list[StandInDeviceBatch] = []
 
     def ready(self) -> bool:
@@ -360,8 +363,11 @@ class StandInJpegDecoder:
 
     def submit(self, items):
         limit = self.batch_for(items[0].header)
+        kinds = {type(item).__name__ for item in items}
         if len({item.key() for item in items}) != 1 or not 1 <= len(items) <= limit:
-            raise RuntimeError(f"a JPEG batch of {len(items)} files with several keys")
+            raise RuntimeError(f"a batch of {len(items)} files with several keys")
+        if kinds != {self.kind}:
+            raise RuntimeError(f"a {self.name} batch of {sorted(kinds)}")
         return self.executor.submit(self._timed_decode, items)
 
     def _timed_decode(self, items) -> StandInDeviceBatch:
@@ -406,19 +412,30 @@ class StandInJpegDecoder:
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
+class StandInPngDecoder(StandInJpegDecoder):
+    """Stands in for ``edgecli.decode.gpu.pngs.PngDecoder`` as StandInJpegDecoder does for the
+    JPEG decoder (a file named "engine-refuses" goes to the CPU with its batch)."""
+
+    name = "stand-in-png"
+    kind = "EncodedPng"
+
+
 class StandInDecoders:
-    """Stands in for ``edgecli.decode.gpu.decoders.GpuDecoders``: JPEGs only (``video`` is
-    False)."""
+    """Stands in for ``edgecli.decode.gpu.decoders.GpuDecoders``: JPEGs, and PNGs where
+    ``png`` (``video`` is False)."""
 
     video = False
     notice = None
-    lanes = {"jpeg": 1}
 
-    def __init__(self, max_pixels: int, batch: int):
+    def __init__(self, max_pixels: int, batch: int, png: bool = False):
         self.jpeg = StandInJpegDecoder(max_pixels, batch)
+        self.png = StandInPngDecoder(max_pixels, batch) if png else None
+        self.lanes = {"jpeg": 1, "png": 1} if png else {"jpeg": 1}
 
     def videos(self) -> dict[str, str]:
         return {}  # no videos: they are the CPU's without a word, as without GPU decoding
 
     def close(self) -> None:
         self.jpeg.close()
+        if self.png is not None:
+            self.png.close()

@@ -47,6 +47,7 @@ PACE_SETTERS = {
     ("gpu", "deflate"): "PNG compression on the GPU",
     ("gpu", "download"): "copies from the GPU",
     ("jpeg", "gpu_decode"): "the JPEG engines",
+    ("png", "gpu_decode"): "the GPU's PNG decoder",
     ("nvdec", "gpu_decode"): "NVDEC",
     ("nvdec", "read"): "the CPU decoders of videos NVDEC does not decode exactly",
     ("nvdec", "upload"): "uploading CPU-decoded video frames",
@@ -170,6 +171,7 @@ RESOURCE_NAMES = {
     "reader": "the reader of videos and multi-frame files",
     "gpu": "the GPU's {n} stream(s)",
     "jpeg": "the JPEG engines",
+    "png": "the GPU's PNG decoder ({n} thread(s))",
     "nvdec": "the {n} NVDEC session(s)",
     "main": "the main thread",
 }

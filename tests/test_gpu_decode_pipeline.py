@@ -7,6 +7,7 @@ decoder's. tests/test_gpu_decode.py runs the real decoders on a GPU."""
 from __future__ import annotations
 
 import json
+import struct
 
 import cv2
 import numpy as np
@@ -22,6 +23,7 @@ from edgecli.testing import StandInGpuBackend
 
 from .helpers import DATA, invoke, same_pixels
 from .media import photo
+from .png_corpus import chunk, encode_png
 
 
 def jpeg(image: np.ndarray, **params) -> bytes:
@@ -159,8 +161,12 @@ def test_decode_gpu_without_cuda_names_what_is_missing(folder, tmp_path, monkeyp
 
 
 def test_decode_gpu_where_no_gpu_decoder_runs_names_what_is_missing(folder, monkeypatch):
+    """Without JPEG engines or NVDEC, --decode gpu on JPEGs fails naming both; PNGs it can
+    still decode (their decoder is CUDA kernels), so a run with PNGs goes on."""
     monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda backend, **_: f"no {backend}")
     monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no NVDEC library")
+    assert decoders.plan(Options(decode="gpu"), discover(str(folder))).png
+    (folder / "b1.png").unlink()
     with pytest.raises(CudaUnavailableError) as error:
         decoders.plan(Options(decode="gpu"), discover(str(folder)))
     assert str(error.value) == (
@@ -294,3 +300,62 @@ def test_batches_of_large_frames_hold_fewer_files(tmp_path):
     assert [len(b.names) for b in used[0].batches] == [2, 2, 1, 1, 1, 1]
     run(root, tmp_path / "cpu", Options(backend="cpu"))
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def png_folder(root):
+    """PNGs of three layouts in runs longer than a stand-in batch, a turned one (eXIf), and
+    those the GPU's PNG decoder leaves to the CPU: interlaced, damaged chunks, an image the
+    stand-in engine refuses; JPEGs between them."""
+    root.mkdir()
+    for i in range(6):
+        cv2.imwrite(str(root / f"a{i}.png"), photo(21, 34, seed=i))
+    cv2.imwrite(str(root / "b0.jpg"), photo(21, 34))
+    for i in range(5):
+        gray = cv2.cvtColor(photo(13, 9, seed=i), cv2.COLOR_BGR2GRAY).astype(np.uint16) * 257
+        cv2.imwrite(str(root / f"c{i}.png"), gray)
+    samples = (np.arange(21 * 34 * 3) % 251).reshape(21, 34, 3).astype(np.uint16)
+    (root / "d0.png").write_bytes(encode_png(samples, 2, 8, after=[exif_chunk(6)]))
+    (root / "d1.png").write_bytes(encode_png(samples, 2, 8, interlaced=True))
+    whole = (root / "a0.png").read_bytes()
+    (root / "e0.png").write_bytes(whole[: len(whole) // 2])
+    (root / "e1-engine-refuses.png").write_bytes(whole)
+    return root
+
+
+def exif_chunk(orientation: int) -> bytes:
+    tiff = b"MM" + struct.pack(">HIH", 42, 8, 1)
+    tiff += struct.pack(">HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(">I", 0)
+    return chunk(b"eXIf", tiff)
+
+
+def test_decode_gpu_sends_pngs_to_the_png_decoder_in_batches_of_one_layout(tmp_path):
+    """Under --decode gpu each PNG the GPU decodes exactly goes to its decoder in batches of
+    one layout and turn, the rest to the CPU, and the outputs and errors are the CPU's."""
+    folder = png_folder(tmp_path / "in")
+    cpu = run(folder, tmp_path / "cpu", Options(backend="cpu", on_error="skip"))
+    options = Options(decode="gpu", on_error="skip")
+    backend = StandInGpuBackend(options)
+    used = []
+    real = backend.gpu_decoders
+
+    def watched(options, sources):
+        opener = real(options, sources)
+
+        def opened():
+            used.append(opener())
+            return used[-1]
+
+        return opened
+
+    backend.gpu_decoders = watched
+    gpu = run(folder, tmp_path / "gpu", options, backend=backend)
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+    assert gpu.failed == cpu.failed and [f["source"] for f in gpu.failed] == [
+        str(folder / "e0.png")
+    ]
+    # a0-a5 and c0-c4 in batches of 4 at most, d0 alone; d1 (interlaced) and e1 (refused with
+    # its batch, alone) on the CPU with the JPEG... which the JPEG stand-in takes.
+    assert gpu.decoders == {"stand-in-png": 12, "stand-in-jpeg": 1, "cpu": 2}
+    batches = used[0].png.batches
+    assert [len(b.names) for b in batches] == [4, 2, 4, 1, 1, 1]
+    assert all(b.handed_back == 1 for b in batches)

@@ -20,6 +20,8 @@ from . import engines
 from .cpu import VIDEO_EXTENSIONS
 from .jpeg_header import JPEG_SUFFIXES
 
+PNG_SUFFIX = ".png"
+
 # Under --decode auto, JPEGs go to the engines only in runs of at least this many: opening
 # nvJPEG's hardware decoder took 0.62 s on the H200 (benchmarks/RESULTS.md), which the
 # CPU decoders fill with frames meanwhile, but which a run of a few files never earns back.
@@ -94,13 +96,18 @@ def _jpegs(sources: list) -> int:
     return sum(not s.multi_frame and s.path.suffix.lower() in JPEG_SUFFIXES for s in sources)
 
 
+def _pngs(sources: list) -> int:
+    return sum(not s.multi_frame and s.path.suffix.lower() == PNG_SUFFIX for s in sources)
+
+
 @dataclass(frozen=True)
 class DecodePlan:
     """What one run decodes on the GPU (:class:`edgecli.decode.gpu.decoders.GpuDecoders`
     opens it): JPEGs on nvJPEG's ``jpeg_backend`` ("hardware": the engines, "cuda"; None: on
     the CPU), videos on NVDEC where ``video``, on CUDA device ``device``, frames of at most
     ``max_pixels``, only those NVDEC decodes exactly where ``exact_video`` (``--decode auto``);
-    ``notice``: what was left on the CPU, and why (None: nothing)."""
+    PNGs on the GPU's own PNG decoder where ``png``; ``notice``: what was left on the CPU, and
+    why (None: nothing)."""
 
     device: int
     max_pixels: int
@@ -108,6 +115,7 @@ class DecodePlan:
     video: bool
     notice: str | None = None
     exact_video: bool = True
+    png: bool = False
 
 
 def plan(options, sources: list) -> DecodePlan | None:
@@ -143,15 +151,20 @@ def plan(options, sources: list) -> DecodePlan | None:
         video = reason is None
         if reason:
             missing.append(f"video: {reason}")
-    if wants_gpu and jpeg_backend is None and not video:
+    # The PNG decoder is CUDA kernels (inflate.cu, png.cu): any GPU the edge kernel runs on
+    # runs them. Until they are measured against the CPU decoders on the GPU host, only
+    # --decode gpu asks for them.
+    png = wants_gpu and _pngs(sources) > 0
+    if wants_gpu and jpeg_backend is None and not video and not png:
         raise CudaUnavailableError(
             "--decode gpu: no GPU decoder can run here; " + "; ".join(missing)
         )
     jpeg_backend = jpeg_backend if jpegs else None
     video = video and has_video
-    if jpeg_backend is None and not video:
+    if jpeg_backend is None and not video and not png:
         return None
     notice = ("decoding on the CPU: " + "; ".join(missing)) if missing else None
     return DecodePlan(
-        options.device, options.max_pixels, jpeg_backend, video, notice, exact_video=not wants_gpu
-    )
+        options.device, options.max_pixels, jpeg_backend, video, notice,
+        exact_video=not wants_gpu, png=png,
+    )  # fmt: skip

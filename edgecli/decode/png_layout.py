@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -358,3 +359,20 @@ def gpu_reason(layout: PngLayout) -> str | None:
     if max(layout.width, layout.height) > LIBPNG_MAX_DIMENSION:
         return f"over libpng's limit of {LIBPNG_MAX_DIMENSION} pixels a side"
     return layout.exif_reason
+
+
+@dataclass(frozen=True)
+class EncodedPng:
+    """A PNG file read and found fit for the GPU decoder: its bytes and layout (``header``, as
+    an EncodedJpeg's, for what batches it: its size)."""
+
+    out_name: str
+    source: str
+    path: Path
+    data: bytes
+    header: PngLayout
+
+    def key(self) -> tuple:
+        """What the files of one batch share: the layout one launch decodes, and the turn."""
+        h = self.header
+        return ("png", h.width, h.height, h.colour_type, h.bit_depth, h.orientation)

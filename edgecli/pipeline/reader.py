@@ -16,9 +16,12 @@ from functools import cache, partial
 
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
 from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header, scan_damage
+from ..decode.plan import PNG_SUFFIX
+from ..decode.png_layout import EncodedPng, PngDamage, gpu_reason, read_layout
 from ..errors import FrameError
 from ..memory import FrameBudget
 from ..params import Options
+from ..png import PNG_SIGNATURE
 from ..sources import Frame
 from ..timing import StageClock, WaitClock
 from ..workers import Raised, start_thread
@@ -164,7 +167,8 @@ class FrameReader:
         self.window = window
         self.budget = budget or FrameBudget(None, 0)
         # GPU decoders (edgecli.decode.gpu.decoders.GpuDecoders, or a stand-in): JPEGs go to
-        # gpu.jpeg in batches, videos to gpu.fleet(...); None: every frame is decoded on the CPU.
+        # gpu.jpeg and PNGs to gpu.png in batches, videos to gpu.fleet(...); None: every frame
+        # is decoded on the CPU.
         self.gpu = gpu
         self.waits = WaitClock()
         self.skipped_existing = 0
@@ -238,28 +242,51 @@ class FrameReader:
         return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
 
     def _read_for_gpu(self, source) -> Frame | object:
-        """A still image read on the pool: an EncodedJpeg for the GPU's JPEG decoder where
-        it decodes the file exactly, else the CPU's frame (from the bytes read). Its time is
-        the CPU's "decode" in the one case, as reading the file is part of any CPU decode, and
-        "load" in the other."""
+        """A still image read on the pool: an EncodedJpeg or EncodedPng for the GPU's decoder
+        of its kind where that decodes the file exactly, else the CPU's frame (from the bytes
+        read). Its time is the CPU's "decode" in the one case, as reading the file is part of
+        any CPU decode, and "load" in the other."""
         start = time.perf_counter()
         data = read_file(source.path)
-        header = parse_header(data) if data[:2] == b"\xff\xd8" else None
-        # Until the GPU's decoder is open (it takes a while), the CPU decodes.
-        if header is None or header.gpu_reason is not None or not self.gpu.jpeg.ready():
+        encoded = self._encoded(source, data)
+        if encoded is None:
             try:
                 pixels = decode_image(source.path, data, self.options.max_pixels)
             finally:
                 self.clock.record("decode", (time.perf_counter() - start) * 1e3, source.out_name)
             return Frame(source.out_name, str(source.path), pixels)
-        check_size(str(source.path), header.width * header.height, self.options.max_pixels)
-        damage = scan_damage(data)  # as decode_image checks it: nvJPEG decodes past damage
-        if damage is not None:
-            raise FrameError(str(source.path), damage)
         # The GPU decodes it into memory of its own: no host frame to reserve room for.
         self.budget.release(source.out_name)
         self.clock.record("load", (time.perf_counter() - start) * 1e3, source.out_name)
-        return EncodedJpeg(source.out_name, str(source.path), source.path, data, header)
+        return encoded
+
+    def _encoded(self, source, data: bytes) -> EncodedJpeg | EncodedPng | None:
+        """The file's bytes as the GPU's decoder of its kind takes them, or None where the CPU
+        decodes it: a kind no GPU decoder of this run takes, a file that decoder would not
+        decode exactly, a PNG whose chunks are damaged (the CPU words the error), or a decoder
+        still opening (it takes a while: the CPU decodes meanwhile)."""
+        path = str(source.path)
+        if data[:2] == b"\xff\xd8":
+            decoder, header = self.gpu.jpeg, parse_header(data)
+            if decoder is None or header is None or header.gpu_reason is not None:
+                return None
+            if not decoder.ready():
+                return None
+            check_size(path, header.width * header.height, self.options.max_pixels)
+            damage = scan_damage(data)  # as decode_image checks it: nvJPEG decodes past damage
+            if damage is not None:
+                raise FrameError(path, damage)
+            return EncodedJpeg(source.out_name, path, source.path, data, header)
+        if data[:8] == PNG_SIGNATURE and self.gpu.png is not None and self.gpu.png.ready():
+            try:
+                layout = read_layout(data)
+            except PngDamage:
+                return None
+            if gpu_reason(layout) is not None:
+                return None
+            check_size(path, layout.width * layout.height, self.options.max_pixels)
+            return EncodedPng(source.out_name, path, source.path, data, layout)
+        return None
 
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
         """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
@@ -307,9 +334,9 @@ class FrameReader:
 
 class _InOrder:
     """One pass of :meth:`FrameReader.frames` over its host-decoded sources, in order: the
-    still images on the pool (oldest first; a window of them at most), the JPEGs read for the
-    GPU's decoder, grouped into its next batch (in order, sharing a key), and the sequence
-    being read, with the next one read ahead."""
+    still images on the pool (oldest first; a window of them at most), the JPEGs and PNGs read
+    for the GPU's decoders, grouped into the next batch (in order, sharing a key), and the
+    sequence being read, with the next one read ahead."""
 
     def __init__(self, reader: FrameReader, sources: list):
         self.reader, self.sources = reader, sources
@@ -317,8 +344,14 @@ class _InOrder:
         self.current: RunAhead | None = None  # the sequence being read
         self.following: RunAhead | None = None  # the next one's reader, once started
         self.following_turn = threading.Event()  # set when the next one becomes the one read
-        self.jpeg = reader.gpu.jpeg if reader.gpu is not None else None
-        self.group: list = []  # EncodedJpegs for the GPU's next batch
+        gpu = reader.gpu
+        # Each GPU decoder of still images, by the suffixes it takes.
+        self.decoders = {}
+        if gpu is not None and gpu.jpeg is not None:
+            self.decoders.update(dict.fromkeys(JPEG_SUFFIXES, gpu.jpeg))
+        if gpu is not None and gpu.png is not None:
+            self.decoders[PNG_SUFFIX] = gpu.png
+        self.group: list = []  # EncodedJpegs or EncodedPngs for a GPU decoder's next batch
 
     def items(self) -> Iterator[Frame | Failure | object]:
         try:
@@ -336,20 +369,23 @@ class _InOrder:
                 if started is not None:
                     started.close()
 
+    def _decoder(self, item):
+        return self.reader.gpu.jpeg if isinstance(item, EncodedJpeg) else self.reader.gpu.png
+
     def _flush(self) -> Iterator:
-        """The JPEGs grouped so far, to the GPU's decoder as one batch."""
+        """The files grouped so far, to their GPU decoder as one batch."""
         if self.group:
-            yield self.jpeg.submit(list(self.group))
+            yield self._decoder(self.group[0]).submit(list(self.group))
             self.group.clear()
 
     def _oldest(self) -> Iterator:
-        """The oldest still image's frame or failure, once decoded; a JPEG read for the GPU
-        joins the group instead (which goes first where it cannot join)."""
+        """The oldest still image's frame or failure, once decoded; a file read for a GPU
+        decoder joins the group instead (which goes first where it cannot join)."""
         with self.reader.waits.timed("decode"):
             item = self.pending.popleft().result()
-        if not isinstance(item, (Frame, Failure)):  # read for the GPU's JPEG decoder
+        if not isinstance(item, (Frame, Failure)):  # read for a GPU decoder
             group = self.group
-            full = len(group) >= self.jpeg.batch_for(item.header)
+            full = len(group) >= self._decoder(item).batch_for(item.header)
             if group and (item.key() != group[0].key() or full):
                 yield from self._flush()
             group.append(item)
@@ -380,16 +416,16 @@ class _InOrder:
         yield from self.current  # its frames, read ahead in the reader's own queue
 
     def _image(self, source) -> Iterator:
-        """A still image: to the pool (or, a JPEG for the GPU, to be read), once the budget
+        """A still image: to the pool (or, a file for a GPU decoder, to be read), once the budget
         has room for it; the oldest ones out while the window is full."""
         reader = self.reader
         header_pixels = cache(partial(declared_pixels, source.path))  # read once
-        # A JPEG for the GPU's decoder holds no decoded frame on the host: it reserves nothing,
+        # A file for a GPU decoder holds no decoded frame on the host: it reserves nothing,
         # and its header is not read here, on the main thread, where each system call waits to
         # win the GIL back from busy workers (a third of the main thread's time at the engines'
         # rate). Only --max-memory, a limit the user set, still has every file's size weighed
         # first, for the few the CPU decodes.
-        for_gpu = self.jpeg is not None and source.path.suffix.lower() in JPEG_SUFFIXES
+        for_gpu = source.path.suffix.lower() in self.decoders
         if reader.wanted(source.out_name, header_pixels):
             try:
                 weigh = not for_gpu or reader.options.max_memory is not None

@@ -1,0 +1,162 @@
+"""PNG on the GPU: a batch's zlib streams inflated (``inflate.cu``), then unfiltered and
+expanded to BGR (``png.cu``) into a slot, on threads of their own. A file either kernel does
+not decode exactly goes to the CPU decoder, whose frame or error it then has: libpng's verdict
+on a damaged stream depends on how it reads it (:mod:`edgecli.decode.png_layout`), so the
+CPU's own decoder has the last word on every file the kernels do not pass."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import cupy
+import numpy as np
+
+from ...cuda.ring import empty_pinned
+from ...errors import FrameError
+from ..cpu import decode_image
+from ..png_layout import PALETTE, EncodedPng
+from . import inflate, png
+from .slots import CPU, DeviceBatch, SlotRing, frames_a_batch
+
+PNG_DECODER = "gpu-png"
+# Files a batch: the inflate kernel gives each stream a block of its own, so the more streams
+# a launch has, the more of the SMs it fills; frames_a_batch keeps large frames' batches within
+# the slots' bound.
+PNG_BATCH = 32
+# Decoding threads, each with a stream and slots of its own: while one waits for its batch's
+# statuses (to send what the kernels did not decode to the CPU), another packs and launches.
+PNG_THREADS = 2
+# A thread's slots: the batch it decodes, one waiting for the edge kernel, one it hands on.
+PNG_SLOTS = 3
+
+
+class _ThreadState:
+    """One decoding thread's stream, slots and pinned staging buffer for the zlib streams."""
+
+    def __init__(self, stop: threading.Event):
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.ring = SlotRing(PNG_SLOTS, stop)
+        self.staging = empty_pinned(0)
+
+    def staged(self, nbytes: int) -> np.ndarray:
+        """The pinned buffer, grown to ``nbytes`` (its last upload has completed: the thread
+        waits for each batch before it takes the next)."""
+        if self.staging.size < nbytes:
+            self.staging = empty_pinned(max(nbytes, 2 * self.staging.size))
+        return self.staging[:nbytes]
+
+
+class PngDecoder:
+    """Decodes batches of PNGs of one layout on :data:`PNG_THREADS` threads."""
+
+    def __init__(self, device: int, max_pixels: int):
+        self.device, self.max_pixels = device, max_pixels
+        self.name = PNG_DECODER
+        self.stop = threading.Event()  # set by close: a decode waiting for a slot gives up
+        self.batch = PNG_BATCH
+        self.local = threading.local()
+        self.executor = ThreadPoolExecutor(PNG_THREADS, thread_name_prefix="edgecli-png")
+        self.opened = self.executor.submit(self._open)
+
+    def _open(self) -> None:
+        cupy.cuda.Device(self.device).use()
+        self.kernels = (inflate.module(self.device), png.kernel(self.device))
+
+    def ready(self) -> bool:
+        """Whether the kernels are loaded, never waiting (until they are, PNGs go to the CPU)."""
+        return self.opened.done() and self.opened.exception() is None
+
+    def failure(self) -> str | None:
+        """Why the kernels could not load, once that is known; else None."""
+        if not self.opened.done() or self.opened.exception() is None:
+            return None
+        return str(self.opened.exception())
+
+    def batch_for(self, header) -> int:
+        """Files a batch of ``header``'s size holds: PNG_BATCH, fewer for large frames."""
+        return frames_a_batch(self.batch, header.width * header.height)
+
+    def submit(self, items: list[EncodedPng]):
+        """A Future of the DeviceBatch of ``items`` (which share a key)."""
+        return self.executor.submit(self._decode, items)
+
+    def _state(self) -> _ThreadState:
+        state = getattr(self.local, "state", None)
+        if state is None:
+            cupy.cuda.Device(self.device).use()
+            state = self.local.state = _ThreadState(self.stop)
+        return state
+
+    def _decode(self, items: list[EncodedPng]) -> DeviceBatch:
+        self.opened.result()
+        state, (inflater, unfilter) = self._state(), self.kernels
+        stream, layout, n = state.stream, items[0].header, len(items)
+        image_bytes = layout.inflated_size
+        out_h, out_w = layout.height, layout.width
+        if layout.orientation >= 5:  # turned a quarter: the frame is the image transposed
+            out_h, out_w = out_w, out_h
+        src_start = inflate.offsets([item.header.stream_size for item in items])
+        dst_start = np.arange(n + 1, dtype=np.uint64) * np.uint64(image_bytes)
+        staged = state.staged(int(src_start[-1]))
+        for item, start in zip(items, src_start[:-1].tolist(), strict=True):
+            item.header.copy_stream(item.data, staged[start:])
+        slot = state.ring.take(stream)
+        src = slot.buffer("src", staged.size)
+        inflated = slot.buffer("inflated", n * image_bytes)
+        frames = slot.buffer("frames", n * out_h * out_w * 3).reshape(n, out_h, out_w, 3)
+        statuses = slot.buffer("statuses", 2 * n * 4).view(np.int32)
+        started, ready = cupy.cuda.Event(), cupy.cuda.Event()
+        started.record(stream)
+        with stream:
+            src.set(staged, stream=stream)
+            starts = cupy.asarray(np.concatenate([src_start, dst_start]))
+            palettes = None
+            if layout.colour_type == PALETTE:
+                palettes = cupy.asarray(np.stack([item.header.palette_table() for item in items]))
+        inflate.launch_inflate(
+            inflater, src, starts[: n + 1], inflated, starts[n + 1 :], statuses[:n], stream=stream
+        )
+        png.launch_png_to_bgr(
+            unfilter, inflated, image_bytes, frames, statuses[n:], color_type=layout.colour_type,
+            depth=layout.bit_depth, palettes=palettes, orientation=layout.orientation,
+            stream=stream,
+        )  # fmt: skip
+        found = statuses.get(stream=stream)  # waits for the batch: the CPU takes the rest
+        failed = np.flatnonzero((found[:n] != inflate.OK) | (found[n:] != 0)).tolist()
+        return self._finish(items, slot, frames, failed, started, ready, stream)
+
+    def _finish(self, items, slot, frames, failed, started, ready, stream) -> DeviceBatch:
+        """The batch, the files in ``failed`` decoded by the CPU into their places (and those
+        it cannot decode dropped, the frames after them moved up)."""
+        names, sources, errors, kept = [], [], [], 0
+        failed = set(failed)
+        for i, item in enumerate(items):
+            if i in failed:
+                try:
+                    pixels = decode_image(item.path, item.data, self.max_pixels)
+                except FrameError as exc:
+                    errors.append(exc)
+                    continue
+                if pixels.shape != frames.shape[1:]:
+                    said = f"decoded as {pixels.shape}, its header says {frames.shape[1:]}"
+                    errors.append(FrameError(item.source, said))
+                    continue
+                frames[kept].set(pixels, stream=stream)
+            elif kept != i:
+                with stream:
+                    cupy.copyto(frames[kept], frames[i])
+            names.append(item.out_name)
+            sources.append(item.source)
+            kept += 1
+        ready.record(stream)
+        if failed:
+            stream.synchronize()  # the copies from pageable memory have read the CPU's frames
+        decoders = {self.name: kept - (len(failed) - len(errors)), CPU: len(failed) - len(errors)}
+        decoders = {name: count for name, count in decoders.items() if count}
+        return DeviceBatch(names, sources, frames[:kept], ready, slot, decoders, errors, started,
+                           timed=("png", "gpu_decode"))  # fmt: skip
+
+    def close(self) -> None:
+        self.stop.set()
+        self.executor.shutdown(wait=True, cancel_futures=True)

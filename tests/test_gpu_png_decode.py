@@ -1,0 +1,57 @@
+"""PNG folders under --decode gpu on the GPU's own PNG decoder (inflate.cu, then png.cu)
+against --decode cpu, file for file (needs CUDA). The frames each unfilter launch writes are
+poisoned just before it runs, so a pixel it never wrote fails the comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+import edgecli
+
+from .helpers import same_pixels
+from .png_corpus import own_files
+from .test_gpu_decode_pipeline import png_folder
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def decoder_from_the_first_file(gpu, monkeypatch):
+    """Every PNG to the GPU's decoder (none to the CPU while its kernels load), and its frames
+    poisoned before the unfilter kernel writes them."""
+    from edgecli.decode.gpu import png as gpu_png
+    from edgecli.decode.gpu import pngs
+
+    monkeypatch.setattr(pngs.PngDecoder, "ready", lambda self: self.opened.result() is None)
+    launch = gpu_png.launch_png_to_bgr
+
+    def poisoned(function, data, image_stride, out, status, **options):
+        out.data.memset_async(0x5A, out.nbytes, options["stream"])
+        launch(function, data, image_stride, out, status, **options)
+
+    monkeypatch.setattr(gpu_png, "launch_png_to_bgr", poisoned)
+
+
+def run_both(source, tmp_path, **options):
+    cpu = edgecli.process(source, tmp_path / "cpu", backend="cuda", decode="cpu", **options)
+    gpu = edgecli.process(source, tmp_path / "gpu", backend="cuda", decode="gpu", **options)
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+    assert gpu.failed == cpu.failed
+    return cpu, gpu
+
+
+def test_a_folder_of_pngs_decodes_on_the_gpu_as_on_the_cpu(tmp_path):
+    """Layouts in runs, a turned one, and the files left to the CPU (interlaced, damaged)."""
+    folder = png_folder(tmp_path / "in")
+    _, gpu = run_both(folder, tmp_path, on_error="skip")
+    assert gpu.decoders.get("gpu-png") == 13  # every PNG but d1 (interlaced) and e0 (damaged)
+
+
+def test_every_layout_of_the_corpus_as_on_the_cpu(tmp_path):
+    """Every colour type and depth, filters, IDAT splits and zlib settings of the corpus."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, data in own_files().items():
+        (folder / f"{name}.png").write_bytes(data)
+    _, gpu = run_both(folder, tmp_path, on_error="skip")
+    assert gpu.decoders.get("gpu-png", 0) > len(own_files()) // 2
