@@ -46,6 +46,14 @@ def test_all_variants_cover_every_norm_and_border_once():
     )
 
 
+def test_canny_defines_name_the_norm():
+    """Each norm selects its CANNY_NORM in canny.cu; anything else raises, naming the value."""
+    assert kernels.canny_defines("l1") == ("-DCANNY_NORM=CANNY_NORM_L1",)
+    assert kernels.canny_defines("l2") == ("-DCANNY_NORM=CANNY_NORM_L2",)
+    with pytest.raises(OptionError, match="'l3'"):
+        kernels.canny_defines("l3")
+
+
 @pytest.mark.parametrize(
     ("variant", "fitting", "expected"),
     [

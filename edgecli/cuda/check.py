@@ -1,5 +1,5 @@
 """``make kernel-check``: compile every variant of ``edges.cu``, and ``deflate.cu``,
-``decode.cu``, ``png.cu`` and ``inflate.cu``, for every architecture in
+``decode.cu``, ``png.cu``, ``inflate.cu`` and both norms of ``canny.cu``, for every architecture in
 :data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on
 any error or register spill (``python -m edgecli.cuda.check --check``).
 
@@ -18,13 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..params import usable_cpus
+from ..params import NORMS, usable_cpus
 from .kernel import (
+    CANNY_FILE,
     CHECK_ARCHS,
     CUDA13_MIN_ARCH,
     KERNEL_FILE,
     Variant,
     all_variants,
+    canny_defines,
     compile_options,
     kernel_path,
     kernel_source,
@@ -71,9 +73,11 @@ class Nvrtc:
             self.lib.nvrtcDestroyProgram(ctypes.byref(program))
 
 
-# The CUDA files without variants, compiled for every architecture too, with the options
-# edgecli.cuda.build.load_kernels compiles them with at run time.
-OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu", "inflate.cu")
+# The other CUDA files, compiled for every architecture too, with the options
+# edgecli.cuda.build.load_kernels compiles them with at run time: each of FILE_DEFINES' sets of
+# definitions where it lists the file, else none.
+OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu", "inflate.cu", CANNY_FILE)
+FILE_DEFINES = {CANNY_FILE: tuple(canny_defines(norm) for norm in NORMS)}
 
 # The libraries' places in NVIDIA's wheels (site-packages/nvidia/...).
 NVRTC_WHEEL_PATHS = {12: "cuda_nvrtc/lib/libnvrtc.so.12", 13: "cu13/lib/libnvrtc.so.13"}
@@ -193,8 +197,8 @@ def _compilers(archs: tuple[int, ...], out) -> dict[int, Nvrtc] | None:
 def check_files(
     names: tuple[str, ...] = OTHER_FILES, archs: tuple[int, ...] = CHECK_ARCHS, *, out=sys.stdout
 ) -> int:
-    """Compile the other CUDA files (no variants) for every architecture, as :func:`check`
-    does; one line a file; the exit status."""
+    """Compile the other CUDA files (each set of their ``FILE_DEFINES``) for every
+    architecture, as :func:`check` does; one line a file; the exit status."""
     compilers = _compilers(archs, out)
     if compilers is None:
         return 1
@@ -202,12 +206,14 @@ def check_files(
     for name in names:
         bad = []
         for arch in archs:
-            options = (*compile_options((), arch), "--ptxas-options=-v")
             compiler = compilers[12 if arch < CUDA13_MIN_ARCH else 13]
-            ok, report = compiler.compile(kernel_source(name), name, options)
-            if not ok or spilled(report):
-                bad.append(f"sm_{arch}")
-                print(f"FAIL sm_{arch} {name}\n{report}", file=out)
+            for defines in FILE_DEFINES.get(name, ((),)):
+                options = (*compile_options(defines, arch), "--ptxas-options=-v")
+                ok, report = compiler.compile(kernel_source(name), name, options)
+                if not ok or spilled(report):
+                    bad.append(f"sm_{arch}")
+                    print(f"FAIL sm_{arch} {name} {' '.join(defines)}\n{report}", file=out)
+                    break
         failures += len(bad)
         line = f"{len(archs) - len(bad)}/{len(archs)} architectures compiled"
         print(f"{'FAIL' if bad else 'ok  '} {name}: {line}{'' if bad else ', no spills'}", file=out)

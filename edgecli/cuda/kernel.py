@@ -61,6 +61,26 @@ def deflate_out_bytes(frame_bytes: int) -> int:
     return (frame_bytes + 4 * deflate_blocks_for(frame_bytes) + 8 + 3) // 4 * 4
 
 
+# canny.cu (edgecli.cuda.canny): its kernels, in launch order, and their geometry, which
+# canny.cu static_asserts: 32 x 32 tiles, canny_local's threads, canny_merge's (a tile's top row
+# and its side columns below it), and the per-pixel passes'. Its norm is a -D definition
+# (canny_defines); Canny's border is always cv2's BORDER_REPLICATE.
+CANNY_FILE = "canny.cu"
+CANNY_KERNELS = ("canny_local", "canny_merge", "canny_flag", "canny_output")
+CANNY_TILE = 32
+CANNY_LOCAL_THREADS = 256
+CANNY_MERGE_THREADS = CANNY_TILE + 2 * (CANNY_TILE - 1)
+CANNY_PIXEL_THREADS = 256
+_CANNY_NORM_DEFINES = {"l1": "CANNY_NORM_L1", "l2": "CANNY_NORM_L2"}
+
+
+def canny_defines(norm: str) -> tuple[str, ...]:
+    """The ``-D`` options that select ``norm`` in ``canny.cu``; raise naming a bad value."""
+    if norm not in _CANNY_NORM_DEFINES:
+        raise OptionError(f"Canny norm must be one of {', '.join(NORMS)}, got {norm!r}")
+    return (f"-DCANNY_NORM={_CANNY_NORM_DEFINES[norm]}",)
+
+
 # The oldest GPUs the kernel runs on (it uses warp shuffles with masks, dp2a, 16-byte loads; and
 # cp.async from sm_80 on), and the architectures --check compiles for: Volta, Turing, Ampere
 # (A100, and A10/RTX 30), Ada (L4, RTX 40), Hopper, Blackwell (B200, RTX 50).
