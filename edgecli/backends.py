@@ -46,7 +46,7 @@ class Detail(str):
 def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str | None:
     """None when the CUDA backend can run on ``device``, else a one-line reason (starting
     with NO_GPU where the machine has none). With ``options``, the check compiles the kernel
-    variant those options use (and only that one)."""
+    variant those options use (and only that one), and the Canny kernels for --operator canny."""
     from .cuda.driver import absence_reason
 
     absent = absence_reason()
@@ -59,8 +59,10 @@ def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str
     from .cuda import build
     from .cuda.kernel import Variant
 
-    variant = None if options is None else Variant(options.norm, options.border)
-    return build.unusable_reason(device, variant)
+    if options is None:
+        return build.unusable_reason(device)
+    canny_norm = options.norm if options.operator == "canny" else None
+    return build.unusable_reason(device, Variant(options.norm, options.border), canny_norm)
 
 
 @dataclass(frozen=True)

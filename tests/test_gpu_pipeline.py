@@ -35,9 +35,9 @@ def poisoned_launches(gpu, cp, monkeypatch):
     launch, pack = gpu.CudaBackend.launch, gpu.CudaBackend.pack
     batches = itertools.count()
 
-    def poisoned(self, frames_dev, edges_dev, stream):
+    def poisoned(self, frames_dev, edges_dev, stream, *work):
         edges_dev.data.memset_async(POISON, edges_dev.nbytes, stream)
-        launch(self, frames_dev, edges_dev, stream)
+        launch(self, frames_dev, edges_dev, stream, *work)
 
     def poisoned_pack(self, edges_dev, rows_dev, stream):
         rows_dev.data.memset_async(PACKED_POISONS[next(batches) % 2], rows_dev.nbytes, stream)

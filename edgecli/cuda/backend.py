@@ -8,9 +8,11 @@ Layers, top-down:
 - :class:`CudaBackend` ``.detect(frames)``: host frames in, host edge maps out (synchronous),
   through pinned staging buffers and a non-default stream; ``.slab_ring()`` for the pipeline
   (:mod:`edgecli.cuda.ring`).
-- :func:`launch_edges`, :func:`launch_pack_rows`: the kernels on device arrays, on a given
-  stream, no synchronisation, every argument checked and typed.
-- :func:`edgecli.cuda.build.load_kernel`: the compiled kernel they launch.
+- :func:`launch_edges`, :func:`launch_pack_rows`, and :func:`edgecli.cuda.canny.launch_canny`
+  for ``--operator canny``: the kernels on device arrays, on a given stream, no
+  synchronisation, every argument checked and typed.
+- :func:`edgecli.cuda.build.load_kernel`, :func:`edgecli.cuda.build.load_canny`: the compiled
+  kernels they launch.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from .. import reference
 from ..errors import KernelResourceError
 from ..params import MAX_L1_MAGNITUDE, Options
 from ..png import png_row_bytes_1bit
-from .build import LoadedKernel, device_description, load_kernel
+from .build import LoadedKernel, device_description, load_canny, load_kernel
+from .canny import LABEL_BYTES, launch_canny
 from .deflate import deflater
 from .kernel import KERNEL_FILE, SHARED_BYTES, THREADS, TILE_H, TILE_W, WARPS, Variant
 from .ring import SlabRing
@@ -165,15 +168,33 @@ class CudaBackend:
         # this module knows nothing of decoding. None: every frame is decoded on the CPU.
         self._decoders = decoders
         self.device = options.device
+        # The edge kernel's module also packs the rows of 1-bit PNGs, whichever operator runs.
         self.kernel = load_kernel(self.device, Variant(options.norm, options.border))
+        self.canny = load_canny(self.device, options.norm) if options.operator == "canny" else None
+        # The Canny kernels' union-find labels, a pixel each, in every slab.
+        self.work_bytes = LABEL_BYTES if self.canny is not None else 0
         self.device_name = device_description(self.device)
         self._detect_ring: SlabRing | None = None
 
     def launch(
-        self, frames_dev: cupy.ndarray, edges_dev: cupy.ndarray, stream: cupy.cuda.Stream
+        self,
+        frames_dev: cupy.ndarray,
+        edges_dev: cupy.ndarray,
+        stream: cupy.cuda.Stream,
+        work_dev: cupy.ndarray | None = None,
     ) -> None:
-        """:func:`launch_edges` with this backend's kernel and threshold."""
-        launch_edges(self.kernel, frames_dev, edges_dev, self.options.effective_threshold, stream)
+        """:func:`launch_edges` with this backend's kernel and threshold, or for Canny
+        :func:`launch_canny` with its limits, its labels in ``work_dev`` (a slab's work space:
+        ``work_bytes`` a pixel)."""
+        if self.canny is None:
+            threshold = self.options.effective_threshold
+            launch_edges(self.kernel, frames_dev, edges_dev, threshold, stream)
+            return
+        labels_dev = work_dev.view(np.uint32).reshape(edges_dev.shape)
+        with cupy.cuda.Device(self.device):
+            launch_canny(
+                self.canny, frames_dev, edges_dev, labels_dev, self.options.canny_limits, stream
+            )
 
     def pack(self, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream) -> None:
         """:func:`launch_pack_rows` with this backend's module."""
@@ -191,13 +212,13 @@ class CudaBackend:
         the GPU's deflate gives this host's bytes (:func:`edgecli.cuda.deflate.deflater`)."""
         pack = self.pack if self.options.png_bits == 1 else None
         deflate = deflater(self.device) if pack is not None else None
-        return SlabRing(slabs, self.device, self.launch, pack, deflate)
+        return SlabRing(slabs, self.device, self.launch, pack, deflate, self.work_bytes)
 
     def detect(self, frames_bgr: np.ndarray) -> np.ndarray:
         """Edge maps of (N, H, W, 3) uint8 BGR frames: (N, H, W) uint8 of 0/255."""
         frames = reference.check_frames(frames_bgr)
         if self._detect_ring is None:
-            self._detect_ring = SlabRing(1, self.device, self.launch)
+            self._detect_ring = SlabRing(1, self.device, self.launch, work_bytes=self.work_bytes)
         filling = self._detect_ring.fill(frames.shape[1:], len(frames))
         try:
             np.copyto(filling.inputs[: len(frames)], frames)

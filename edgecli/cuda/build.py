@@ -1,9 +1,10 @@
 """Compiling and loading the kernels: NVRTC for the device at hand, a cache on disk.
 
-``edgecli/cuda/edges.cu`` (and ``decode.cu``) are compiled once per variant and machine, kept in
-edgecli's cache (:func:`edgecli.cuda.kernel.kernel_cache_dir`) and loaded once per process:
-:func:`load_kernel` for the edge kernel (memoized on device and variant, with the persistent
-grid that fits the device), :func:`load_kernels` for any file's kernels. Also what a device is
+``edgecli/cuda/edges.cu`` (and ``canny.cu``, ``decode.cu``) are compiled once per variant and
+machine, kept in edgecli's cache (:func:`edgecli.cuda.kernel.kernel_cache_dir`) and loaded once
+per process: :func:`load_kernel` for the edge kernel (memoized on device and variant, with the
+persistent grid that fits the device), :func:`load_canny` for the Canny kernels,
+:func:`load_kernels` for any file's kernels. Also what a device is
 (:func:`compute_capability`, :func:`device_description`) and whether the kernel runs on it
 (:func:`unusable_reason`). Imports CuPy.
 """
@@ -20,8 +21,11 @@ import cupy
 
 from ..errors import KernelBuildError, KernelResourceError, OutputError
 from ..sinks import write_atomic
+from .canny import CannyKernels
 from .kernel import (
     ARCH_ENV,
+    CANNY_FILE,
+    CANNY_KERNELS,
     CUDA13_MIN_ARCH,
     KERNEL_FILE,
     KERNEL_NAME,
@@ -34,6 +38,7 @@ from .kernel import (
     Variant,
     blocks_per_sm,
     cache_key,
+    canny_defines,
     compile_options,
     forced_arch,
     kernel_cache_dir,
@@ -71,7 +76,9 @@ def load_kernel(device: int, variant: Variant) -> LoadedKernel:
     return loaded
 
 
-def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
+def _device_arch(device: int, forced: int | None) -> int:
+    """The compute capability of ``device`` as a number (90); KernelBuildError where
+    :data:`edgecli.cuda.kernel.ARCH_ENV` forces a newer one."""
     major, minor = compute_capability(device)
     arch = 10 * major + minor
     if forced is not None and forced > arch:
@@ -79,6 +86,11 @@ def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
             f"{ARCH_ENV}={forced} asks for a newer architecture than CUDA device {device} "
             f"(sm_{arch}) has"
         )
+    return arch
+
+
+def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
+    arch = _device_arch(device, forced)
     with cupy.cuda.Device(device):
         attributes = cupy.cuda.Device(device).attributes
         limit = attributes["MaxSharedMemoryPerBlockOptin"]
@@ -101,6 +113,28 @@ def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
         sms = attributes["MultiProcessorCount"]
     per_sm = blocks_per_sm(variant, fitting)
     return LoadedKernel(function, pack, variant, device, target, per_sm * sms, fitting * sms)
+
+
+_canny: dict[tuple[int, str, int | None], CannyKernels] = {}
+
+
+def load_canny(device: int, norm: str) -> CannyKernels:
+    """``canny.cu``'s kernels for ``norm`` on ``device``: compiled once per machine (then read
+    from disk), loaded once per process. Honours :data:`edgecli.cuda.kernel.ARCH_ENV`."""
+    forced = forced_arch()
+    key = (device, norm, forced)
+    with _kernels_lock:
+        loaded = _canny.get(key)
+        if loaded is None:
+            arch = _device_arch(device, forced)
+            with cupy.cuda.Device(device):
+                functions, _ = load_kernels(
+                    CANNY_FILE, CANNY_KERNELS, canny_defines(norm), forced or arch,
+                    ptx=forced is not None, label=norm,
+                )  # fmt: skip
+            named = dict(zip(CANNY_KERNELS, functions, strict=True))
+            loaded = _canny[key] = CannyKernels.from_functions(named, norm, device)
+    return loaded
 
 
 def _module(variant: Variant, arch: int, *, ptx: bool):
@@ -217,9 +251,12 @@ def compute_capability(device: int) -> tuple[int, int]:
     return props["major"], props["minor"]
 
 
-def unusable_reason(device: int = 0, variant: Variant | None = None) -> str | None:
+def unusable_reason(
+    device: int = 0, variant: Variant | None = None, canny_norm: str | None = None
+) -> str | None:
     """None when CUDA device ``device`` can run the kernel (``variant``, by default the default
-    one, which is then compiled and cached), else a one-line reason. Never raises."""
+    one, which is then compiled and cached) and, with ``canny_norm``, the Canny kernels of that
+    norm; else a one-line reason. Never raises."""
     try:
         try:
             count = cupy.cuda.runtime.getDeviceCount()
@@ -237,6 +274,8 @@ def unusable_reason(device: int = 0, variant: Variant | None = None) -> str | No
                 f"{capability[0]}.{capability[1]}; the kernel needs {need} or newer (Volta)"
             )
         load_kernel(device, variant or Variant())
+        if canny_norm is not None:
+            load_canny(device, canny_norm)
     except (KernelBuildError, KernelResourceError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "install edgecli[" in first:

@@ -53,12 +53,15 @@ class Slab:
     ``packed``: the host gets the edge maps as 1-bit PNG scanlines, packed on the device after
     the kernel (an eighth of the bytes to copy back, and nothing for the encoders to pack);
     else as the edge maps themselves. ``deflate`` (packed slabs only): the scanlines' zlib
-    streams too, compressed on the device."""
+    streams too, compressed on the device. ``work_bytes``: bytes a pixel of device work space
+    the kernel needs (the Canny kernels' labels), held with the edge maps and reused: the
+    slab's stream orders one batch's use of it before the next's."""
 
-    def __init__(self, packed: bool = False, deflate: Deflater | None = None):
+    def __init__(self, packed: bool = False, deflate: Deflater | None = None, work_bytes: int = 0):
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.packed = packed
         self.deflate = deflate if packed else None
+        self.work_bytes = work_bytes
         # What the deflate buffers hold: bytes of zlib streams, bytes of scratch, frames.
         self.zlib_capacity = (0, 0, 0)
         self.capacity = 0  # pixels (frames x height x width) the edge buffer holds
@@ -76,7 +79,10 @@ class Slab:
     def _reserve(self, pixels: int, out_bytes: int, host_input: bool) -> None:
         try:
             if pixels > self.capacity:
+                self.edges_dev = self.work_dev = None
                 self.edges_dev = cp.empty(pixels, dtype=np.uint8)
+                if self.work_bytes:
+                    self.work_dev = cp.empty(pixels * self.work_bytes, dtype=np.uint8)
                 self.capacity = pixels
             if host_input and pixels > self.input_capacity:
                 # Frames decoded on the GPU come in buffers of their own: only frames from
@@ -91,9 +97,9 @@ class Slab:
                     self.rows_dev = cp.empty(out_bytes, dtype=np.uint8)
                 self.out_capacity = out_bytes
         except (cp.cuda.memory.OutOfMemoryError, cp.cuda.runtime.CUDARuntimeError) as exc:
-            # Frames pinned and on the device, edge maps on the device; the output pinned,
-            # and packed rows on the device.
-            wanted = pixels * 7 + out_bytes * (2 if self.packed else 1)
+            # Frames pinned and on the device, edge maps (and work space) on the device; the
+            # output pinned, and packed rows on the device.
+            wanted = pixels * (7 + self.work_bytes) + out_bytes * (2 if self.packed else 1)
             raise _allocation_error("GPU and pinned memory for a batch", wanted, exc) from None
 
     def _reserve_deflate(self, frames: int, frame_bytes: int) -> None:
@@ -192,7 +198,11 @@ class Filling:
             if upload is not None:
                 frames_dev.set(upload, stream=slab.stream)  # one async copy, from pinned
             slab.uploaded.record(slab.stream)
-            self.launch(frames_dev, edges_dev, slab.stream)
+            if slab.work_bytes:
+                work_dev = slab.work_dev[: n * h * w * slab.work_bytes]
+                self.launch(frames_dev, edges_dev, slab.stream, work_dev)
+            else:
+                self.launch(frames_dev, edges_dev, slab.stream)
             if then is not None:
                 then(slab.stream)
             if slab.packed:
@@ -271,14 +281,21 @@ class SlabRing:
 
     The caller keeps fewer than ``size`` batches in flight and collects them in order, so the
     slab it fills next is always the one whose batch it collected longest ago. ``launch(frames,
-    edges, stream)`` runs the kernel; ``pack(edges, rows, stream)``, if given, packs its output
-    into 1-bit PNG scanlines, which the batches then give as :class:`PackedEdges`; with
-    ``deflate`` too, with their zlib streams.
+    edges, stream)`` runs the kernel (``launch(frames, edges, stream, work)`` with
+    ``work_bytes``: ``work`` is the slab's device work space, that many bytes a pixel of the
+    batch); ``pack(edges, rows, stream)``, if given, packs its output into 1-bit PNG scanlines,
+    which the batches then give as :class:`PackedEdges`; with ``deflate`` too, with their zlib
+    streams.
     """
 
-    def __init__(self, size: int, device: int, launch, pack=None, deflate=None):
+    def __init__(
+        self, size: int, device: int, launch, pack=None, deflate=None, work_bytes: int = 0
+    ):
         with cp.cuda.Device(device):
-            self.slabs = [Slab(packed=pack is not None, deflate=deflate) for _ in range(size)]
+            self.slabs = [
+                Slab(packed=pack is not None, deflate=deflate, work_bytes=work_bytes)
+                for _ in range(size)
+            ]
         self.device = device
         self.launch, self.pack = launch, pack
         self.turn = 0

@@ -1,0 +1,144 @@
+"""The Canny kernels on the GPU, byte for byte cv2.Canny of the frames' cv2 gray, and whole
+``edgecli run --operator canny`` runs on the CUDA backend byte for byte the CPU backend's (needs
+a usable CUDA device; skipped, with the reason, elsewhere).
+
+tests/test_canny_kernels.py runs the same kernels on the CPU over small frames; here they run
+as built by NVRTC, on frames up to 4K, in batches, under the CuPy launches of the backend."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from edgecli.cuda import kernel as kernels
+from edgecli.params import NORMS
+
+from .canny_cases import ADVERSARIAL, cv2_canny, cv2_limits, spiral
+from .helpers import H264_CLIP, invoke, make_frames, png_pixels, same_bytes
+from .media import photo
+
+pytestmark = pytest.mark.gpu
+
+POISONS = ((0xA5, 0), (0x5A, 0xFFFFFFFF))  # (output, labels)
+SHAPES = [(1, 1), (1, 300), (45, 1), (2, 2), (33, 65), (481, 641), (1080, 1920), (2160, 3840)]
+THRESHOLDS = [(50, 150), (0, 0), (150, 50), (100, 5000), (5000, 5000)]
+
+
+@pytest.fixture(autouse=True)
+def usable_cuda(gpu):
+    """Every test here, the whole runs too, skips where CUDA is unusable (the gpu fixture)."""
+
+
+def device_canny(build, cp, stream, frames: np.ndarray, low, high, norm: str) -> np.ndarray:
+    """launch_canny's edges of ``frames`` on the device, the same from each poisoning of the
+    output and the labels."""
+    from edgecli.cuda.canny import launch_canny
+
+    canny = build.load_canny(0, norm)
+    results = []
+    with stream:
+        frames_dev = cp.asarray(frames)
+        for edge_poison, label_poison in POISONS:
+            edges_dev = cp.full(frames.shape[:3], edge_poison, dtype=cp.uint8)
+            labels_dev = cp.full(frames.shape[:3], label_poison, dtype=cp.uint32)
+            launch_canny(
+                canny, frames_dev, edges_dev, labels_dev, cv2_limits(low, high, norm), stream
+            )
+            results.append(edges_dev.get(stream=stream))
+    stream.synchronize()
+    assert np.array_equal(results[0], results[1]), "pixels left unwritten or labels misread"
+    return results[0]
+
+
+def assert_same(got: np.ndarray, want: np.ndarray, context: str) -> None:
+    if not np.array_equal(got, want):
+        bad = np.argwhere(got != want)
+        first = tuple(int(i) for i in bad[0])
+        raise AssertionError(
+            f"{context}: {len(bad)} of {want.size} pixels differ; first at {first}: "
+            f"got {got[first]}, want {want[first]}"
+        )
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{h}x{w}" for h, w in SHAPES])
+def test_kernels_equal_cv2(build, cp, stream, shape, norm):
+    """A batch of photographs and noise, 1x1 to 4K, gives cv2.Canny's edges at every pair of
+    thresholds, swapped pairs included."""
+    rng = np.random.default_rng(shape[0] * 7919 + shape[1])
+    frames = np.stack(
+        [photo(*shape, seed=0), photo(*shape, seed=3), rng.integers(0, 256, (*shape, 3), np.uint8)]
+    )
+    for low, high in THRESHOLDS:
+        got = device_canny(build, cp, stream, frames, low, high, norm)
+        assert_same(got, cv2_canny(frames, low, high, norm), f"{shape} {norm} {low},{high}")
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("image", ADVERSARIAL)
+def test_adversarial_images_equal_cv2(build, cp, stream, image, norm):
+    """The spiral, checkerboards and noise of the CPU tests, and a 4K spiral through every
+    tile, give cv2.Canny's edges."""
+    frames = ADVERSARIAL[image]()[None]
+    for low, high in [(60, 400), (10, 3000), (0, 0)]:
+        got = device_canny(build, cp, stream, frames, low, high, norm)
+        assert_same(got, cv2_canny(frames, low, high, norm), f"{image} {norm} {low},{high}")
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_a_4k_spiral_is_one_edge(build, cp, stream, norm):
+    """A spiral filling a 2160 x 2160 frame is an edge all the way to its outermost arm, as
+    cv2.Canny has it."""
+    frames = spiral(2160)[None]
+    got = device_canny(build, cp, stream, frames, 60, 400, norm)
+    assert_same(got, cv2_canny(frames, 60, 400, norm), f"4K spiral {norm}")
+    assert got[0, :3].any()
+
+
+@pytest.mark.parametrize("target", [80, 75])
+def test_older_architectures_equal_cv2(build, cp, stream, monkeypatch, target):
+    """Compiled as PTX for sm_80 and sm_75 (EDGECLI_CUDA_ARCH), the kernels give the same
+    edges."""
+    monkeypatch.setenv(kernels.ARCH_ENV, str(target))
+    frames = np.stack([photo(481, 641, seed=i) for i in range(2)])
+    got = device_canny(build, cp, stream, frames, 50, 150, "l2")
+    assert_same(got, cv2_canny(frames, 50, 150, "l2"), f"as sm_{target}")
+
+
+@pytest.fixture(scope="module")
+def canny_folder(tmp_path_factory):
+    """Frames of several sizes, runs of one size longer than a batch, and 1080p."""
+    shapes = [(237, 321)] * 6 + [(1, 1), (1, 50), (50, 1)] + [(1080, 1920)] * 3
+    return make_frames(tmp_path_factory.mktemp("canny"), shapes)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("thresholds", ["50,150", "0,5000", "0,0"])
+def test_a_canny_run_on_cuda_writes_the_cpu_runs_bytes(canny_folder, tmp_path, norm, thresholds):
+    """edgecli run --operator canny on the CUDA backend writes the CPU backend's files, byte
+    for byte, and their pixels are cv2.Canny's."""
+    common = ["--operator", "canny", "-t", thresholds, "--norm", norm, "-q"]
+    for backend in ("cpu", "cuda"):
+        result = invoke("run", canny_folder, "-o", tmp_path / backend, "--backend", backend,
+                        "--batch", "4", *common)  # fmt: skip
+        assert result.exit_code == 0, result.output
+    same_bytes(tmp_path / "cpu", tmp_path / "cuda")
+    low, high = (int(t) for t in thresholds.split(","))
+    for name, edges in png_pixels(tmp_path / "cuda").items():
+        frame = cv2.imread(str(canny_folder / name), cv2.IMREAD_COLOR)
+        want = cv2_canny(frame[None], low, high, norm)[0]
+        assert np.array_equal(edges.astype(bool), want.astype(bool)), name
+
+
+@pytest.mark.parametrize("decode", ["cpu", "gpu"])
+def test_a_canny_video_run_on_cuda_writes_the_cpu_runs_bytes(tmp_path, decode):
+    """The H.264 clip through the CUDA backend, decoded on either side, gives the CPU run's
+    files under --operator canny."""
+    common = ["--operator", "canny", "-t", "40,120", "-q"]
+    result = invoke("run", H264_CLIP, "-o", tmp_path / "cpu", "--backend", "cpu", *common)
+    assert result.exit_code == 0, result.output
+    result = invoke("run", H264_CLIP, "-o", tmp_path / "cuda", "--backend", "cuda",
+                    "--decode", decode, "--batch", "5", *common)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    same_bytes(tmp_path / "cpu", tmp_path / "cuda")
