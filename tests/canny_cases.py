@@ -51,10 +51,23 @@ def spiral(size: int, weak: int = 40, step: int = 4) -> np.ndarray:
     return gray_frame(y)
 
 
-def checkerboard(height: int, width: int, cell: int) -> np.ndarray:
-    """A gray frame of black and white ``cell`` x ``cell`` squares."""
+def checkerboard(height: int, width: int, cell: int, dark: int = 0, light: int = 255):
+    """A gray frame of ``dark`` and ``light`` ``cell`` x ``cell`` squares."""
     rows, cols = np.indices((height, width))
-    return gray_frame(((rows // cell + cols // cell) % 2) * 255)
+    return gray_frame(np.where((rows // cell + cols // cell) % 2, light, dark))
+
+
+def fed_lattice(height: int, width: int, step: int = 4, weak: int = 40) -> np.ndarray:
+    """A gray frame: a lattice of 1-pixel lines of luma ``weak`` every ``step`` pixels each
+    way over black, with a white 3 x 3 block on it in the middle: one web of weak edges over
+    the whole frame, fed by that block's strong ones."""
+    y = np.zeros((height, width), np.uint8)
+    y[::step, :] = weak
+    y[:, ::step] = weak
+    # Between two rows of the lattice, over one of its columns.
+    row, col = height // 2 // step * step + 1, width // 2 // step * step
+    y[row : row + 3, col : col + 3] = 255
+    return gray_frame(y)
 
 
 def noise(height: int, width: int, seed: int) -> np.ndarray:
@@ -70,9 +83,11 @@ def faint_noise(height: int, width: int, seed: int) -> np.ndarray:
 
 ADVERSARIAL = {
     "spiral": lambda: spiral(160),
-    "checkerboard-1": lambda: checkerboard(96, 128, 1),
-    "checkerboard-2": lambda: checkerboard(96, 128, 2),
-    "checkerboard-5": lambda: checkerboard(100, 100, 5),
+    "checkerboard-1": lambda: checkerboard(96, 128, 1),  # equal magnitudes: nothing is a peak
+    "checkerboard-3": lambda: checkerboard(96, 128, 3),
+    "fed-lattice": lambda: fed_lattice(100, 130),
     "noise": lambda: noise(96, 128, seed=3),
     "faint-noise": lambda: faint_noise(96, 128, seed=4),
 }
+# Thresholds for them: weak edges between low and high, a wide band, and everything.
+ADVERSARIAL_THRESHOLDS = [(60, 400), (10, 1000), (0, 0)]

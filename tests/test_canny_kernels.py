@@ -18,7 +18,16 @@ from edgecli.cuda.kernel import CANNY_FILE, CANNY_KERNELS, kernel_path
 from edgecli.params import NORMS
 
 from . import cuda_host
-from .canny_cases import ADVERSARIAL, cv2_canny, cv2_limits, faint_noise, noise, spiral
+from .canny_cases import (
+    ADVERSARIAL,
+    ADVERSARIAL_THRESHOLDS,
+    cv2_canny,
+    cv2_limits,
+    faint_noise,
+    fed_lattice,
+    noise,
+    spiral,
+)
 from .media import gray_frame, photo
 
 ORDERS = ("forward", "reverse", 20261205)
@@ -117,22 +126,32 @@ def test_thresholds_as_cv2(host_canny, norm, thresholds):
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("image", ADVERSARIAL)
 def test_adversarial_images_as_cv2(host_canny, norm, image):
-    """A spiral of weak edges fed by one strong block, checkerboards and noise give
-    cv2.Canny's edges."""
+    """A spiral and a lattice of weak edges fed by one strong block, checkerboards and noise
+    give cv2.Canny's edges."""
     frame = ADVERSARIAL[image]()[None]
-    for low, high in [(60, 400), (10, 3000), (0, 0)]:
+    for low, high in ADVERSARIAL_THRESHOLDS:
         assert_as_cv2(host_canny[norm], frame, low, high)
 
 
-@pytest.mark.parametrize("norm", NORMS)
-def test_hysteresis_follows_the_whole_spiral(host_canny, norm):
-    """The spiral's weak edges are edges all the way out to its outermost arm, which only
-    a chain through every tile of the frame connects to the strong block at its centre."""
-    frame = spiral(160)[None]
-    edges = assert_as_cv2(host_canny[norm], frame, 60, 400)[0]
-    assert edges[:3].any() and edges[-3:].any()  # the outermost arm, top and bottom
-    weak_only = assert_as_cv2(host_canny[norm], spiral(160, weak=40)[None], 60, 5000)
-    assert not weak_only.any()  # no strong pixel: nothing
+@pytest.mark.parametrize(
+    ("norm", "frame", "thresholds"),
+    [
+        ("l1", spiral(160), (60, 400)),
+        ("l2", spiral(160), (60, 400)),
+        ("l1", fed_lattice(100, 130), (60, 400)),
+        ("l2", fed_lattice(100, 130), (60, 400)),
+        ("l1", fed_lattice(512, 544), (60, 400)),  # 16 x 17 tiles, one component
+    ],
+    ids=["spiral-l1", "spiral-l2", "lattice-l1", "lattice-l2", "lattice-512x544"],
+)
+def test_hysteresis_reaches_every_corner(host_canny, norm, frame, thresholds):
+    """Weak edges that only a chain through every tile connects to the strong pixels in the
+    middle are edges in every corner of the frame; with a high threshold no pixel passes,
+    none are."""
+    edges = assert_as_cv2(host_canny[norm], frame[None], *thresholds)[0]
+    corners = [edges[:8, :8], edges[:8, -8:], edges[-8:, :8], edges[-8:, -8:]]
+    assert all(corner.any() for corner in corners)
+    assert not assert_as_cv2(host_canny[norm], frame[None], thresholds[0], 5000).any()
 
 
 @pytest.mark.parametrize("norm", NORMS)

@@ -14,7 +14,14 @@ import pytest
 from edgecli.cuda import kernel as kernels
 from edgecli.params import NORMS
 
-from .canny_cases import ADVERSARIAL, cv2_canny, cv2_limits, spiral
+from .canny_cases import (
+    ADVERSARIAL,
+    ADVERSARIAL_THRESHOLDS,
+    cv2_canny,
+    cv2_limits,
+    fed_lattice,
+    spiral,
+)
 from .helpers import H264_CLIP, invoke, make_frames, png_pixels, same_bytes
 from .media import photo
 
@@ -78,22 +85,24 @@ def test_kernels_equal_cv2(build, cp, stream, shape, norm):
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("image", ADVERSARIAL)
 def test_adversarial_images_equal_cv2(build, cp, stream, image, norm):
-    """The spiral, checkerboards and noise of the CPU tests, and a 4K spiral through every
-    tile, give cv2.Canny's edges."""
+    """The spiral, lattice, checkerboards and noise of the CPU tests give cv2.Canny's
+    edges."""
     frames = ADVERSARIAL[image]()[None]
-    for low, high in [(60, 400), (10, 3000), (0, 0)]:
+    for low, high in ADVERSARIAL_THRESHOLDS:
         got = device_canny(build, cp, stream, frames, low, high, norm)
         assert_same(got, cv2_canny(frames, low, high, norm), f"{image} {norm} {low},{high}")
 
 
 @pytest.mark.parametrize("norm", NORMS)
-def test_a_4k_spiral_is_one_edge(build, cp, stream, norm):
-    """A spiral filling a 2160 x 2160 frame is an edge all the way to its outermost arm, as
-    cv2.Canny has it."""
-    frames = spiral(2160)[None]
+@pytest.mark.parametrize("image", ["spiral", "lattice"])
+def test_4k_webs_of_weak_edges_are_edges_to_the_corners(build, cp, stream, image, norm):
+    """A spiral filling a 2160 x 2160 frame and a lattice over a 4K one, fed by one strong
+    block in the middle, are edges out to every corner, as cv2.Canny has them."""
+    frames = (spiral(2160) if image == "spiral" else fed_lattice(2160, 3840))[None]
     got = device_canny(build, cp, stream, frames, 60, 400, norm)
-    assert_same(got, cv2_canny(frames, 60, 400, norm), f"4K spiral {norm}")
-    assert got[0, :3].any()
+    assert_same(got, cv2_canny(frames, 60, 400, norm), f"4K {image} {norm}")
+    edges = got[0]
+    assert all(c.any() for c in (edges[:8, :8], edges[:8, -8:], edges[-8:, :8], edges[-8:, -8:]))
 
 
 @pytest.mark.parametrize("target", [80, 75])
