@@ -3,14 +3,15 @@
 // launched one after another on one stream by edgecli.cuda.canny.launch_canny:
 //
 //   canny_local   per 32 x 32 tile: luma -> Sobel dx, dy (int, BORDER_REPLICATE) -> magnitude
-//                 -> non-maximum suppression -> class of each pixel (0 none, 1 candidate,
-//                 2 strong), written to the output buffer; then the tile's candidates joined
-//                 8-connected in shared memory (union-find), each pixel's root written as its
-//                 label.
+//                 -> non-maximum suppression -> class of each pixel (none, candidate, strong);
+//                 then the tile's candidates joined 8-connected in shared memory (union-find):
+//                 each candidate's label is its tile component's root, and each root's class
+//                 says so, and whether the component holds a strong pixel. Classes go to the
+//                 output buffer.
 //   canny_merge   per tile: its border pixels joined with the candidates of the tiles around
 //                 it, in the labels of the whole frame (union-find on global memory).
-//   canny_flag    per pixel: labels pointed straight at their roots; a strong pixel marks its
-//                 root.
+//   canny_flag    per tile component root: its label pointed straight at the frame
+//                 component's root, which it marks if the tile component holds a strong pixel.
 //   canny_output  per pixel: 255 for a candidate whose root is marked (its component holds a
 //                 strong pixel: cv2's hysteresis), 0 for every other pixel, over the classes.
 //
@@ -33,6 +34,9 @@
 // another thread had joined that root first. Finds halve the path they walk (atomicMin again:
 // it only ever moves a label closer to its root), which bounds the work however the components
 // wind (a spiral through every tile, a checkerboard): no pass repeats until nothing changes.
+// Only the tiles' roots walk the frame's trees after the merge (every other candidate's label
+// is its tile root, or an ancestor of it), and one atomic a tile component marks its root: a
+// frame-wide component costs a walk per tile it crosses, not one per pixel.
 // The components, and so the output, do not depend on the order the threads run in.
 //
 // No #include and no inline PTX: NVRTC compiles this file as it is, and tests/cuda_host.py
@@ -71,12 +75,16 @@ static_assert(TILE_W * TILE_H % LOCAL_THREADS == 0 && LOCAL_THREADS % TILE_W == 
 static_assert(TILE_W == 32 && TILE_H == 32 && MERGE_THREADS == 94,
               "edgecli.cuda.kernel.CANNY_TILE and CANNY_MERGE_THREADS");
 
+// A pixel's class byte: none (0), else a candidate's bits.
 #define CLASS_NONE 0
 #define CLASS_CANDIDATE 1
 #define CLASS_STRONG 2
+#define CLASS_TILE_ROOT 4                           // the root of its tile component
+#define CLASS_TILE_STRONG 8                         // ... which holds a strong pixel
 
-// A root's label is its own index; canny_flag sets this bit on the roots of components that
-// hold a strong pixel. Frames have fewer than 2^31 pixels (launch_canny checks).
+// A root's label is its own index; this bit marks the roots of components that hold a strong
+// pixel (canny_local's in a tile, canny_flag's in the frame). Frames have fewer than 2^31
+// pixels (launch_canny checks).
 #define ROOT_STRONG 0x80000000u
 #define LABEL_INDEX 0x7FFFFFFFu
 
@@ -172,8 +180,8 @@ __device__ __forceinline__ int back_dy(int k) { return k == 0 ? 0 : -1; }      /
 
 // frames:  n_frames x height x width x 3 bytes (BGR), C-contiguous.
 // classes: n_frames x height x width bytes: every pixel's class, written here.
-// labels:  n_frames x height x width u32: a candidate's root in its tile, as an index in its
-//          frame; other pixels' labels are left as they were (nothing reads them).
+// labels:  n_frames x height x width u32: a candidate's tile root, as an index in its frame;
+//          other pixels' labels are left as they were (nothing reads them).
 // grid:    (tiles_x * tiles_y, n_frames) blocks of LOCAL_THREADS threads.
 extern "C" __global__ void __launch_bounds__(LOCAL_THREADS)
 canny_local(const unsigned char* __restrict__ frames, unsigned char* __restrict__ classes,
@@ -214,36 +222,46 @@ canny_local(const unsigned char* __restrict__ frames, unsigned char* __restrict_
     __syncthreads();  // the neighbours' magnitudes are in
 
     // Thread t: column tx of the tile, rows ty0, ty0 + 8, ...
+    // Thread t: column tx of the tile, rows ty0, ty0 + 8, ... Each phase reads the classes
+    // back from shared memory rather than keeping them in registers across the unions.
     const int tx = t % TILE_W, ty0 = t / TILE_W;
     const int x = x0 + tx;
-    int cls[ROWS_PER_THREAD];
 #pragma unroll
     for (int k = 0; k < ROWS_PER_THREAD; ++k) {
         const int ty = ty0 + k * (LOCAL_THREADS / TILE_W);
         const int y = y0 + ty;
-        cls[k] = CLASS_NONE;
+        int cls = CLASS_NONE;
         if (x < width && y < height) {
             int dx, dy;
             sobel(luma, ty + 2, tx + 2, dx, dy);
-            cls[k] = classify(mag, ty + 1, tx + 1, dx, dy, low, high);
+            cls = classify(mag, ty + 1, tx + 1, dx, dy, low, high);
         }
-        tile_classes[ty * TILE_W + tx] = (unsigned char)cls[k];
+        tile_classes[ty * TILE_W + tx] = (unsigned char)cls;
         tile_labels[ty * TILE_W + tx] = (u32)(ty * TILE_W + tx);
     }
     __syncthreads();  // every class and starting label is in
 
 #pragma unroll
     for (int k = 0; k < ROWS_PER_THREAD; ++k) {
-        if (cls[k] == CLASS_NONE) continue;
         const int ty = ty0 + k * (LOCAL_THREADS / TILE_W);
+        const u32 i = (u32)(ty * TILE_W + tx);
+        if (tile_classes[i] == CLASS_NONE) continue;
         for (int j = 0; j < 4; ++j) {
             const int nx = tx + back_dx(j), ny = ty + back_dy(j);
             if (nx < 0 || nx >= TILE_W || ny < 0) continue;  // another tile's: canny_merge
             if (tile_classes[ny * TILE_W + nx] != CLASS_NONE)
-                unite(tile_labels, (u32)(ty * TILE_W + tx), (u32)(ny * TILE_W + nx));
+                unite(tile_labels, i, (u32)(ny * TILE_W + nx));
         }
     }
     __syncthreads();  // the tile's components are whole
+
+#pragma unroll
+    for (int k = 0; k < ROWS_PER_THREAD; ++k) {
+        const u32 i = (u32)((ty0 + k * (LOCAL_THREADS / TILE_W)) * TILE_W + tx);
+        if (tile_classes[i] == CLASS_STRONG)
+            atomicOr(tile_labels + find_root(tile_labels, i), ROOT_STRONG);
+    }
+    __syncthreads();  // the roots of strong components are marked
 
     unsigned char* frame_classes = classes + frame_pixels * blockIdx.y;
     u32* frame_labels = labels + frame_pixels * blockIdx.y;
@@ -253,12 +271,17 @@ canny_local(const unsigned char* __restrict__ frames, unsigned char* __restrict_
         const int y = y0 + ty;
         if (x >= width || y >= height) continue;
         const u64 p = (u64)y * (u64)width + (u64)x;
-        frame_classes[p] = (unsigned char)cls[k];
-        if (cls[k] == CLASS_NONE) continue;
-        // Tile order is frame order within a tile, so the root keeps the smallest index.
-        const u32 root = find_root(tile_labels, (u32)(ty * TILE_W + tx));
-        const u32 rx = root % TILE_W, ry = root / TILE_W;
-        frame_labels[p] = (u32)(y0 + (int)ry) * (u32)width + (u32)(x0 + (int)rx);
+        const u32 i = (u32)(ty * TILE_W + tx);
+        int cls = tile_classes[i];
+        if (cls != CLASS_NONE) {
+            const u32 root = find_root(tile_labels, i);
+            if (root == i)
+                cls |= CLASS_TILE_ROOT | ((tile_labels[i] & ROOT_STRONG) ? CLASS_TILE_STRONG : 0);
+            // Tile order is frame order within a tile, so the root keeps the smallest index.
+            const u32 rx = root % TILE_W, ry = root / TILE_W;
+            frame_labels[p] = (u32)(y0 + (int)ry) * (u32)width + (u32)(x0 + (int)rx);
+        }
+        frame_classes[p] = (unsigned char)cls;
     }
 }
 
@@ -298,8 +321,11 @@ canny_merge(const unsigned char* __restrict__ classes, u32* __restrict__ labels,
     }
 }
 
-// classes, labels: as canny_merge left them (the components are whole). Points each candidate's
-// label at its root and marks the roots of components with a strong pixel.
+// classes, labels: as canny_merge left them (the components are whole). Points each tile
+// root's label at its frame component's root, and marks that root where the tile component
+// holds a strong pixel. Every node of the frame's trees but their leaves is a tile root (only
+// roots are ever joined), so after this pass a tile root's label is its root, and any other
+// candidate's is a tile root.
 // grid: (any, n_frames) blocks of PIXEL_THREADS threads, striding over the frame's pixels.
 extern "C" __global__ void __launch_bounds__(PIXEL_THREADS)
 canny_flag(const unsigned char* __restrict__ classes, u32* __restrict__ labels,
@@ -309,17 +335,18 @@ canny_flag(const unsigned char* __restrict__ classes, u32* __restrict__ labels,
     const u32 step = gridDim.x * PIXEL_THREADS;
     for (u32 p = blockIdx.x * PIXEL_THREADS + threadIdx.x; p < (u32)frame_pixels; p += step) {
         const int cls = frame_classes[p];
-        if (cls == CLASS_NONE) continue;
+        if (!(cls & CLASS_TILE_ROOT)) continue;
         const u32 root = find_root(frame_labels, p);
         // A root's own label keeps its index, and only roots carry the mark: a non-root's
         // label never has it for find_root to lose.
         if (root != p) atomicMin(frame_labels + p, root);
-        if (cls == CLASS_STRONG) atomicOr(frame_labels + root, ROOT_STRONG);
+        if (cls & CLASS_TILE_STRONG) atomicOr(frame_labels + root, ROOT_STRONG);
     }
 }
 
 // classes: as canny_local left them, overwritten here with the edge map (0 or 255).
-// labels: as canny_flag left them (a candidate's label is its root, marked or not).
+// labels: as canny_flag left them: a candidate's label is a tile root (its own, or an ancestor
+// of it, or itself), whose label is the frame component's root, marked or not.
 // grid: (any, n_frames) blocks of PIXEL_THREADS threads, striding over the frame's pixels.
 extern "C" __global__ void __launch_bounds__(PIXEL_THREADS)
 canny_output(unsigned char* __restrict__ classes, const u32* __restrict__ labels,
@@ -330,7 +357,8 @@ canny_output(unsigned char* __restrict__ classes, const u32* __restrict__ labels
     for (u32 p = blockIdx.x * PIXEL_THREADS + threadIdx.x; p < (u32)frame_pixels; p += step) {
         unsigned char edge = 0;
         if (frame_classes[p] != CLASS_NONE) {
-            const u32 root = frame_labels[p] & LABEL_INDEX;
+            const u32 tile_root = frame_labels[p] & LABEL_INDEX;
+            const u32 root = frame_labels[tile_root] & LABEL_INDEX;
             edge = (frame_labels[root] & ROOT_STRONG) ? 255 : 0;
         }
         frame_classes[p] = edge;
