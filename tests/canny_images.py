@@ -11,6 +11,11 @@ their edges are weak (a candidate, not strong) except where said:
   cell, many components (the crossings are suppressed), a tie of magnitudes at each pixel
   beside a cell edge.
 - :func:`noise`: uniform noise, where every pixel is a candidate at low thresholds.
+- :func:`lattice`: one-pixel walls of weak contrast every few pixels each way over the whole
+  frame, a strong block on them in the middle: one component over the whole frame, reached
+  from that block along every wall.
+- :func:`faint_noise`: two gray levels a step apart at random: small magnitudes everywhere,
+  which the frame's border pixels compare with the 0 outside it at thresholds of 0.
 """
 
 from __future__ import annotations
@@ -72,3 +77,22 @@ def checkerboard(height: int, width: int, cell: int = 3) -> np.ndarray:
 def noise(height: int, width: int, seed: int = 0) -> np.ndarray:
     """Uniform noise 0..255."""
     return np.random.default_rng(seed).integers(0, 256, (height, width), dtype=np.uint8)
+
+
+def lattice(height: int, width: int, pitch: int = 4) -> np.ndarray:
+    """Walls along every ``pitch``-th row and column, and a 3 x 3 STRONG block in the middle,
+    between two rows of walls and over a column of them. The walls are 2 * WEAK on 0 (160
+    across a straight wall): at WEAK the magnitudes where walls cross fall below the low
+    limit, and the web falls apart into pieces."""
+    image = np.zeros((height, width), dtype=np.uint8)
+    image[::pitch, :] = 2 * WEAK
+    image[:, ::pitch] = 2 * WEAK
+    row, col = height // 2 // pitch * pitch + 1, width // 2 // pitch * pitch
+    image[row : row + 3, col : col + 3] = STRONG
+    return image
+
+
+def faint_noise(height: int, width: int, seed: int = 0) -> np.ndarray:
+    """Gray levels 100 and 101 at random."""
+    rng = np.random.default_rng(seed)
+    return (100 + rng.integers(0, 2, (height, width))).astype(np.uint8)

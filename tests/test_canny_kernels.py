@@ -18,17 +18,10 @@ from edgecli.cuda.kernel import CANNY_FILE, CANNY_KERNELS, kernel_path
 from edgecli.params import NORMS
 
 from . import cuda_host
-from .canny_cases import (
-    ADVERSARIAL,
-    ADVERSARIAL_THRESHOLDS,
-    cv2_canny,
-    cv2_limits,
-    faint_noise,
-    fed_lattice,
-    noise,
-    spiral,
-)
-from .media import gray_frame, photo
+from .canny_cases import ADVERSARIAL, ADVERSARIAL_THRESHOLDS, adversarial, cv2_canny
+from .canny_images import ADVERSARIAL_LIMITS, as_bgr, faint_noise, lattice, noise, spiral
+from .canny_reference import limits as cv2_limits
+from .media import photo
 
 ORDERS = ("forward", "reverse", 20261205)
 POISONS = ((0xA5, 0), (0x5A, 0xFFFFFFFF))  # (output, labels): no pixel equals both outputs
@@ -78,7 +71,7 @@ def host_canny_of(kernels: CannyKernels, frames: np.ndarray, limits, order) -> n
 def assert_as_cv2(kernels: CannyKernels, frames: np.ndarray, low, high) -> np.ndarray:
     """The kernels' edges of ``frames`` under every order equal cv2.Canny's; returns them."""
     want = cv2_canny(frames, low, high, kernels.norm)
-    limits = cv2_limits(low, high, kernels.norm)
+    limits = cv2_limits(low, high, kernels.norm == "l2")
     for order in ORDERS:
         got = host_canny_of(kernels, frames, limits, order)
         if not np.array_equal(got, want):
@@ -109,7 +102,8 @@ def test_photos_as_cv2(host_canny, norm, seed):
 def test_odd_shapes_as_cv2(host_canny, norm, shape):
     """Frames of one pixel, one row, one column, and sizes on and off the 32 x 32 tiles give
     cv2.Canny's edges, the frame's border rows and columns included."""
-    frames = np.stack([photo(*shape, seed=4), noise(*shape, seed=5), faint_noise(*shape, seed=6)])
+    gray = [noise(*shape, seed=5), faint_noise(*shape, seed=6)]
+    frames = np.stack([photo(*shape, seed=4), *(as_bgr(g) for g in gray)])
     for low, high in [(20, 60), (0, 0)]:
         assert_as_cv2(host_canny[norm], frames, low, high)
 
@@ -119,7 +113,7 @@ def test_odd_shapes_as_cv2(host_canny, norm, shape):
 def test_thresholds_as_cv2(host_canny, norm, thresholds):
     """Every pair of thresholds from 0 to 5000, swapped pairs included, gives cv2.Canny's
     edges."""
-    frames = np.stack([photo(64, 96, seed=1), noise(64, 96, seed=6)])
+    frames = np.stack([photo(64, 96, seed=1), as_bgr(noise(64, 96, seed=6))])
     assert_as_cv2(host_canny[norm], frames, *thresholds)
 
 
@@ -128,7 +122,7 @@ def test_thresholds_as_cv2(host_canny, norm, thresholds):
 def test_adversarial_images_as_cv2(host_canny, norm, image):
     """A spiral and a lattice of weak edges fed by one strong block, checkerboards and noise
     give cv2.Canny's edges."""
-    frame = ADVERSARIAL[image]()[None]
+    frame = adversarial(image)
     for low, high in ADVERSARIAL_THRESHOLDS:
         assert_as_cv2(host_canny[norm], frame, low, high)
 
@@ -136,11 +130,11 @@ def test_adversarial_images_as_cv2(host_canny, norm, image):
 @pytest.mark.parametrize(
     ("norm", "frame", "thresholds"),
     [
-        ("l1", spiral(160), (60, 400)),
-        ("l2", spiral(160), (60, 400)),
-        ("l1", fed_lattice(100, 130), (60, 400)),
-        ("l2", fed_lattice(100, 130), (60, 400)),
-        ("l1", fed_lattice(512, 544), (60, 400)),  # 16 x 17 tiles, one component
+        ("l1", spiral(160, 160), ADVERSARIAL_LIMITS),
+        ("l2", spiral(160, 160), ADVERSARIAL_LIMITS),
+        ("l1", lattice(100, 130), ADVERSARIAL_LIMITS),
+        ("l2", lattice(100, 130), ADVERSARIAL_LIMITS),
+        ("l1", lattice(512, 544), ADVERSARIAL_LIMITS),  # 16 x 17 tiles, one component
     ],
     ids=["spiral-l1", "spiral-l2", "lattice-l1", "lattice-l2", "lattice-512x544"],
 )
@@ -148,10 +142,11 @@ def test_hysteresis_reaches_every_corner(host_canny, norm, frame, thresholds):
     """Weak edges that only a chain through every tile connects to the strong pixels in the
     middle are edges in every corner of the frame; with a high threshold no pixel passes,
     none are."""
-    edges = assert_as_cv2(host_canny[norm], frame[None], *thresholds)[0]
+    frames = as_bgr(frame)[None]
+    edges = assert_as_cv2(host_canny[norm], frames, *thresholds)[0]
     corners = [edges[:8, :8], edges[:8, -8:], edges[-8:, :8], edges[-8:, -8:]]
     assert all(corner.any() for corner in corners)
-    assert not assert_as_cv2(host_canny[norm], frame[None], thresholds[0], 5000).any()
+    assert not assert_as_cv2(host_canny[norm], frames, thresholds[0], 5000).any()
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -159,7 +154,8 @@ def test_a_batch_as_cv2(host_canny, norm):
     """Frames of different content in one launch each get their own cv2.Canny edges."""
     frames = np.stack(
         [photo(45, 70, seed=i) for i in range(3)]
-        + [noise(45, 70, seed=7), gray_frame(np.full((45, 70), 77)), spiral(70)[:45]]
+        + [as_bgr(g) for g in (noise(45, 70, seed=7), np.full((45, 70), 77, np.uint8))]
+        + [as_bgr(spiral(45, 70))]
     )
     assert_as_cv2(host_canny[norm], frames, 40, 120)
 
@@ -170,7 +166,7 @@ def test_limits_past_any_magnitude_compare_as_given(host_canny, norm):
     cv2's 0 does, a high of 2^40 marks nothing (no value wraps round in the kernels' int32)."""
     frame = photo(64, 96, seed=2)[None]
     kernels = host_canny[norm]
-    got = host_canny_of(kernels, frame, (-7, cv2_limits(0, 100, norm)[1]), "forward")
+    got = host_canny_of(kernels, frame, (-7, cv2_limits(0, 100, norm == "l2")[1]), "forward")
     assert np.array_equal(got, cv2_canny(frame, 0, 100, norm)) and got.any()
     assert not host_canny_of(kernels, frame, (100, 2**40), "forward").any()
 

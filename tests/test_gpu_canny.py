@@ -11,17 +11,13 @@ import cv2
 import numpy as np
 import pytest
 
+import edgecli
 from edgecli.cuda import kernel as kernels
 from edgecli.params import NORMS
 
-from .canny_cases import (
-    ADVERSARIAL,
-    ADVERSARIAL_THRESHOLDS,
-    cv2_canny,
-    cv2_limits,
-    fed_lattice,
-    spiral,
-)
+from .canny_cases import ADVERSARIAL, ADVERSARIAL_THRESHOLDS, adversarial, cv2_canny
+from .canny_images import ADVERSARIAL_LIMITS, as_bgr, lattice, spiral
+from .canny_reference import limits as cv2_limits
 from .helpers import H264_CLIP, invoke, make_frames, png_pixels, same_bytes
 from .media import photo
 
@@ -43,15 +39,14 @@ def device_canny(build, cp, stream, frames: np.ndarray, low, high, norm: str) ->
     from edgecli.cuda.canny import launch_canny
 
     canny = build.load_canny(0, norm)
+    limits = cv2_limits(low, high, norm == "l2")
     results = []
     with stream:
         frames_dev = cp.asarray(frames)
         for edge_poison, label_poison in POISONS:
             edges_dev = cp.full(frames.shape[:3], edge_poison, dtype=cp.uint8)
             labels_dev = cp.full(frames.shape[:3], label_poison, dtype=cp.uint32)
-            launch_canny(
-                canny, frames_dev, edges_dev, labels_dev, cv2_limits(low, high, norm), stream
-            )
+            launch_canny(canny, frames_dev, edges_dev, labels_dev, limits, stream)
             results.append(edges_dev.get(stream=stream))
     stream.synchronize()
     assert np.array_equal(results[0], results[1]), "pixels left unwritten or labels misread"
@@ -87,7 +82,7 @@ def test_kernels_equal_cv2(build, cp, stream, shape, norm):
 def test_adversarial_images_equal_cv2(build, cp, stream, image, norm):
     """The spiral, lattice, checkerboards and noise of the CPU tests give cv2.Canny's
     edges."""
-    frames = ADVERSARIAL[image]()[None]
+    frames = adversarial(image)
     for low, high in ADVERSARIAL_THRESHOLDS:
         got = device_canny(build, cp, stream, frames, low, high, norm)
         assert_same(got, cv2_canny(frames, low, high, norm), f"{image} {norm} {low},{high}")
@@ -98,9 +93,9 @@ def test_adversarial_images_equal_cv2(build, cp, stream, image, norm):
 def test_4k_webs_of_weak_edges_are_edges_to_the_corners(build, cp, stream, image, norm):
     """A spiral filling a 2160 x 2160 frame and a lattice over a 4K one, fed by one strong
     block in the middle, are edges out to every corner, as cv2.Canny has them."""
-    frames = (spiral(2160) if image == "spiral" else fed_lattice(2160, 3840))[None]
-    got = device_canny(build, cp, stream, frames, 60, 400, norm)
-    assert_same(got, cv2_canny(frames, 60, 400, norm), f"4K {image} {norm}")
+    frames = as_bgr(spiral(2160, 2160) if image == "spiral" else lattice(2160, 3840))[None]
+    got = device_canny(build, cp, stream, frames, *ADVERSARIAL_LIMITS, norm)
+    assert_same(got, cv2_canny(frames, *ADVERSARIAL_LIMITS, norm), f"4K {image} {norm}")
     edges = got[0]
     assert all(c.any() for c in (edges[:8, :8], edges[:8, -8:], edges[-8:, :8], edges[-8:, -8:]))
 
@@ -115,6 +110,19 @@ def test_older_architectures_equal_cv2(build, cp, stream, monkeypatch, target):
     assert_same(got, cv2_canny(frames, 50, 150, "l2"), f"as sm_{target}")
 
 
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("shape", [(1080, 1920), (2160, 3840), (481, 641)], ids=str)
+def test_the_backend_equals_the_cpu_backend_and_cv2(shape, norm):
+    """detect_edges with operator canny on the CUDA backend gives the CPU backend's edges and
+    cv2.Canny's, for a batch of photographs at 1080p and 4K, through the backend's slab."""
+    frames = np.stack([photo(*shape, seed=i) for i in range(3)])
+    for low, high in [(50, 150), (150, 50), (0, 0)]:
+        options = dict(operator="canny", threshold=(low, high), norm=norm)
+        got = edgecli.detect_edges(frames, backend="cuda", **options)
+        assert_same(got, edgecli.detect_edges(frames, backend="cpu", **options), "cpu")
+        assert_same(got, cv2_canny(frames, low, high, norm), f"{shape} {norm} {low},{high}")
+
+
 @pytest.fixture(scope="module")
 def canny_folder(tmp_path_factory):
     """Frames of several sizes, runs of one size longer than a batch, and 1080p."""
@@ -123,7 +131,7 @@ def canny_folder(tmp_path_factory):
 
 
 @pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("thresholds", ["50,150", "0,5000", "0,0"])
+@pytest.mark.parametrize("thresholds", ["50,150", "200,20", "0,5000", "0,0"])
 def test_a_canny_run_on_cuda_writes_the_cpu_runs_bytes(canny_folder, tmp_path, norm, thresholds):
     """edgecli run --operator canny on the CUDA backend writes the CPU backend's files, byte
     for byte, and their pixels are cv2.Canny's."""
