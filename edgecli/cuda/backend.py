@@ -27,7 +27,7 @@ from ..png import png_row_bytes_1bit
 from .build import LoadedKernel, device_description, load_canny, load_kernel
 from .canny import LABEL_BYTES, launch_canny
 from .deflate import deflater
-from .kernel import KERNEL_FILE, SHARED_BYTES, THREADS, TILE_H, TILE_W, WARPS, Variant
+from .kernel import CANNY_FILE, KERNEL_FILE, SHARED_BYTES, THREADS, TILE_H, TILE_W, WARPS, Variant
 from .ring import SlabRing
 
 # The kernel stages input rows in 16-byte chunks relative to the buffer's start.
@@ -191,10 +191,16 @@ class CudaBackend:
             launch_edges(self.kernel, frames_dev, edges_dev, threshold, stream)
             return
         labels_dev = work_dev.view(np.uint32).reshape(edges_dev.shape)
-        with cupy.cuda.Device(self.device):
-            launch_canny(
-                self.canny, frames_dev, edges_dev, labels_dev, self.options.canny_limits, stream
-            )
+        try:
+            with cupy.cuda.Device(self.device):
+                launch_canny(
+                    self.canny, frames_dev, edges_dev, labels_dev, self.options.canny_limits, stream
+                )
+        except cupy.cuda.driver.CUDADriverError as exc:
+            raise KernelResourceError(
+                f"{CANNY_FILE} ({self.canny.norm}) failed to launch on CUDA device "
+                f"{self.device}: {exc}"
+            ) from exc
 
     def pack(self, edges_dev: cupy.ndarray, rows_dev: cupy.ndarray, stream) -> None:
         """:func:`launch_pack_rows` with this backend's module."""
