@@ -12,6 +12,9 @@ non-default stream and inputs rotated over buffers that together exceed the L2 c
 - edgecli's fused kernel, one launch per batch, l1 and l2, as compiled for this GPU; and
   compiled as PTX for sm_80 and sm_75 (edgecli.cuda.kernel.ARCH_ENV), the code paths of older GPUs
   (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
+- edgecli's Canny (edgecli/cuda/canny.cu, four launches a batch: the tiles' fused pass, the
+  merge across tiles, the roots, the output), l1 and l2, at thresholds CANNY_THRESHOLDS;
+  random frames are its hard case (candidates everywhere, strong ones among them);
 - with --blocks-per-sm, the persistent grid at every number of blocks an SM that fits, per
   norm, in interleaved rounds (how edgecli.cuda.kernel.WARPS_PER_SM is chosen);
 - a one-pixel-per-thread fused kernel (benchmarks/naive_edges.cu), one launch per frame;
@@ -20,8 +23,8 @@ non-default stream and inputs rotated over buffers that together exceed the L2 c
 
 Reported per implementation: median microseconds per frame, effective GB/s at 4 bytes per pixel
 (3 read, 1 written), that as a fraction of the copy bandwidth, the ratios to both baselines, and
-whether the first frame's output equals edgecli.reference bit for bit (the output is poisoned
-first). The markdown table comes last.
+whether the first frame's output equals edgecli.reference bit for bit (Canny's: cv2.Canny of
+its cv2 gray; the output is poisoned first). The markdown table comes last.
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ from pathlib import Path
 
 import cupy as cp
 import cupyx.scipy.ndimage as ndi
+import cv2
 import numpy as np
 
 from edgecli import reference
 from edgecli.cuda import backend, build
 from edgecli.cuda import kernel as kernels
+from edgecli.cuda.canny import launch_canny
 from edgecli.cuda.kernel import Variant
-from edgecli.params import Options
+from edgecli.params import Options, canny_limits
 
 # 1918x1080: a width that is not a multiple of 16, so every item takes the general path.
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840), "1918x1080": (1080, 1918)}
@@ -53,6 +58,7 @@ OLDER_PATHS = (80, 75)  # compiled as PTX for these, run on this GPU
 COPY_BYTES = 1 << 30
 NAIVE_SOURCE = Path(__file__).with_name("naive_edges.cu")
 OPTIONS = Options()  # l1, replicate, T=100: what the baselines compute
+CANNY_THRESHOLDS = (50, 150)
 
 LUMA = cp.ElementwiseKernel(
     "raw uint8 bgr",
@@ -154,6 +160,17 @@ def edgecli_launcher(kernel: build.LoadedKernel):
     return launch
 
 
+def canny_launcher(canny, labels_dev: cp.ndarray):
+    """Canny at CANNY_THRESHOLDS, its labels in ``labels_dev`` (one buffer: the launches of a
+    stream run one after another)."""
+    limits = canny_limits(*CANNY_THRESHOLDS, canny.norm == "l2")
+
+    def launch(frames_dev, edges_dev, stream):
+        launch_canny(canny, frames_dev, edges_dev, labels_dev, limits, stream)
+
+    return launch
+
+
 def unfused_pipeline(frames_dev, edges_dev, stream):
     with stream:
         for n in range(frames_dev.shape[0]):
@@ -185,6 +202,11 @@ def bench_resolution(
         variant.norm: reference.detect_frame(first_frame, Options(norm=variant.norm))
         for variant in NORMS
     }
+    gray = cv2.cvtColor(first_frame, cv2.COLOR_BGR2GRAY)
+    for variant in NORMS:
+        expected[f"canny-{variant.norm}"] = cv2.Canny(
+            gray, *CANNY_THRESHOLDS, L2gradient=variant.norm == "l2"
+        )
 
     def check(launch, norm: str) -> bool:
         edges[0].fill(0x5A)  # poison: an unwritten pixel fails the exactness check
@@ -209,6 +231,12 @@ def bench_resolution(
         kernel = build.load_kernel(0, variant)
         label = f"edgecli fused, {variant.norm} ({kernel.target})"
         results.append(measure(label, edgecli_launcher(kernel), runs, 5, variant.norm))
+    labels_dev = cp.empty((n_frames, height, width), dtype=cp.uint32)
+    for variant in NORMS:
+        canny = build.load_canny(0, variant.norm)
+        label = f"edgecli Canny, {variant.norm} {CANNY_THRESHOLDS}"
+        launch = canny_launcher(canny, labels_dev)
+        results.append(measure(label, launch, runs, 5, f"canny-{variant.norm}"))
     for arch in OLDER_PATHS:
         with compiled_for(arch):
             kernel = build.load_kernel(0, DEFAULT)
