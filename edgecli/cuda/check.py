@@ -1,7 +1,7 @@
 """``make kernel-check``: compile every variant of ``edges.cu``, and ``deflate.cu``,
-``decode.cu``, ``png.cu``, ``inflate.cu`` and both norms of ``canny.cu``, for every architecture in
-:data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a GPU, and fail on
-any error or register spill (``python -m edgecli.cuda.check --check``).
+``decode.cu``, ``png.cu``, ``inflate.cu`` and both norms of ``canny.cu``, for every
+architecture in :data:`edgecli.cuda.kernel.CHECK_ARCHS` through NVRTC, on a machine without a
+GPU, and fail on any error or register spill (``python -m edgecli.cuda.check --check``).
 
 NVRTC is loaded by path from NVIDIA's wheels (the ``kernel-check`` extra: CUDA 12's, the last to
 compile for Volta, and CUDA 13's), through ctypes: no CuPy, no GPU.
