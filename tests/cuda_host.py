@@ -3,7 +3,7 @@
 ``cuda_host_src/shim.h`` gives CUDA's kernel keywords and thread indices a meaning in C++ and
 ``EMULATE(kernel)`` a launcher that runs a grid's blocks in turn, each block's threads as
 fibers (so shared memory, barriers, warp functions and atomics work);
-``cuda_host_src/<name>.cpp`` includes the ``.cu`` file and names its kernels. :func:`load`
+``cuda_host_src/<name>.cpp`` includes the ``.cu`` file and names its kernels. :func:`load_file`
 builds that into a shared library (once per source, compiler and flags: the library is kept
 under the folder given, named by their hash) and returns its kernels as :class:`HostKernel`,
 called as a ``cupy.RawKernel`` is, with NumPy arrays for device buffers. A kernel's
@@ -48,16 +48,28 @@ def compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "c++"))
 
 
-def load(name: str, kernels: tuple[str, ...], folder: Path) -> dict[str, HostKernel]:
-    """The ``kernels`` of ``edgecli/cuda/<name>.cu``, built for the host (or found built in
-    ``folder``), by name. RuntimeError with the compiler's message where it does not build."""
-    return load_file(kernel_path(f"{name}.cu"), SOURCES / f"{name}.cpp", kernels, folder)
+def for_tests(
+    tmp_path_factory, name: str, kernels: tuple[str, ...], driver: Path | None = None
+) -> dict[str, HostKernel]:
+    """:func:`load_file` for a session fixture: the ``kernels`` of ``edgecli/cuda/<name>.cu``
+    through ``driver`` (default ``cuda_host_src/<name>.cpp``), built once and kept between
+    sessions beside pytest's temporary folders; a skip saying why where there is no C++
+    compiler."""
+    import pytest
+
+    if compiler() is None:
+        pytest.skip(f"no C++ compiler ($CXX or c++) to build {name}.cu for the host")
+    folder = tmp_path_factory.getbasetemp().parent / "cuda-host"
+    driver = driver or SOURCES / f"{name}.cpp"
+    return load_file(kernel_path(f"{name}.cu"), driver, kernels, folder)
 
 
 def load_file(
     kernel_file: Path, driver: Path, kernels: tuple[str, ...], folder: Path
 ) -> dict[str, HostKernel]:
-    """:func:`load` for any ``.cu`` file and the driver that includes it."""
+    """The ``kernels`` of ``kernel_file``, built for the host through ``driver`` (the
+    ``.cpp`` that includes it and names them) or found built in ``folder``, by name.
+    RuntimeError with the compiler's message where it does not build."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler ($CXX or c++)")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from edgecli.cuda.canny import CannyKernels, launch_canny
-from edgecli.cuda.kernel import CANNY_FILE, CANNY_KERNELS, kernel_path
+from edgecli.cuda.kernel import CANNY_KERNELS
 from edgecli.params import NORMS
 
 from . import cuda_host
@@ -42,13 +42,10 @@ SHAPES = [
 def host_canny(tmp_path_factory) -> dict[str, CannyKernels]:
     """canny.cu built for the host, each norm, by norm (kept between sessions beside pytest's
     temporary folders; a skip saying why where there is no C++ compiler)."""
-    if cuda_host.compiler() is None:
-        pytest.skip("no C++ compiler ($CXX or c++) to build canny.cu for the host")
-    folder = tmp_path_factory.getbasetemp().parent / "cuda-host"
     kernels = {}
     for norm in NORMS:
         driver = cuda_host.SOURCES / f"canny_{norm}.cpp"
-        functions = cuda_host.load_file(kernel_path(CANNY_FILE), driver, CANNY_KERNELS, folder)
+        functions = cuda_host.for_tests(tmp_path_factory, "canny", CANNY_KERNELS, driver)
         kernels[norm] = CannyKernels.from_functions(functions, norm)
     return kernels
 

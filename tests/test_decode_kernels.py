@@ -38,10 +38,7 @@ POISONS = (0xA5, 0x5A)  # no pixel equals both, so an unwritten one fails one of
 def host_kernels(tmp_path_factory):
     """decode.cu's kernels built for the host, kept between sessions beside pytest's temporary
     folders (a skip saying why where there is no C++ compiler, as test_deflate.py skips)."""
-    if cuda_host.compiler() is None:
-        pytest.skip("no C++ compiler ($CXX or c++) to build decode.cu for the host")
-    folder = tmp_path_factory.getbasetemp().parent / "cuda-host"
-    return cuda_host.load("decode", convert.KERNELS, folder)
+    return cuda_host.for_tests(tmp_path_factory, "decode", convert.KERNELS)
 
 
 @pytest.fixture

@@ -39,10 +39,7 @@ HAND_MADE = hand_made()
 def host_kernel(tmp_path_factory):
     """inflate.cu's kernel built for the host, kept between sessions beside pytest's temporary
     folders (a skip saying why where there is no C++ compiler)."""
-    if cuda_host.compiler() is None:
-        pytest.skip("no C++ compiler ($CXX or c++) to build inflate.cu for the host")
-    folder = tmp_path_factory.getbasetemp().parent / "cuda-host"
-    return cuda_host.load("inflate", (inflate.KERNEL,), folder)[inflate.KERNEL]
+    return cuda_host.for_tests(tmp_path_factory, "inflate", (inflate.KERNEL,))[inflate.KERNEL]
 
 
 @pytest.fixture(params=["forward", "reverse", 20261205])

@@ -40,10 +40,7 @@ ORDERS = ["forward", "reverse", 7]
 def host_kernel(tmp_path_factory):
     """png.cu's kernel built for the host, kept between sessions beside pytest's temporary
     folders (a skip saying why where there is no C++ compiler)."""
-    if cuda_host.compiler() is None:
-        pytest.skip("no C++ compiler ($CXX or c++) to build png.cu for the host")
-    folder = tmp_path_factory.getbasetemp().parent / "cuda-host"
-    return cuda_host.load("png", (gpu_png.KERNEL,), folder)[gpu_png.KERNEL]
+    return cuda_host.for_tests(tmp_path_factory, "png", (gpu_png.KERNEL,))[gpu_png.KERNEL]
 
 
 @dataclass

@@ -137,6 +137,24 @@ def load_canny(device: int, norm: str) -> CannyKernels:
     return loaded
 
 
+_named: dict[tuple[int, str, tuple[str, ...]], dict] = {}
+
+
+def kernels_on(device: int, name: str, kernels: tuple[str, ...]) -> dict:
+    """The ``kernels`` of the CUDA file ``name`` (one without variants) on ``device``, by
+    name: compiled once per machine (then read from disk), loaded once per process, whichever
+    thread asks first."""
+    key = (device, name, kernels)
+    with _kernels_lock:
+        loaded = _named.get(key)
+        if loaded is None:
+            major, minor = compute_capability(device)
+            with cupy.cuda.Device(device):
+                functions, _ = load_kernels(name, kernels, (), 10 * major + minor)
+            loaded = _named[key] = dict(zip(kernels, functions, strict=True))
+    return loaded
+
+
 def _module(variant: Variant, arch: int, *, ptx: bool):
     """The two kernels of ``variant`` compiled for ``arch``, loaded on the current device, and
     the target they were compiled for."""

@@ -11,8 +11,6 @@ builds of the kernels in for it, so these launches run on the CPU, arguments and
 
 from __future__ import annotations
 
-import threading
-from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,9 +21,6 @@ if TYPE_CHECKING:
 DECODE_FILE = "decode.cu"
 BLOCK = (32, 8, 1)
 
-_lock = threading.Lock()
-
-
 KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr", "p016_to_bgr")
 
 # Clockwise turns the conversion applies as it writes (cv2.rotate's ROTATE_90_CLOCKWISE,
@@ -33,23 +28,11 @@ KERNELS = ("jpeg_planes_to_bgr", "nv12_to_bgr", "p016_to_bgr")
 ROTATIONS = (0, 90, 180, 270)
 
 
-@cache
-def _module(device: int) -> dict:
-    import cupy
-
-    from ...cuda.build import compute_capability, load_kernels
-
-    major, minor = compute_capability(device)
-    with cupy.cuda.Device(device):
-        functions, _ = load_kernels(DECODE_FILE, KERNELS, (), 10 * major + minor)
-    return dict(zip(KERNELS, functions, strict=True))
-
-
 def module(device: int) -> dict:
-    """decode.cu's kernels on ``device``, by name: compiled once a machine (the kernel cache),
-    loaded once a process, whichever decoder thread asks first."""
-    with _lock:
-        return _module(device)
+    """decode.cu's kernels on ``device``, by name (:func:`edgecli.cuda.build.kernels_on`)."""
+    from ...cuda.build import kernels_on
+
+    return kernels_on(device, DECODE_FILE, KERNELS)
 
 
 def _grid(width: int, height: int, depth: int = 1) -> tuple[int, int, int]:

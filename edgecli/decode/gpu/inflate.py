@@ -15,8 +15,6 @@ the kernel in for it, so :func:`launch_inflate` runs on the CPU, arguments and a
 
 from __future__ import annotations
 
-import threading
-from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -66,26 +64,12 @@ OK = 0
 # with the window the header names, and may warn and go on where data is missing or left over.
 CPU_DECIDES = frozenset({19, 20, 21, 22})
 
-_lock = threading.Lock()
-
-
-@cache
-def _module(device: int):
-    import cupy
-
-    from ...cuda.build import compute_capability, load_kernels
-
-    major, minor = compute_capability(device)
-    with cupy.cuda.Device(device):
-        (function,), _ = load_kernels(INFLATE_FILE, (KERNEL,), (), 10 * major + minor)
-    return function
-
 
 def module(device: int):
-    """inflate.cu's kernel on ``device``: compiled once a machine (the kernel cache), loaded once
-    a process, whichever thread asks first."""
-    with _lock:
-        return _module(device)
+    """inflate.cu's kernel on ``device`` (:func:`edgecli.cuda.build.kernels_on`)."""
+    from ...cuda.build import kernels_on
+
+    return kernels_on(device, INFLATE_FILE, (KERNEL,))[KERNEL]
 
 
 def reason(status: int) -> str:

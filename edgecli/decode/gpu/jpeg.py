@@ -15,7 +15,7 @@ from ..jpeg_header import EncodedJpeg
 from ..jpeg_planes import CHROMA_FACTORS, chroma_shape
 from ..nvjpeg import NvjpegError
 from .convert import launch_jpeg_to_bgr, module
-from .slots import CPU, DeviceBatch, SlotRing, frames_a_batch, upload
+from .slots import CPU, BatchDecoder, DeviceBatch, SlotRing, upload
 
 JPEG_ENGINE, JPEG_CUDA = "nvjpeg-hw", "nvjpeg-cuda"
 # Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
@@ -27,7 +27,7 @@ JPEG_AHEAD = 2
 JPEG_SLOTS = JPEG_AHEAD + 3
 
 
-class JpegDecoder:
+class JpegDecoder(BatchDecoder):
     """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not thread-safe;
     two threads, each with a decoder of its own, fed the engines less than one:
     benchmarks/RESULTS.md)."""
@@ -46,24 +46,6 @@ class JpegDecoder:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ring = SlotRing(JPEG_SLOTS, self.stop)
         module(self.device)
-
-    def ready(self) -> bool:
-        """Whether the decoder is open, never waiting (until it is, JPEGs go to the CPU)."""
-        return self.opened.done() and self.opened.exception() is None
-
-    def failure(self) -> str | None:
-        """Why the decoder could not open, once that is known; else None."""
-        if not self.opened.done() or self.opened.exception() is None:
-            return None
-        return str(self.opened.exception())
-
-    def batch_for(self, header) -> int:
-        """Files a batch of ``header``'s size holds: JPEG_BATCH, fewer for large frames."""
-        return frames_a_batch(self.batch, header.width * header.height)
-
-    def submit(self, items: list[EncodedJpeg]):
-        """A Future of the DeviceBatch of ``items`` (which share a key)."""
-        return self.executor.submit(self._decode, items)
 
     def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
         self.opened.result()

@@ -12,9 +12,6 @@ argument, so tests/cuda_host.py's host build runs it on the CPU, arguments and a
 
 from __future__ import annotations
 
-import threading
-from functools import cache
-
 import numpy as np
 
 from ..png_layout import PALETTE, check_colour, image_bytes
@@ -27,26 +24,12 @@ WARPS = 4
 # A status of png.cu's: the image has a filter byte past 4 (a corrupt file).
 BAD_FILTER = 1
 
-_lock = threading.Lock()
-
-
-@cache
-def _kernel(device: int):
-    import cupy
-
-    from ...cuda.build import compute_capability, load_kernels
-
-    major, minor = compute_capability(device)
-    with cupy.cuda.Device(device):
-        (function,), _ = load_kernels(PNG_FILE, (KERNEL,), (), 10 * major + minor)
-    return function
-
 
 def kernel(device: int):
-    """png.cu's kernel on ``device``: compiled once a machine (the kernel cache), loaded once a
-    process, whichever decoder thread asks first."""
-    with _lock:
-        return _kernel(device)
+    """png.cu's kernel on ``device`` (:func:`edgecli.cuda.build.kernels_on`)."""
+    from ...cuda.build import kernels_on
+
+    return kernels_on(device, PNG_FILE, (KERNEL,))[KERNEL]
 
 
 def launch_png_to_bgr(

@@ -17,7 +17,7 @@ from ...errors import FrameError
 from ..cpu import decode_image
 from ..png_layout import PALETTE, EncodedPng
 from . import inflate, png
-from .slots import CPU, DeviceBatch, SlotRing, frames_a_batch
+from .slots import CPU, BatchDecoder, DeviceBatch, SlotRing
 
 PNG_DECODER = "gpu-png"
 # Files a batch: the inflate kernel gives each stream a block of its own, so the more streams
@@ -47,7 +47,7 @@ class _ThreadState:
         return self.staging[:nbytes]
 
 
-class PngDecoder:
+class PngDecoder(BatchDecoder):
     """Decodes batches of PNGs of one layout on :data:`PNG_THREADS` threads."""
 
     def __init__(self, device: int, max_pixels: int):
@@ -62,24 +62,6 @@ class PngDecoder:
     def _open(self) -> None:
         cupy.cuda.Device(self.device).use()
         self.kernels = (inflate.module(self.device), png.kernel(self.device))
-
-    def ready(self) -> bool:
-        """Whether the kernels are loaded, never waiting (until they are, PNGs go to the CPU)."""
-        return self.opened.done() and self.opened.exception() is None
-
-    def failure(self) -> str | None:
-        """Why the kernels could not load, once that is known; else None."""
-        if not self.opened.done() or self.opened.exception() is None:
-            return None
-        return str(self.opened.exception())
-
-    def batch_for(self, header) -> int:
-        """Files a batch of ``header``'s size holds: PNG_BATCH, fewer for large frames."""
-        return frames_a_batch(self.batch, header.width * header.height)
-
-    def submit(self, items: list[EncodedPng]):
-        """A Future of the DeviceBatch of ``items`` (which share a key)."""
-        return self.executor.submit(self._decode, items)
 
     def _state(self) -> _ThreadState:
         state = getattr(self.local, "state", None)

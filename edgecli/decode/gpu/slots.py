@@ -82,6 +82,29 @@ class SlotRing:
         return slot
 
 
+class BatchDecoder:
+    """What the reader asks of a GPU decoder of still images, on top of the ``opened`` Future
+    of its opening, its ``executor``, its ``batch`` size and its ``_decode`` of one batch."""
+
+    def ready(self) -> bool:
+        """Whether the decoder is open, never waiting (until it is, its files go to the CPU)."""
+        return self.opened.done() and self.opened.exception() is None
+
+    def failure(self) -> str | None:
+        """Why the decoder could not open, once that is known; else None."""
+        if not self.opened.done() or self.opened.exception() is None:
+            return None
+        return str(self.opened.exception())
+
+    def batch_for(self, header) -> int:
+        """Files a batch of ``header``'s size holds: ``batch``, fewer for large frames."""
+        return frames_a_batch(self.batch, header.width * header.height)
+
+    def submit(self, items: list):
+        """A Future of the DeviceBatch of ``items`` (which share a key)."""
+        return self.executor.submit(self._decode, items)
+
+
 class DeviceBatch:
     """Frames decoded on the GPU into a slot: ``frames`` (n, H, W, 3) BGR, valid on the device
     once ``ready`` has fired. ``errors``: files of the batch that could not be decoded
