@@ -82,11 +82,12 @@ FOLDERS = ("jpeg", "png")  # kinds that are folders of images; the others are vi
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
 
 
-def edgecli(source: str, out: Path, decode: str) -> dict:
-    """One whole ``edgecli run``: its wall time (process start to exit) and JSON summary."""
+def edgecli(source: str, out: Path, decode: str, options: tuple[str, ...] = ()) -> dict:
+    """One whole ``edgecli run`` (with more ``options``, e.g. the operator): its wall time
+    (process start to exit) and JSON summary."""
     summary = out.with_suffix(".json")
     command = [sys.executable, "-m", "edgecli", "run", source, "-o", str(out), "-q"]
-    command += ["--decode", decode, "--json-summary", str(summary)]
+    command += ["--decode", decode, "--json-summary", str(summary), *options]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=ENV)
     wall = time.perf_counter() - start
@@ -117,15 +118,17 @@ def steady(long: dict, short: dict) -> float | None:
     return round((long["frames"] - short["frames"]) / (long["wall_s"] - short["wall_s"]), 1)
 
 
-def script(kind: str, inputs: list[str], out: Path) -> dict:
+def script(kind: str, inputs: list[str], out: Path, threshold: str = "100") -> dict:
     """The OpenCV script a user would write: a Pool over a folder's images, or one reader a
-    video over ``inputs`` (what :func:`script_input` gives)."""
+    video over ``inputs`` (what :func:`script_input` gives); Sobel at ``threshold``, or
+    cv2.Canny where it is LOW,HIGH."""
     out.mkdir(parents=True)
     if kind in FOLDERS:
         command = [sys.executable, str(REPO / "benchmarks" / "pool_script.py"), *inputs, str(out)]
+        command.append(threshold)
     else:
-        command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), str(out)]
-        command += inputs
+        command = [sys.executable, str(REPO / "benchmarks" / "video_script.py"), "-t", threshold]
+        command += [str(out), *inputs]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=ENV)
     wall = time.perf_counter() - start
