@@ -22,7 +22,7 @@ RUN_SPEC := .$(if $(CUDA_EXTRA),[$(CUDA_EXTRA)])
 DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
-	bench-e2e bench-soak bench-jpeg-scans bench-png bench-png-kernel bench-png-threads \
+	bench-e2e bench-canny bench-soak bench-jpeg-scans bench-png bench-png-kernel bench-png-threads \
 	bench-png-native bench-png-decode bench-cpu bench-scale sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
@@ -90,6 +90,12 @@ bench-e2e: $(DEV_STAMP)
 		--json benchmarks/gpu_decode.json
 	$(PY) benchmarks/gpu_decode.py --long-runs --data bench_data --jpeg bench_data/q95/jpeg \
 		--json benchmarks/gpu_decode_long.json
+
+# Whole Canny runs beside Sobel runs (issue 42): 2400 q95 JPEGs and 10 clips (make bench-media),
+# each operator's fps and their ratio, the Canny PNGs against the CPU backend's, the OpenCV
+# scripts doing the same (GPU; CANNY_ARGS="--backend cpu --frames 48 --clips 1" anywhere).
+bench-canny: $(DEV_STAMP)
+	$(PY) benchmarks/canny_runs.py --json benchmarks/canny_runs.json $(CANNY_ARGS)
 
 # The soak (issue 39): 30 consecutive whole runs of each kind (2400 JPEGs, 480 PNGs, 10 clips,
 # pan_long.mp4; make bench-media) under a watchdog that dumps a stalled run's every thread's
