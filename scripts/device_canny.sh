@@ -15,7 +15,7 @@
 #
 # Writes $OUT/tests.txt, $OUT/kernel.txt and kernel.json, $OUT/canny_runs.txt and
 # canny_runs.json; the summary comes last. Environment: OUT (default bench_out), DATA
-# (bench_data), PYTHON (python3), TESTS_S (220), KERNEL_S (100), RUNS_S (220): each step's
+# (bench_data), PYTHON (python3), TESTS_S (200), KERNEL_S (150), RUNS_S (200): each step's
 # time limit; RUNS_ARGS, more options for canny_runs.py (the second line above: a dry run on
 # a machine without a GPU).
 set -u -o pipefail
@@ -23,9 +23,9 @@ set -u -o pipefail
 OUT=${OUT:-bench_out}
 DATA=${DATA:-bench_data}
 PYTHON=${PYTHON:-python3}
-TESTS_S=${TESTS_S:-220}
-KERNEL_S=${KERNEL_S:-100}
-RUNS_S=${RUNS_S:-220}
+TESTS_S=${TESTS_S:-200}
+KERNEL_S=${KERNEL_S:-150}
+RUNS_S=${RUNS_S:-200}
 read -r -a runs_args <<< "${RUNS_ARGS:-}"
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -49,7 +49,7 @@ tests_rc=$?
 tail -n 40 "$OUT/tests.txt"
 
 step "kernel benchmark"
-timeout "$KERNEL_S" "$PYTHON" benchmarks/kernel.py --json "$OUT/kernel.json" \
+timeout "$KERNEL_S" "$PYTHON" benchmarks/kernel.py --runs 30 --json "$OUT/kernel.json" \
     > "$OUT/kernel.txt" 2>&1
 kernel_rc=$?
 tail -n 40 "$OUT/kernel.txt"
