@@ -20,7 +20,7 @@ from edgecli.decode.png_layout import COLOUR_TYPES, PALETTE, PngLayout, read_lay
 from edgecli.png import PNG_SIGNATURE
 
 from . import cuda_host
-from .clips import FFMPEG
+from .png_corpus import ffmpeg_exe
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_frames"
 POISONS = (0xA5, 0x5A)  # no pixel equals both, so an unwritten one fails one of the two runs
@@ -356,7 +356,7 @@ def test_frames_written_by_ffmpeg(backend, pix_fmt, pred, tmp_path):
     cv2.imwrite(str(source), photo_crops()[2])
     target = tmp_path / "ffmpeg.png"
     subprocess.run(
-        [FFMPEG, "-v", "error", "-i", str(source), "-pix_fmt", pix_fmt, "-pred", pred,
+        [ffmpeg_exe(), "-v", "error", "-i", str(source), "-pix_fmt", pix_fmt, "-pred", pred,
          "-frames:v", "1", str(target)],
         check=True,
     )  # fmt: skip
