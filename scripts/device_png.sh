@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Issue 41's GPU work in one call on the GPU host (from the repository root), in under 10
+# minutes: the GPU tests of the PNG path, the inflate kernel's fuzz tests under
+# compute-sanitizer memcheck (where the host has it), then the PNG benchmark
+# (benchmarks/png_decode.py: the CPU floor, whole runs of 2,400 and 12,000 frames with
+# --decode cpu and gpu into tmpfs, outputs compared, the kernels alone, a table last).
+#
+# The host has no FFmpeg, so the benchmark's frames are made elsewhere and carried:
+# bench_data/png_ffmpeg, 12 frames of pan.mp4 as FFmpeg extracts them, 29 MB
+# (`python benchmarks/png_decode.py --make-pngs`, or make bench-media). Carry also
+# edgecli/_native.abi3.so (make install builds it) and the GPU decoders' wheels (WHEELS,
+# default .whl; ../shared/device-wheels): test_gpu_decode_pipeline.py's JPEG tests need nvJPEG.
+#
+#   OUT=/some/dir scripts/device_png.sh
+#
+# Environment: OUT (default bench_out), DATA (bench_data), PYTHON (python3), WHEELS (.whl),
+# RUNS (the whole runs' lengths, default "2400 12000"), TOTAL_S (560: the benchmark gets what
+# the tests leave of it). Logs under $OUT; a short summary is printed last.
+set -u -o pipefail
+
+OUT=${OUT:-bench_out}
+DATA=${DATA:-bench_data}
+PYTHON=${PYTHON:-python3}
+WHEELS=${WHEELS:-.whl}
+RUNS=${RUNS:-2400 12000}
+TOTAL_S=${TOTAL_S:-560}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/edgecli-site "$WHEELS"/*.whl
+    export PYTHONPATH="/tmp/edgecli-site:$PYTHONPATH"
+fi
+# A test file that fails to import is reported as an error, and the other files' tests still
+# run. The host has no FFmpeg (imageio-ffmpeg) to write the PNGs of the tests named for it.
+PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -o addopts="" --continue-on-collection-errors)
+TESTS=(tests/test_png_kernel.py tests/test_inflate.py tests/test_gpu_inflate.py
+    tests/test_gpu_png_decode.py tests/test_gpu_decode_pipeline.py)
+
+step() { echo; echo "=== $* ($SECONDS s) ==="; }
+
+step "host"
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
+echo "nproc: $(nproc)"
+"$PYTHON" -m edgecli info 2>&1 || echo "edgecli info failed"
+
+step "GPU tests of the PNG path"
+timeout 200 "${PYTEST[@]}" -m gpu -q -rfEs --tb=short -k "not written_by_ffmpeg" "${TESTS[@]}" \
+    2>&1 | tee "$OUT/png_tests.txt"
+tests_rc=$?
+
+# The CUDA toolkit's compute-sanitizer, where PATH does not name it.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+    /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+step "the inflate kernel's fuzz tests under compute-sanitizer memcheck"
+if [[ -n "$sanitizer" ]]; then
+    timeout 120 "$sanitizer" --tool memcheck --error-exitcode 9 "${PYTEST[@]}" -m gpu -q \
+        tests/test_gpu_inflate.py -k "corrupt or hand_made" 2>&1 | tail -n 40 \
+        | tee "$OUT/memcheck.txt"
+    memcheck_rc=$?
+else
+    echo "compute-sanitizer: not found (PATH, /usr/local/cuda*/bin, /opt/nvidia): no memcheck run" \
+        | tee "$OUT/memcheck.txt"
+    memcheck_rc=missing
+fi
+
+step "the PNG benchmark"
+left=$((TOTAL_S - SECONDS > 120 ? TOTAL_S - SECONDS : 120))
+[[ -d "$DATA/png_ffmpeg" ]] || echo "$DATA/png_ffmpeg was not carried: nothing to measure"
+# Whole runs start only while time is left for the kernels' rows and the table after them.
+# shellcheck disable=SC2086  # RUNS is a list of lengths
+timeout "$left" "$PYTHON" benchmarks/png_decode.py --pngs "$DATA/png_ffmpeg" --runs $RUNS \
+    --budget-s $((left - 60)) --run-timeout-s 120 --json "$OUT/png_decode.json" 2>&1 \
+    | tee "$OUT/png_decode.txt"
+bench_rc=$?
+
+step "summary"
+echo "GPU tests (exit $tests_rc): $(tail -n 1 "$OUT/png_tests.txt")"
+echo "memcheck (exit $memcheck_rc): $(grep -h "ERROR SUMMARY" "$OUT/memcheck.txt" | tail -n 1) \
+$(tail -n 1 "$OUT/memcheck.txt")"
+echo "benchmark (exit $bench_rc; 1: a run failed or differed from --decode cpu's; 124: timed out)"
+"$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["table"])' \
+    "$OUT/png_decode.json" 2>/dev/null || echo "  no table: see $OUT/png_decode.txt"
+echo "logs: $OUT/png_tests.txt, $OUT/memcheck.txt, $OUT/png_decode.txt, $OUT/png_decode.json"
