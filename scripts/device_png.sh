@@ -52,10 +52,11 @@ tests_rc=$?
 # The CUDA toolkit's compute-sanitizer, where PATH does not name it.
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
     /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
-step "the inflate kernel's fuzz tests under compute-sanitizer memcheck"
+step "the fuzz tests (zlib streams, mutated PNGs) under compute-sanitizer memcheck"
 if [[ -n "$sanitizer" ]]; then
     timeout 120 "$sanitizer" --tool memcheck --error-exitcode 9 "${PYTEST[@]}" -m gpu -q \
-        tests/test_gpu_inflate.py -k "corrupt or hand_made" 2>&1 | tail -n 40 \
+        tests/test_gpu_inflate.py tests/test_gpu_png_decode.py -k "corrupt or hand_made or mutated" \
+        2>&1 | tail -n 40 \
         | tee "$OUT/memcheck.txt"
     memcheck_rc=$?
 else

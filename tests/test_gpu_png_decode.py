@@ -9,7 +9,7 @@ import pytest
 import edgecli
 
 from .helpers import same_pixels
-from .png_corpus import own_files
+from .png_corpus import mutations, own_files
 from .test_gpu_decode_pipeline import png_folder
 
 pytestmark = pytest.mark.gpu
@@ -55,3 +55,18 @@ def test_every_layout_of_the_corpus_as_on_the_cpu(tmp_path):
         (folder / f"{name}.png").write_bytes(data)
     _, gpu = run_both(folder, tmp_path, on_error="skip")
     assert gpu.decoders.get("gpu-png", 0) > len(own_files()) // 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mutated_pngs_fail_or_decode_as_on_the_cpu(tmp_path, seed):
+    """Corrupt and truncated variants of corpus files (bit flips with CRCs matched, so the
+    inflate kernel meets them; wrong Adler-32s; cuts anywhere) give the CPU's frames and the
+    CPU's errors, file for file, whichever decoder had them."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    names = sorted(own_files())
+    for name in names[seed::7][:6]:
+        for i, (_, data) in enumerate(mutations(own_files()[name], seed)):
+            (folder / f"{name}-{i:03d}.png").write_bytes(data)
+    cpu, gpu = run_both(folder, tmp_path, on_error="skip")
+    assert cpu.failed and gpu.frames == cpu.frames
