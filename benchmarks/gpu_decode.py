@@ -82,14 +82,21 @@ FOLDERS = ("jpeg", "png")  # kinds that are folders of images; the others are vi
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
 
 
-def edgecli(source: str, out: Path, decode: str, options: tuple[str, ...] = ()) -> dict:
+def edgecli(
+    source: str, out: Path, decode: str, options: tuple[str, ...] = (), timeout_s=None
+) -> dict:
     """One whole ``edgecli run`` (with more ``options``, e.g. the operator): its wall time
-    (process start to exit) and JSON summary."""
+    (process start to exit) and JSON summary; killed past ``timeout_s``, if given."""
     summary = out.with_suffix(".json")
     command = [sys.executable, "-m", "edgecli", "run", source, "-o", str(out), "-q"]
     command += ["--decode", decode, "--json-summary", str(summary), *options]
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=ENV)
+    try:
+        done = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, env=ENV, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"still running after {timeout_s:g} s: killed"}
     wall = time.perf_counter() - start
     if done.returncode:
         return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}

@@ -68,6 +68,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 from common import log, output_root, png_digests, ratio, symlink_folder
+from gpu_decode import ENV, edgecli
 
 from edgecli.decode.png_layout import PngLayout, read_layout
 
@@ -317,42 +318,13 @@ def cpu_floor(frames: list[Frame], rows: list[Row], args) -> dict:
     return figures
 
 
-def whole_run(source: Path, out: Path, decode: str, env: dict, timeout_s: float) -> dict:
-    """One whole ``edgecli run`` of this checkout: its wall time (process start to exit), fps,
-    and what its JSON summary says of the decoders and the bottleneck."""
-    summary = out.with_suffix(".json")
-    command = [sys.executable, "-m", "edgecli", "run", str(source), "-o", str(out), "-q",
-               "--decode", decode, "--json-summary", str(summary)]  # fmt: skip
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, env=env, timeout=timeout_s
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"still running after {timeout_s:g} s: killed"}
-    wall = time.perf_counter() - start
-    if done.returncode:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}
-    figures = json.loads(summary.read_text())
-    summary.unlink()
-    return {
-        "wall_s": round(wall, 3),
-        "fps": round(figures["frames"] / wall, 1),
-        "frames": figures["frames"],
-        "decoders": figures.get("decoders"),
-        "bottleneck": figures["bottleneck_detail"],
-        "run_s": figures["wall_s"],  # from the run's start, after Python and imports
-    }
-
-
 def whole_runs(pngs: list[Path], args, gpu: bool, scratch: Path) -> dict[int, list[dict]]:
     """Each ``--runs`` length with each ``--decodes`` (cpu first: the reference) into
     ``--into``, every run's PNGs compared with the cpu run's; after one warm-up run."""
-    env = dict(os.environ)
     # Every child compiles edgecli's modules once, into a cache of the benchmark's own, rather
     # than each child paying for it (the GPU host's image sets PYTHONDONTWRITEBYTECODE).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
+    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+    ENV["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
     root = Path(tempfile.mkdtemp(prefix="edgecli-bench-png-", dir=output_root(args.into)))
     decodes = sorted(args.decodes, key=lambda d: d != "cpu")
     if not gpu:
@@ -360,7 +332,9 @@ def whole_runs(pngs: list[Path], args, gpu: bool, scratch: Path) -> dict[int, li
     results: dict[int, list[dict]] = {}
     try:
         warm = symlink_folder(pngs, 64, scratch / "warm-in")
-        warm_up = whole_run(warm, root / "warm", "gpu" if gpu else "cpu", env, args.run_timeout_s)
+        warm_up = edgecli(
+            str(warm), root / "warm", "gpu" if gpu else "cpu", timeout_s=args.run_timeout_s
+        )
         shutil.rmtree(root / "warm", ignore_errors=True)
         log(f"warm-up, 64 frames: {warm_up}")
         for count in args.runs:
@@ -373,7 +347,10 @@ def whole_runs(pngs: list[Path], args, gpu: bool, scratch: Path) -> dict[int, li
                     results[count].append(run)
                     continue
                 out = root / f"{count}-{decode}"
-                run = {"decode": decode, **whole_run(source, out, decode, env, args.run_timeout_s)}
+                run = {
+                    "decode": decode,
+                    **edgecli(str(source), out, decode, timeout_s=args.run_timeout_s),
+                }
                 if "error" not in run:
                     digests = png_digests(out)
                     if decode == "cpu":

@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 import cupy
 
 from ...errors import FrameError
-from ..cpu import decode_image
 from ..engines import keep_jpeg_decoder, take_jpeg_decoder
 from ..jpeg_header import EncodedJpeg
 from ..jpeg_planes import CHROMA_FACTORS, chroma_shape
@@ -93,13 +92,9 @@ class JpegDecoder(BatchDecoder):
         names, sources, errors, decoded = [], [], [], []
         for item in items:
             try:
-                pixels = decode_image(item.path, item.data, self.max_pixels)
+                pixels = self.cpu_frame(item, frames.shape[1:])
             except FrameError as exc:
                 errors.append(exc)
-                continue
-            if pixels.shape != frames.shape[1:]:
-                errors.append(FrameError(item.source, f"decoded as {pixels.shape}, its header "
-                                                      f"says {frames.shape[1:]}"))  # fmt: skip
                 continue
             decoded.append(pixels)
             names.append(item.out_name)

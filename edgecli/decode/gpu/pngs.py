@@ -14,7 +14,6 @@ import numpy as np
 
 from ...cuda.ring import empty_pinned
 from ...errors import FrameError
-from ..cpu import decode_image
 from ..png_layout import PALETTE, EncodedPng
 from . import inflate, png
 from .slots import CPU, BatchDecoder, DeviceBatch, SlotRing
@@ -116,13 +115,9 @@ class PngDecoder(BatchDecoder):
         for i, item in enumerate(items):
             if i in failed:
                 try:
-                    pixels = decode_image(item.path, item.data, self.max_pixels)
+                    pixels = self.cpu_frame(item, frames.shape[1:])
                 except FrameError as exc:
                     errors.append(exc)
-                    continue
-                if pixels.shape != frames.shape[1:]:
-                    said = f"decoded as {pixels.shape}, its header says {frames.shape[1:]}"
-                    errors.append(FrameError(item.source, said))
                     continue
                 frames[kept].set(pixels, stream=stream)
             elif kept != i:

@@ -9,7 +9,8 @@ import threading
 import cupy
 import numpy as np
 
-from ...errors import GpuMemoryError
+from ...errors import FrameError, GpuMemoryError
+from ..cpu import decode_image
 
 # What a batch's frames were decoded by, in the summary's ``decoders``, besides the GPU's own.
 CPU = "cpu"
@@ -103,6 +104,14 @@ class BatchDecoder:
     def submit(self, items: list):
         """A Future of the DeviceBatch of ``items`` (which share a key)."""
         return self.executor.submit(self._decode, items)
+
+    def cpu_frame(self, item, shape: tuple) -> np.ndarray:
+        """``item`` decoded by the CPU decoder, for a batch of frames of ``shape``: its
+        frame, or FrameError saying why not (its own error, or a shape its header belied)."""
+        pixels = decode_image(item.path, item.data, self.max_pixels)
+        if pixels.shape != shape:
+            raise FrameError(item.source, f"decoded as {pixels.shape}, its header says {shape}")
+        return pixels
 
 
 class DeviceBatch:
