@@ -285,6 +285,8 @@ def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
     assert decoder_lines() == [
         "jpeg decoding (--decode auto): CPU (no JPEG engines)",
         "video decoding (--decode auto): CPU (no libnvcuvid.so.1)",
+        "png decoding (--decode auto): CPU; GPU under --decode gpu (edgecli's inflate and "
+        "unfilter kernels)",
     ]
 
 

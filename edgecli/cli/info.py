@@ -81,4 +81,10 @@ def decoder_lines() -> list[str]:
             video = "GPU, NVDEC (PyNvVideoCodec)"
     else:
         video = f"CPU ({why})"
-    return [f"jpeg decoding (--decode auto): {jpeg}", f"video decoding (--decode auto): {video}"]
+    # edgecli's own kernels (inflate.cu, png.cu): wherever the edge kernel runs, they run.
+    png = "CPU; GPU under --decode gpu (edgecli's inflate and unfilter kernels)"
+    return [
+        f"jpeg decoding (--decode auto): {jpeg}",
+        f"video decoding (--decode auto): {video}",
+        f"png decoding (--decode auto): {png}",
+    ]
