@@ -145,9 +145,10 @@ def parse_pair(text: str) -> tuple[int | float, int | float]:
     match = _PAIR.fullmatch(text.replace(" ", ""))
     if match is None:
         raise OptionError(f"{text!r} is not LOW,HIGH: two numbers >= 0 such as 100,200")
-    if match.group(1) or match.group(3):
+    low, high = (_number(t) for t in match.group(2, 4))
+    if (match.group(1) and low) or (match.group(3) and high):  # -0 is 0, as -t -0 is
         raise OptionError(f"canny thresholds must be >= 0, got {text!r}")
-    return tuple(_number(t) for t in match.group(2, 4))
+    return low, high
 
 
 def _number(text: str) -> int | float:

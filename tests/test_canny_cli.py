@@ -12,6 +12,7 @@ import pytest
 
 import edgecli
 from edgecli import OptionError
+from edgecli.params import Options, parse_pair
 from edgecli.preview import SPREAD, preview
 
 from . import canny_reference
@@ -88,6 +89,13 @@ def test_run_refuses_malformed_pairs(tmp_path, value, message):
         f"Error: Invalid value for '-t' / '--threshold': {message}"
     ]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value, pair", [("-0,5", (0, 5)), ("3,-0.0", (3, 0))])
+def test_a_negative_zero_is_zero_as_under_sobel(value, pair):
+    """-t -0 is 0 for Sobel; a -0 in a Canny pair is 0 too, not a negative threshold."""
+    assert parse_pair(value) == pair
+    assert Options(operator="canny", threshold=parse_pair(value)).canny_limits == (0, max(pair))
 
 
 @pytest.mark.parametrize(

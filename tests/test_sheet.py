@@ -179,3 +179,16 @@ def test_rejects_what_cannot_be_drawn():
         render([Row("", [Tile(np.zeros((4, 4), np.float32), "")])])
     with pytest.raises(ValueError, match="no room"):
         render([Row("", [Tile(np.zeros((4, 4), np.uint8), "")] * 5)], width=40)
+
+
+def test_a_label_a_little_too_wide_is_drawn_smaller_not_cut():
+    """A label that fits at a smaller size keeps every character; one that fits at no legible
+    size is cut with "...", at that smallest size; one that fits is left as it is."""
+    label = "T=59,118 (auto)  5.10%"
+    wide = sheet._text_width(label, sheet.LABEL_SCALE)
+    assert sheet.fit_text(label, sheet.LABEL_SCALE, wide) == (label, sheet.LABEL_SCALE)
+    text, scale = sheet.fit_text(label, sheet.LABEL_SCALE, wide * 9 // 10)
+    assert text == label and scale < sheet.LABEL_SCALE
+    assert sheet._text_width(text, scale) <= wide * 9 // 10
+    text, scale = sheet.fit_text(label, sheet.LABEL_SCALE, wide // 2)
+    assert text.endswith(sheet.ELLIPSIS) and scale == sheet.LABEL_SCALE * sheet.MIN_SCALE_SHARE
