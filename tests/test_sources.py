@@ -11,6 +11,8 @@ import cv2
 import imageio.v3 as iio
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import edgecli
 from edgecli import InputError, OptionError
@@ -573,3 +575,42 @@ def test_a_truncated_animation_names_the_frame_that_is_cut(tmp_path, kind, keep)
     assert [f["source"] for f in summary.failed] == [f"{path} [frame {len(decoded)}]"]
     written = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
     assert written == [f"anim_{i:06d}.png" for i in range(len(decoded))]
+
+
+# Files whose headers declare their size: a PNG, a baseline and a progressive JPEG.
+HEADER_FILES = [
+    cv2.imencode(".png", photo(9, 13))[1].tobytes(),
+    cv2.imencode(".jpg", photo(9, 13))[1].tobytes(),
+    cv2.imencode(".jpg", photo(9, 13), [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes(),
+]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.data())
+def test_a_header_of_any_bytes_declares_a_size_or_none(data):
+    """Whatever a file holds (any prefix of a PNG or a JPEG, with bytes changed or not), the
+    size its header declares is a number or None, never an exception: it is read before any
+    decoder has its say about the file."""
+    whole = data.draw(st.sampled_from(HEADER_FILES))
+    cut = data.draw(st.integers(0, len(whole)))
+    body = bytearray(whole[:cut])
+    for _ in range(data.draw(st.integers(0, 3))):
+        if body:
+            body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    from edgecli.decode.cpu import declared_pixels
+
+    pixels = declared_pixels(bytes(body))
+    assert pixels is None or isinstance(pixels, int)
+
+
+def test_a_png_cut_inside_its_header_fails_as_a_file_not_a_traceback(tmp_path):
+    """A PNG cut inside its IHDR, in a run whose memory budget reads headers first, is a failed
+    file with the decoder's reason; the whole files beside it are written."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    whole = cv2.imencode(".png", photo(8, 8))[1].tobytes()
+    (folder / "a.png").write_bytes(whole)
+    (folder / "b.png").write_bytes(whole[:20])
+    summary = edgecli.process(folder, tmp_path / "out", backend="cpu", on_error="skip",
+                              max_memory=2**30)  # fmt: skip
+    assert summary.frames == 1 and [f["source"] for f in summary.failed] == [str(folder / "b.png")]

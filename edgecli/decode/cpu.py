@@ -74,7 +74,7 @@ def declared_pixels(source: Path | bytes) -> int | None:
     try:
         with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
             head = handle.read(24)
-            if head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
+            if len(head) == 24 and head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
                 width, height = struct.unpack(">II", head[16:24])
                 return width * height
             if head[:2] == b"\xff\xd8":
