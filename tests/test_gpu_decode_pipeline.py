@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 
 import cv2
 import numpy as np
@@ -23,7 +24,7 @@ from edgecli.testing import StandInGpuBackend
 
 from .helpers import DATA, invoke, same_pixels
 from .media import photo
-from .png_corpus import chunk, encode_png
+from .png_corpus import chunk, chunks, encode_png
 
 
 def jpeg(image: np.ndarray, **params) -> bytes:
@@ -361,3 +362,27 @@ def test_decode_gpu_sends_pngs_to_the_png_decoder_in_batches_of_one_layout(tmp_p
     batches = used[0].png.batches
     assert [len(b.names) for b in batches] == [4, 2, 4, 1, 1, 1]
     assert all(b.handed_back == 1 for b in batches)
+
+
+def test_files_a_gpu_batch_hands_back_fail_in_the_order_of_the_sources(tmp_path):
+    """A PNG whose chunks are whole but whose image data is not goes to the GPU's decoder and
+    fails only when its batch hands it back to the CPU, after a damaged file read after it has
+    failed: the summary lists the failures in the order of the files all the same."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(folder / f"a{i}.png"), photo(21, 34, seed=i))
+    whole = (folder / "a0.png").read_bytes()
+    at, _, length = next(c for c in chunks(whole) if c[1] == b"IDAT")
+    broken = bytearray(whole)
+    broken[at + 8 + length // 2] ^= 0xFF
+    crc = zlib.crc32(bytes(broken[at + 4 : at + 8 + length]))
+    broken[at + 8 + length : at + 12 + length] = struct.pack(">I", crc)
+    (folder / "a1.png").write_bytes(bytes(broken))  # CRCs whole: only the decoder finds it
+    (folder / "b0.png").write_bytes(whole[: len(whole) // 2])  # cut: refused when read
+    cpu = run(folder, tmp_path / "cpu", Options(backend="cpu", on_error="skip"))
+    options = Options(decode="gpu", on_error="skip")
+    gpu = run(folder, tmp_path / "gpu", options, backend=StandInGpuBackend(options))
+    assert [f["source"] for f in cpu.failed] == [str(folder / n) for n in ("a1.png", "b0.png")]
+    assert gpu.failed == cpu.failed
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")

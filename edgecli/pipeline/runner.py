@@ -486,11 +486,13 @@ class RunState:
             lanes["gpu"] = options.streams
         if gpu is not None:
             lanes |= gpu.lanes
+        # In the order of the sources, whichever decoder found them first: a file that a GPU
+        # batch hands back to the CPU fails after the files read after it.
+        order = {str(source.path): i for i, source in enumerate(self.sources)}
+        failures = sorted(self.failures, key=lambda f: order.get(f.source, len(order)))
         return Summary(
             frames=stats.get("write", {}).get("count", 0),
-            failed=[
-                {"source": f.source, "reason": f.reason, "frames": f.frames} for f in self.failures
-            ],
+            failed=[{"source": f.source, "reason": f.reason, "frames": f.frames} for f in failures],
             wall_s=time.perf_counter() - started,
             backend=backend.name,
             device=backend.device_name,
