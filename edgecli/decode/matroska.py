@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import streams
-from .mp4 import BytesSource, Source, Unreadable
+from .mp4 import BytesSource, Source, Unreadable, read_whole
 
 # Element IDs (marker bits kept, as the specification writes them).
 EBML, DOCTYPE, DOCTYPE_READ_VERSION = 0x1A45DFA3, 0x4282, 0x4285
@@ -126,12 +126,7 @@ def children(source: Source, parent: Element, limit: int = _MAX_CHILDREN) -> Ite
 
 
 def payload(source: Source, element: Element, limit: int = _MAX_READ) -> bytes:
-    if element.size > limit:
-        raise Unreadable(f"element 0x{element.id:X} of {element.size} bytes")
-    data = source.read(element.start, element.size)
-    if len(data) < element.size:
-        raise Unreadable(f"truncated element 0x{element.id:X}")
-    return data
+    return read_whole(source, element.start, element.size, f"element 0x{element.id:X}", limit)
 
 
 def _uint(data: bytes) -> int:

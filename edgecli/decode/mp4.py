@@ -128,13 +128,19 @@ def box_path(source: Source, box: Box | None, *kinds: bytes) -> Box | None:
     return box
 
 
-def payload(source: Source, box: Box, limit: int = _MAX_READ) -> bytes:
-    if box.size > limit:
-        raise Unreadable(f"{fourcc(box.type)} box of {box.size} bytes")
-    data = source.read(box.start, box.size)
-    if len(data) < box.size:
-        raise Unreadable(f"truncated {fourcc(box.type)} box")
+def read_whole(source: Source, start: int, size: int, name: str, limit: int) -> bytes:
+    """The ``size`` bytes at ``start``; Unreadable naming ``name`` (a box, an element) where
+    they are more than ``limit`` or the file ends before them."""
+    if size > limit:
+        raise Unreadable(f"{name} of {size} bytes")
+    data = source.read(start, size)
+    if len(data) < size:
+        raise Unreadable(f"truncated {name}")
     return data
+
+
+def payload(source: Source, box: Box, limit: int = _MAX_READ) -> bytes:
+    return read_whole(source, box.start, box.size, f"{fourcc(box.type)} box", limit)
 
 
 def top_level(source: Source) -> Iterator[Box]:
