@@ -8,13 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import cupy
 
-from ...errors import FrameError
 from ..engines import keep_jpeg_decoder, take_jpeg_decoder
 from ..jpeg_header import EncodedJpeg
 from ..jpeg_planes import CHROMA_FACTORS, chroma_shape
 from ..nvjpeg import NvjpegError
 from .convert import launch_jpeg_to_bgr, module
-from .slots import CPU, BatchDecoder, DeviceBatch, SlotRing, upload
+from .slots import BatchDecoder, DeviceBatch, SlotRing
 
 JPEG_ENGINE, JPEG_CUDA = "nvjpeg-hw", "nvjpeg-cuda"
 # Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
@@ -78,31 +77,12 @@ class JpegDecoder(BatchDecoder):
         except NvjpegError:
             # A file the engines refuse fails the whole call: the CPU decodes the batch
             # instead, each file as it would any other (its error, if any, is the CPU's).
-            return self._on_cpu(items, slot, frames, started, ready)
+            return self.finish(items, slot, frames, range(n), started, ready, self.stream)
         launch_jpeg_to_bgr(
             self.device, planes, frame_bytes, frames, height, width, factors,
             header.orientation, self.stream,
         )  # fmt: skip
-        ready.record(self.stream)
-        names = [item.out_name for item in items]
-        sources = [item.source for item in items]
-        return DeviceBatch(names, sources, frames, ready, slot, {self.name: n}, (), started)
-
-    def _on_cpu(self, items, slot, frames, started, ready) -> DeviceBatch:
-        names, sources, errors, decoded = [], [], [], []
-        for item in items:
-            try:
-                pixels = self.cpu_frame(item, frames.shape[1:])
-            except FrameError as exc:
-                errors.append(exc)
-                continue
-            decoded.append(pixels)
-            names.append(item.out_name)
-            sources.append(item.source)
-        upload(frames, decoded, self.stream)
-        ready.record(self.stream)
-        frames = frames[: len(names)]
-        return DeviceBatch(names, sources, frames, ready, slot, {CPU: len(names)}, errors, started)
+        return self.finish(items, slot, frames, (), started, ready, self.stream)
 
     def close(self) -> None:
         self.stop.set()

@@ -13,10 +13,9 @@ import cupy
 import numpy as np
 
 from ...cuda.ring import empty_pinned
-from ...errors import FrameError
 from ..png_layout import PALETTE, EncodedPng
 from . import inflate, png
-from .slots import CPU, BatchDecoder, DeviceBatch, SlotRing
+from .slots import BatchDecoder, DeviceBatch, SlotRing
 
 PNG_DECODER = "gpu-png"
 # Files a batch: the inflate kernel gives each stream a block of its own, so the more streams
@@ -48,6 +47,8 @@ class _ThreadState:
 
 class PngDecoder(BatchDecoder):
     """Decodes batches of PNGs of one layout on :data:`PNG_THREADS` threads."""
+
+    timed = ("png", "gpu_decode")
 
     def __init__(self, device: int, max_pixels: int):
         self.device, self.max_pixels = device, max_pixels
@@ -105,34 +106,7 @@ class PngDecoder(BatchDecoder):
         )  # fmt: skip
         found = statuses.get(stream=stream)  # waits for the batch: the CPU takes the rest
         failed = np.flatnonzero((found[:n] != inflate.OK) | (found[n:] != 0)).tolist()
-        return self._finish(items, slot, frames, failed, started, ready, stream)
-
-    def _finish(self, items, slot, frames, failed, started, ready, stream) -> DeviceBatch:
-        """The batch, the files in ``failed`` decoded by the CPU into their places (and those
-        it cannot decode dropped, the frames after them moved up)."""
-        names, sources, errors, kept = [], [], [], 0
-        failed = set(failed)
-        for i, item in enumerate(items):
-            if i in failed:
-                try:
-                    pixels = self.cpu_frame(item, frames.shape[1:])
-                except FrameError as exc:
-                    errors.append(exc)
-                    continue
-                frames[kept].set(pixels, stream=stream)
-            elif kept != i:
-                with stream:
-                    cupy.copyto(frames[kept], frames[i])
-            names.append(item.out_name)
-            sources.append(item.source)
-            kept += 1
-        ready.record(stream)
-        if failed:
-            stream.synchronize()  # the copies from pageable memory have read the CPU's frames
-        decoders = {self.name: kept - (len(failed) - len(errors)), CPU: len(failed) - len(errors)}
-        decoders = {name: count for name, count in decoders.items() if count}
-        return DeviceBatch(names, sources, frames[:kept], ready, slot, decoders, errors, started,
-                           timed=("png", "gpu_decode"))  # fmt: skip
+        return self.finish(items, slot, frames, failed, started, ready, stream)
 
     def close(self) -> None:
         self.stop.set()

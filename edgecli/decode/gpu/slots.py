@@ -85,7 +85,10 @@ class SlotRing:
 
 class BatchDecoder:
     """What the reader asks of a GPU decoder of still images, on top of the ``opened`` Future
-    of its opening, its ``executor``, its ``batch`` size and its ``_decode`` of one batch."""
+    of its opening, its ``executor``, its ``batch`` size and its ``_decode`` of one batch; and
+    how a batch is finished (:meth:`finish`), in the resource it occupies (``timed``)."""
+
+    timed = ("jpeg", "gpu_decode")
 
     def ready(self) -> bool:
         """Whether the decoder is open, never waiting (until it is, its files go to the CPU)."""
@@ -112,6 +115,35 @@ class BatchDecoder:
         if pixels.shape != shape:
             raise FrameError(item.source, f"decoded as {pixels.shape}, its header says {shape}")
         return pixels
+
+    def finish(self, items, slot, frames, failed, started, ready, stream) -> DeviceBatch:
+        """The DeviceBatch of ``items`` decoded into ``frames`` on ``stream``, the files at the
+        indices in ``failed`` (which the GPU did not decode) decoded by the CPU into their
+        places, and those it cannot decode dropped, the frames after them moved up."""
+        names, sources, errors, kept = [], [], [], 0
+        failed = set(failed)
+        for i, item in enumerate(items):
+            if i in failed:
+                try:
+                    pixels = self.cpu_frame(item, frames.shape[1:])
+                except FrameError as exc:
+                    errors.append(exc)
+                    continue
+                frames[kept].set(pixels, stream=stream)
+            elif kept != i:
+                with stream:
+                    cupy.copyto(frames[kept], frames[i])
+            names.append(item.out_name)
+            sources.append(item.source)
+            kept += 1
+        ready.record(stream)
+        if failed:
+            stream.synchronize()  # the copies from pageable memory have read the CPU's frames
+        on_cpu = len(failed) - len(errors)
+        decoders = {name: count for name, count in ((self.name, kept - on_cpu), (CPU, on_cpu))
+                    if count}  # fmt: skip
+        return DeviceBatch(names, sources, frames[:kept], ready, slot, decoders, errors, started,
+                           timed=self.timed)  # fmt: skip
 
 
 class DeviceBatch:
