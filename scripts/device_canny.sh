@@ -28,7 +28,7 @@ KERNEL_S=${KERNEL_S:-150}
 RUNS_S=${RUNS_S:-200}
 read -r -a runs_args <<< "${RUNS_ARGS:-}"
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 

@@ -23,7 +23,7 @@ FRAMES=${FRAMES:-2400}
 KINDS=${KINDS:-clips,bt709,hevc,rotated}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/device_env.sh
 
 {
     echo "== GPU decoding tests"

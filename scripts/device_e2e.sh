@@ -35,7 +35,7 @@ LONG_FRAMES_CPU=${LONG_FRAMES_CPU:-480}
 PROFILE=${PROFILE:-ceiling-gpu,gpu}
 BUDGET_S=${BUDGET_S:-240}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/device_env.sh
 
 if [[ -n "${FULL:-}" ]]; then
     KINDS=video,jpeg,png

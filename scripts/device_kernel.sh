@@ -14,7 +14,7 @@ set -u -o pipefail
 OUT=${OUT:-$(mktemp -d -t edgecli-device-XXXX)}
 mkdir -p "$OUT"
 # The repository root on the import path (edgecli, benchmarks).
-export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 PYTEST=(python3 -m pytest -p no:cacheprovider)
 SMALL="17x31-reflect101-l1 or 1x1-constant-l2 or 61x144-replicate-l2 or few_blocks and 33x65"
 

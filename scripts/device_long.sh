@@ -32,7 +32,7 @@ SOAK_RUNS=${SOAK_RUNS:-5}
 SOAK_BUDGET_S=${SOAK_BUDGET_S:-120}
 SOAK_INTO=${SOAK_INTO:-disk}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+source scripts/device_env.sh
 
 long_and_soak() {
     echo "== host"

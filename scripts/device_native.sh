@@ -17,14 +17,8 @@ STEP=${1:?usage: scripts/device_native.sh tests|ab}
 OUT=${OUT:-bench_out}
 DATA=${DATA:-bench_data}
 PYTHON=${PYTHON:-python3}
-WHEELS=${WHEELS:-.whl}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if compgen -G "$WHEELS/*.whl" > /dev/null; then
-	"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-		--target /tmp/edgecli-site "$WHEELS"/*.whl
-	export PYTHONPATH="/tmp/edgecli-site:$PYTHONPATH"
-fi
+source scripts/device_env.sh
 "$PYTHON" -c "import sys, edgecli.native as n; print('png encoding and writing:', \
 n.description()); sys.exit(0 if n.c else 'carry edgecli/_native.abi3.so (make install builds it)')"
 

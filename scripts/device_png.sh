@@ -21,16 +21,10 @@ set -u -o pipefail
 OUT=${OUT:-bench_out}
 DATA=${DATA:-bench_data}
 PYTHON=${PYTHON:-python3}
-WHEELS=${WHEELS:-.whl}
 RUNS=${RUNS:-2400 12000}
 TOTAL_S=${TOTAL_S:-560}
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-if compgen -G "$WHEELS/*.whl" >/dev/null; then
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/edgecli-site "$WHEELS"/*.whl
-    export PYTHONPATH="/tmp/edgecli-site:$PYTHONPATH"
-fi
+source scripts/device_env.sh
 # A test file that fails to import is reported as an error, and the other files' tests still
 # run. The host has no FFmpeg (imageio-ffmpeg) to write the PNGs of the tests named for it.
 PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -o addopts="" --continue-on-collection-errors)
