@@ -1,14 +1,55 @@
 """What the benchmark scripts share: a log line, inputs of any length made of links, where
-runs write (tmpfs or disk), the check that two runs wrote the same PNGs, and the few sums
-their figures take (medians, ratios, the steady rate between two runs)."""
+runs write (tmpfs or disk), a whole edgecli run watched for stalls, the check that two runs
+wrote the same PNGs, and the few sums their figures take (medians, ratios, the steady rate
+between two runs)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# edgecli as `python -m edgecli` runs it, plus every thread's stack on SIGUSR1.
+CHILD = REPO / "benchmarks" / "soak_child.py"
+
+
+def watched_command(*edgecli_args: str) -> list[str]:
+    """The command of an ``edgecli`` run (``run INPUT -o OUT ...``) through CHILD."""
+    return [sys.executable, "-X", "faulthandler", str(CHILD), *edgecli_args]
+
+
+def watched_run(
+    command: list[str], env: dict, deadline_s: float, grace_s: float, stdout: Path, stderr: Path
+) -> tuple[float, int | None]:
+    """Run ``command`` in a session of its own: (wall seconds, exit code), or (seconds, None)
+    when it passed ``deadline_s``: then SIGUSR1 first (the child dumps its stacks), and after
+    ``grace_s`` SIGKILL to its whole session (any process it started goes too)."""
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True
+        )
+        try:
+            code = child.wait(timeout=deadline_s)
+            return time.perf_counter() - start, code
+        except subprocess.TimeoutExpired:
+            wall = time.perf_counter() - start
+            os.kill(child.pid, signal.SIGUSR1)
+            time.sleep(grace_s)
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended in the grace time after all
+                pass
+            child.wait()
+            return wall, None
 
 
 def log(message: str) -> None:

@@ -71,6 +71,8 @@ from common import (  # noqa: E402
     ratio,
     symlink_folder,
     video_copies,
+    watched_command,
+    watched_run,
 )
 from concat_mp4 import concat  # noqa: E402
 
@@ -82,24 +84,37 @@ FOLDERS = ("jpeg", "png")  # kinds that are folders of images; the others are vi
 ENV = dict(os.environ)  # the children's environment: main() sets the bytecode cache
 
 
+# A whole run's deadline where its caller gives none (BENCH_DEADLINE_S): past it, the run
+# counts as stalled.
+RUN_DEADLINE_S = float(os.environ.get("BENCH_DEADLINE_S", 600))
+# Where a stalled run's stacks are kept (BENCH_STALLS, e.g. a device call's $OUT).
+STALLS = Path(os.environ.get("BENCH_STALLS", tempfile.gettempdir()))
+
+
 def edgecli(
     source: str, out: Path, decode: str, options: tuple[str, ...] = (), timeout_s=None
 ) -> dict:
     """One whole ``edgecli run`` (with more ``options``, e.g. the operator): its wall time
-    (process start to exit) and JSON summary; killed past ``timeout_s``, if given."""
+    (process start to exit) and JSON summary. Past ``timeout_s`` (RUN_DEADLINE_S where None)
+    it counts as stalled: every thread's stack goes to a file in STALLS, which the error
+    names, and the run is killed."""
     summary = out.with_suffix(".json")
-    command = [sys.executable, "-m", "edgecli", "run", source, "-o", str(out), "-q"]
-    command += ["--decode", decode, "--json-summary", str(summary), *options]
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, env=ENV, timeout=timeout_s
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"still running after {timeout_s:g} s: killed"}
-    wall = time.perf_counter() - start
-    if done.returncode:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
+    command = watched_command("run", source, "-o", str(out), "-q", "--decode", decode,
+                              "--json-summary", str(summary), *options)  # fmt: skip
+    STALLS.mkdir(parents=True, exist_ok=True)
+    stacks = STALLS / f"stall-{time.strftime('%H%M%S')}-{out.name}.stacks"
+    logs = [out.with_name(f"{out.name}.{kind}") for kind in ("stdout", "stderr")]
+    deadline = RUN_DEADLINE_S if timeout_s is None else timeout_s
+    env = dict(ENV, SOAK_STACKS=str(stacks))
+    wall, code = watched_run(command, env, deadline, 5.0, *logs)
+    stderr = logs[1].read_text(errors="replace").strip()
+    for path in logs:
+        path.unlink(missing_ok=True)
+    if code is None:
+        return {"error": f"still running after {deadline:g} s: killed; stacks in {stacks}"}
+    stacks.unlink(missing_ok=True)
+    if code:
+        return {"error": f"exit {code}: {stderr[-400:]}"}
     figures = json.loads(summary.read_text())
     return {
         "wall_s": round(wall, 3),

@@ -34,17 +34,23 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import log, median, output_root, png_digests, symlink_folder, video_copies
+from common import (
+    log,
+    median,
+    output_root,
+    png_digests,
+    symlink_folder,
+    video_copies,
+    watched_command,
+    watched_run,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-CHILD = REPO / "benchmarks" / "soak_child.py"
 KINDS = ("jpeg", "png", "clips", "long")
 
 
@@ -119,32 +125,6 @@ def make_inputs(args: argparse.Namespace, scratch: Path) -> dict[str, str]:
     return inputs
 
 
-def watched_run(
-    command: list[str], env: dict, deadline_s: float, grace_s: float, stdout: Path, stderr: Path
-) -> tuple[float, int | None]:
-    """Run ``command`` in a session of its own: (wall seconds, exit code), or (seconds, None)
-    when it passed ``deadline_s``: then SIGUSR1 first (the child dumps its stacks), and after
-    ``grace_s`` SIGKILL to its whole session (any process it started goes too)."""
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=out, stderr=err, start_new_session=True
-        )
-        try:
-            code = child.wait(timeout=deadline_s)
-            return time.perf_counter() - start, code
-        except subprocess.TimeoutExpired:
-            wall = time.perf_counter() - start
-            os.kill(child.pid, signal.SIGUSR1)
-            time.sleep(grace_s)
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except ProcessLookupError:  # it ended in the grace time after all
-                pass
-            child.wait()
-            return wall, None
-
-
 def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path, end: float) -> dict:
     """``args.runs`` runs of one kind, none started after ``end`` (perf_counter); each run's
     record and the kind's totals."""
@@ -165,8 +145,8 @@ def soak_kind(kind: str, source: str, args: argparse.Namespace, into: Path, end:
         env.pop("SOAK_STALL", None)
         if (kind, n) in args.force_stall:
             env["SOAK_STALL"] = args.force_stall[kind, n]
-        command = [sys.executable, "-X", "faulthandler", str(CHILD), "run", source, "-o"]
-        command += [str(out), "-q", "--decode", args.decode, *args.edgecli_args.split()]
+        command = watched_command("run", source, "-o", str(out), "-q", "--decode", args.decode,
+                                  *args.edgecli_args.split())  # fmt: skip
         wall, code = watched_run(command, env, deadline, args.grace_s, stdout, stderr)
         run = {"run": n, "wall_s": round(wall, 3), "deadline_s": round(deadline, 1)}
         if "SOAK_STALL" in env:
