@@ -152,6 +152,10 @@ def test_a_canny_run_on_cuda_writes_the_cpu_runs_bytes(canny_folder, tmp_path, n
 def test_a_canny_video_run_on_cuda_writes_the_cpu_runs_bytes(tmp_path, decode):
     """The H.264 clip through the CUDA backend, decoded on either side, gives the CPU run's
     files under --operator canny."""
+    from edgecli.decode import engines
+
+    if decode == "gpu" and (reason := engines.video_unusable_reason()) is not None:
+        pytest.skip(f"NVDEC unusable: {reason}")
     common = ["--operator", "canny", "-t", "40,120", "-q"]
     result = invoke("run", H264_CLIP, "-o", tmp_path / "cpu", "--backend", "cpu", *common)
     assert result.exit_code == 0, result.output
