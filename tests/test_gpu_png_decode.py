@@ -70,3 +70,32 @@ def test_mutated_pngs_fail_or_decode_as_on_the_cpu(tmp_path, seed):
             (folder / f"{name}-{i:03d}.png").write_bytes(data)
     cpu, gpu = run_both(folder, tmp_path, on_error="skip")
     assert cpu.failed and gpu.frames == cpu.frames
+
+
+class _Size:
+    def __init__(self, width, height):
+        self.width, self.height = width, height
+
+
+def test_a_gpu_with_little_free_memory_gets_smaller_png_batches(tmp_path, monkeypatch):
+    """The PNG decoder's batches hold what PNG_MEMORY_SHARE of the GPU's free memory allows
+    (fewer large frames, never none), and a run with batches of one or two frames still
+    decodes every file as the CPU does."""
+    import cupy
+
+    from edgecli.decode.gpu import pngs
+
+    free = 2 * 10**9
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (free, 4 * free))
+    decoder = pngs.PngDecoder(0, 1 << 28)
+    try:
+        decoder.opened.result()
+        fitting = int(free * pngs.PNG_MEMORY_SHARE) // (pngs.PNG_THREADS * 13)
+        assert decoder.batch_for(_Size(1920, 1080)) == fitting // (1920 * 1080) == 3
+        assert decoder.batch_for(_Size(64, 64)) == pngs.PNG_BATCH
+        assert decoder.batch_for(_Size(20000, 20000)) == 1
+    finally:
+        decoder.close()
+    free = 4 * 13 * pngs.PNG_THREADS * 2 * 21 * 34  # batches of two of the folder's 21x34
+    folder = png_folder(tmp_path / "in")
+    run_both(folder, tmp_path, on_error="skip")

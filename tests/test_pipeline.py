@@ -189,6 +189,46 @@ def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
     assert writer.names == [f"f{i}.png" for i in range(6)]
 
 
+class _NothingDecoded:
+    """A decoded batch all of whose files failed on the CPU too: nothing to hand on."""
+
+    names, errors, decoders = [], [], {}
+    frames = np.zeros((0, 2, 2, 3), np.uint8)
+
+    def discard(self):
+        pass
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 2, 6])
+def test_batches_decoded_on_the_gpu_are_taken_once_more_than_ahead_wait(ahead):
+    """A GPU decoder keeps ``ahead`` batches decoding (its threads' worth) while the run hands
+    the oldest on: the run waits for a batch only once more than that many are queued."""
+    options = edgecli.Options(batch=2, streams=2, workers=1)
+    ring = StandInGpuBackend(options).slab_ring(options.streams + pipeline.SPARE_SLABS)
+    taken = []  # the batches whose result was asked for, when batch i was submitted
+
+    class Decoding:
+        def __init__(self, i):
+            self.i, self.ahead = i, ahead
+
+        def result(self):
+            taken.append(self.i)
+            return _NothingDecoded()
+
+    queued = []
+
+    def frames():
+        for i in range(10):
+            queued.append(list(taken))
+            yield Decoding(i)
+
+    with PriorityPool(1, "test") as pool:
+        pipeline.run_on_gpu(ring, frames(), options, pool.at(0), StageClock(), None, WaitClock())
+    for i, seen in enumerate(queued):
+        assert seen == list(range(max(0, i - ahead))), i  # batch i - ahead - 1 waited for
+    assert taken == list(range(10))
+
+
 class Sequence:
     """A stand-in video: ``count`` frames from ``frames()``, which calls ``on_start`` when it
     starts, ``before_last`` before its last frame, and raises FrameError at ``broken_at``."""

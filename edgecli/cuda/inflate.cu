@@ -19,16 +19,16 @@
 //   - warp 1 writes what the previous queue says, in order, a lane a byte: each step takes as
 //     many whole literals and matches as fit in 32 bytes and read nothing written in the step
 //     (PNG rows match bytes a row or more back, so most do); a longer or self-overlapping
-//     match, or a stored run, goes 32 bytes a step on its own. Each byte goes into the stream's
-//     output and into a 32 KB window in shared memory, where later matches read their source
-//     (a match never reads global memory).
+//     match, or a stored run, goes 32 bytes a step on its own. A match reads its source from
+//     the stream's own output, which warp 1 alone writes (a __syncwarp() between steps makes
+//     each step's bytes visible to the next): a window in shared memory would cost 32 KB a
+//     block, and shared memory is what bounds how many streams an SM holds at once.
 //   The two queues alternate: in round r warp 0 fills queue r % 2 while warp 1 drains queue
 //   (r - 1) % 2; one __syncthreads() a round hands them over.
 // Huffman tables follow libdeflate's idea: one lookup of the next INFLATE_LITLEN_BITS bits
 // resolves every shorter code and already says what the symbol means (a literal's byte, a
 // length's base and extra bits); the rare longer codes are resolved canonically from the code
-// counts (as zlib's puff.c does) instead of subtables, which keeps the tables small enough to
-// leave room for the window. Input is staged in a shared-memory ring that warp 0 refills at
+// counts (as zlib's puff.c does) instead of subtables, which keeps the tables small. Input is staged in a shared-memory ring that warp 0 refills at
 // each round's start with coalesced loads; a read past the ring falls back to global memory,
 // so the ring's size bounds speed only, never correctness. Adler-32 is made of sums over the
 // bytes: each lane of warp 1 adds up the bytes it writes (and each times its position), the
@@ -46,7 +46,6 @@
 #define INFLATE_THREADS 64
 #define INFLATE_QUEUE 128 /* symbols a round */
 #define INFLATE_RING_WORDS 512 /* 32-bit words of input staged in shared memory (2^k) */
-#define INFLATE_WINDOW 32768
 #define INFLATE_LITLEN_BITS 10
 #define INFLATE_DIST_BITS 8
 #define INFLATE_CODELEN_BITS 7 /* every code-length code fits: no slow path */
@@ -108,7 +107,6 @@
 #define INFLATE_ADLER_MOD 65521u
 
 struct inflate_shared {
-    unsigned char window[INFLATE_WINDOW];  // warp 1's: the last 32 KB of output
     unsigned litlen[1 << INFLATE_LITLEN_BITS];
     unsigned dist[1 << INFLATE_DIST_BITS];
     unsigned codelen[1 << INFLATE_CODELEN_BITS];
@@ -584,21 +582,18 @@ __device__ __forceinline__ static unsigned inflate_mod_add(unsigned a, unsigned 
 }
 
 // Writes `byte` at output position w.pos + k, where k % 65521 is given as position_mod.
-__device__ __forceinline__ static void inflate_put(inflate_shared& s, inflate_writer& w,
-                                                   unsigned char* dst, unsigned k,
-                                                   unsigned position_mod, unsigned char byte) {
-    s.window[(w.pos + k) & (INFLATE_WINDOW - 1)] = byte;
+__device__ __forceinline__ static void inflate_put(inflate_writer& w, unsigned char* dst,
+                                                   unsigned k, unsigned position_mod,
+                                                   unsigned char byte) {
     dst[w.pos + k] = byte;
     w.sum += byte;
     w.weighted += (unsigned long long)byte * position_mod;
 }
 
 // Warp 1's share of a round: the queue's `queued` symbols written.
-__device__ static void inflate_write_round(inflate_shared& s, inflate_writer& w,
-                                           const unsigned* queue, int queued,
-                                           const unsigned char* src, unsigned char* dst,
-                                           unsigned lane) {
-    const unsigned mask = INFLATE_WINDOW - 1;
+__device__ static void inflate_write_round(inflate_writer& w, const unsigned* queue,
+                                           int queued, const unsigned char* src,
+                                           unsigned char* dst, unsigned lane) {
     int i = 0;
     while (i < queued) {
         // The entries from i on that one step can write, a lane a byte: up to 32 bytes, and of
@@ -627,11 +622,14 @@ __device__ static void inflate_write_round(inflate_shared& s, inflate_writer& w,
             const int entry = min(__popc(ends & ((1u << lane) - 1)), 31);
             const unsigned entry_op = __shfl_sync(0xffffffffu, op, entry);
             const unsigned entry_value = __shfl_sync(0xffffffffu, value, entry);
-            const unsigned char byte = entry_op == INFLATE_OP_LITERAL
-                                           ? (unsigned char)entry_value
-                                           : s.window[(w.pos + lane - entry_value) & mask];
-            __syncwarp();  // every read before any write: a source slot 32 KB back is reused
-            if (lane < total) inflate_put(s, w, dst, lane, my_mod, byte);
+            // A match's source lies before the step (value >= end): no lane reads a byte
+            // another writes in it.
+            if (lane < total) {
+                const unsigned char byte = entry_op == INFLATE_OP_LITERAL
+                                               ? (unsigned char)entry_value
+                                               : dst[w.pos + lane - entry_value];
+                inflate_put(w, dst, lane, my_mod, byte);
+            }
             w.pos += total;
             w.pos_mod = inflate_mod_add(w.pos_mod, total);
             i += int(group);
@@ -644,22 +642,18 @@ __device__ static void inflate_write_round(inflate_shared& s, inflate_writer& w,
         unsigned k_mod = my_mod;  // (pos + k) % 65521 for this lane's k
         if (only >> 30 == INFLATE_OP_STORED) {
             for (unsigned k = lane; k < length; k += 32) {
-                inflate_put(s, w, dst, k, k_mod, src[argument + k]);
+                inflate_put(w, dst, k, k_mod, src[argument + k]);
                 k_mod = inflate_mod_add(k_mod, 32);
             }
         } else {
             // Byte k copies the byte `argument` back; where the match overlaps itself that is
-            // byte k % argument of the part before it, so every source byte is already final.
-            // Reading a step's bytes before writing any keeps a source slot that this match
-            // overwrites (a distance near 32 KB) readable until it is read.
+            // byte k % argument of the part before it, so every source byte was written before
+            // the match began.
             for (unsigned k0 = 0; k0 < length; k0 += 32) {
                 const unsigned k = k0 + lane;
                 const unsigned back = argument < length ? k % argument : k;
-                const unsigned char byte = s.window[(w.pos - argument + back) & mask];
-                __syncwarp();
-                if (k < length) inflate_put(s, w, dst, k, k_mod, byte);
+                if (k < length) inflate_put(w, dst, k, k_mod, dst[w.pos - argument + back]);
                 k_mod = inflate_mod_add(k_mod, 32);
-                __syncwarp();
             }
         }
         w.pos += length;
@@ -720,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
                 if (ended) s.status = d.status;
             }
         } else if (warp == 1 && round > 0) {
-            inflate_write_round(s, w, s.queue[previous], s.queued[previous], in, out, lane);
+            inflate_write_round(w, s.queue[previous], s.queued[previous], in, out, lane);
         }
         // Hands this round's queue to warp 1 and takes back the one it wrote. Slots of the
         // round's parity: the next round writes the other ones while this one's are read.

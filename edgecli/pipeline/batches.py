@@ -137,11 +137,12 @@ class GpuBatches:
         batch.append(frame)
 
     def add_decoded(self, decoding) -> None:
-        """A batch the GPU decodes: queued, the oldest submitted once DECODE_AHEAD wait."""
+        """A batch the GPU decodes: queued, the oldest submitted once more wait than its
+        decoder keeps going at once (its ``ahead``, else DECODE_AHEAD)."""
         if self.batch:
             self.submit()
         self.decoding.append(decoding)
-        if len(self.decoding) > DECODE_AHEAD:
+        while len(self.decoding) > getattr(decoding, "ahead", DECODE_AHEAD):
             self.submit_decoded()
 
     def finish(self) -> None:

@@ -15,26 +15,35 @@ import numpy as np
 from ...cuda.ring import empty_pinned
 from ..png_layout import PALETTE, EncodedPng
 from . import inflate, png
-from .slots import BatchDecoder, DeviceBatch, SlotRing
+from .slots import BatchDecoder, DeviceBatch, Slot, SlotRing
 
 PNG_DECODER = "gpu-png"
-# Files a batch: the inflate kernel gives each stream a block of its own, so the more streams
-# a launch has, the more of the SMs it fills; frames_a_batch keeps large frames' batches within
-# the slots' bound.
-PNG_BATCH = 32
-# Decoding threads, each with a stream and slots of its own: while one waits for its batch's
-# statuses (to send what the kernels did not decode to the CPU), another packs and launches.
-PNG_THREADS = 2
-# A thread's slots: the batch it decodes, one waiting for the edge kernel, one it hands on.
-PNG_SLOTS = 3
+# Files a batch. The inflate kernel gives each stream a block of its own, and a stream takes
+# the better part of a second to inflate (deflate is sequential within it): the rate is the
+# streams in flight over that time, so a launch must hold hundreds of them to fill the SMs.
+PNG_BATCH = 128
+# Decoding threads, each with a stream, slots and scratch of its own: while one waits for its
+# batch's statuses (to send what the kernels did not decode to the CPU), the others pack and
+# launch theirs, so PNG_THREADS batches are in flight on the GPU at once.
+PNG_THREADS = 6
+# A thread's slots: the batch it decodes and the one waiting for the edge kernel.
+PNG_SLOTS = 2
+# The share of the GPU's free memory (when the decoder opens) that the threads' slots and
+# scratch may hold: a smaller GPU gets smaller batches, not an out-of-memory error.
+PNG_MEMORY_SHARE = 0.25
+# A 1080p RGB frame's bytes, for the batch size in frames of that size (frames_a_batch).
+FRAME_PIXELS = 1920 * 1080
 
 
 class _ThreadState:
-    """One decoding thread's stream, slots and pinned staging buffer for the zlib streams."""
+    """One decoding thread's stream, slots, device scratch (the zlib streams and what they
+    inflate to, reused batch after batch: the thread's stream orders their uses) and pinned
+    staging buffer for the zlib streams."""
 
     def __init__(self, stop: threading.Event):
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ring = SlotRing(PNG_SLOTS, stop)
+        self.scratch = Slot()
         self.staging = empty_pinned(0)
 
     def staged(self, nbytes: int) -> np.ndarray:
@@ -45,10 +54,20 @@ class _ThreadState:
         return self.staging[:nbytes]
 
 
+def batch_pixels(free_bytes: int) -> int:
+    """Pixels a batch may hold so that every thread's slots and scratch (the inflated rows, a
+    little over 3 bytes a pixel, and the zlib streams, at most about as much) fit in
+    PNG_MEMORY_SHARE of ``free_bytes``: at most PNG_BATCH 1080p frames, at least one."""
+    bytes_a_pixel = 3 * (PNG_SLOTS + 2) + 1  # BGR slots, inflated rows and streams, filter bytes
+    fitting = int(free_bytes * PNG_MEMORY_SHARE) // (PNG_THREADS * bytes_a_pixel)
+    return max(1, min(PNG_BATCH * FRAME_PIXELS, fitting))
+
+
 class PngDecoder(BatchDecoder):
     """Decodes batches of PNGs of one layout on :data:`PNG_THREADS` threads."""
 
     timed = ("png", "gpu_decode")
+    ahead = PNG_THREADS
 
     def __init__(self, device: int, max_pixels: int):
         self.device, self.max_pixels = device, max_pixels
@@ -62,6 +81,7 @@ class PngDecoder(BatchDecoder):
     def _open(self) -> None:
         cupy.cuda.Device(self.device).use()
         self.kernels = (inflate.module(self.device), png.kernel(self.device))
+        self.batch_pixels = batch_pixels(cupy.cuda.runtime.memGetInfo()[0])
 
     def _state(self) -> _ThreadState:
         state = getattr(self.local, "state", None)
@@ -84,8 +104,8 @@ class PngDecoder(BatchDecoder):
         for item, start in zip(items, src_start[:-1].tolist(), strict=True):
             item.header.copy_stream(item.data, staged[start:])
         slot = state.ring.take(stream)
-        src = slot.buffer("src", staged.size)
-        inflated = slot.buffer("inflated", n * image_bytes)
+        src = state.scratch.buffer("src", staged.size)
+        inflated = state.scratch.buffer("inflated", n * image_bytes)
         frames = slot.buffer("frames", n * out_h * out_w * 3).reshape(n, out_h, out_w, 3)
         statuses = slot.buffer("statuses", 2 * n * 4).view(np.int32)
         started, ready = cupy.cuda.Event(), cupy.cuda.Event()

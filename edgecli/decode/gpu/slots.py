@@ -19,9 +19,10 @@ CPU = "cpu"
 BATCH_PIXELS = 32 * 1920 * 1080
 
 
-def frames_a_batch(most: int, pixels: int) -> int:
-    """Frames of ``pixels`` each a decoded batch holds: ``most``, fewer past BATCH_PIXELS."""
-    return max(1, min(most, BATCH_PIXELS // max(pixels, 1)))
+def frames_a_batch(most: int, pixels: int, batch_pixels: int = BATCH_PIXELS) -> int:
+    """Frames of ``pixels`` each a decoded batch holds: ``most``, fewer past
+    ``batch_pixels``."""
+    return max(1, min(most, batch_pixels // max(pixels, 1)))
 
 
 def upload(frames: cupy.ndarray, pixels: list[np.ndarray], stream: cupy.cuda.Stream) -> None:
@@ -89,6 +90,11 @@ class BatchDecoder:
     how a batch is finished (:meth:`finish`), in the resource it occupies (``timed``)."""
 
     timed = ("jpeg", "gpu_decode")
+    # Batches the run may have submitted and not yet taken: enough to keep every decoding
+    # thread busy while the oldest goes to the edge kernel.
+    ahead = 2
+    # At most this many pixels a batch (frames_a_batch).
+    batch_pixels = BATCH_PIXELS
 
     def ready(self) -> bool:
         """Whether the decoder is open, never waiting (until it is, its files go to the CPU)."""
@@ -102,11 +108,14 @@ class BatchDecoder:
 
     def batch_for(self, header) -> int:
         """Files a batch of ``header``'s size holds: ``batch``, fewer for large frames."""
-        return frames_a_batch(self.batch, header.width * header.height)
+        return frames_a_batch(self.batch, header.width * header.height, self.batch_pixels)
 
     def submit(self, items: list):
-        """A Future of the DeviceBatch of ``items`` (which share a key)."""
-        return self.executor.submit(self._decode, items)
+        """A Future of the DeviceBatch of ``items`` (which share a key), saying in ``ahead``
+        how many such batches the run may hold submitted (:attr:`ahead`)."""
+        future = self.executor.submit(self._decode, items)
+        future.ahead = self.ahead
+        return future
 
     def cpu_frame(self, item, shape: tuple) -> np.ndarray:
         """``item`` decoded by the CPU decoder, for a batch of frames of ``shape``: its
