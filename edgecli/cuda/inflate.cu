@@ -44,6 +44,17 @@
 // on) the status says so, and the host decides with the CPU's own decoder.
 
 #define INFLATE_THREADS 64
+// Blocks (streams) an SM holds at once, which bounds the registers a thread may use: a stream
+// waits on its own serial decoding most of the time, so the rate is the streams in flight.
+// Set per architecture to as many as its compiler fits in registers without spilling (make
+// kernel-check): Blackwell's compiler takes more registers for this code than Hopper's.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define INFLATE_MIN_BLOCKS 14
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define INFLATE_MIN_BLOCKS 8
+#else
+#define INFLATE_MIN_BLOCKS 12
+#endif
 #define INFLATE_QUEUE 128 /* symbols a round */
 #define INFLATE_RING_WORDS 512 /* 32-bit words of input staged in shared memory (2^k) */
 #define INFLATE_LITLEN_BITS 10
@@ -663,7 +674,7 @@ __device__ static void inflate_write_round(inflate_writer& w, const unsigned* qu
     }
 }
 
-extern "C" __global__ void __launch_bounds__(INFLATE_THREADS)
+extern "C" __global__ void __launch_bounds__(INFLATE_THREADS, INFLATE_MIN_BLOCKS)
     inflate_zlib(const unsigned char* __restrict__ src,
                  const unsigned long long* __restrict__ src_start,
                  unsigned char* __restrict__ dst,
