@@ -12,7 +12,7 @@ non-default stream and inputs rotated over buffers that together exceed the L2 c
 - edgecli's fused kernel, one launch per batch, l1 and l2, as compiled for this GPU; and
   compiled as PTX for sm_80 and sm_75 (edgecli.cuda.kernel.ARCH_ENV), the code paths of older GPUs
   (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
-- edgecli's Canny (edgecli/cuda/canny.cu, four launches a batch: the tiles' fused pass, the
+- edgecli's Canny (cuda/canny.cu, four launches a batch: the tiles' fused pass, the
   merge across tiles, the roots, the output), l1 and l2, at thresholds CANNY_THRESHOLDS;
   random frames are its hard case (candidates everywhere, strong ones among them);
 - with --blocks-per-sm, the persistent grid at every number of blocks an SM that fits, per

@@ -51,7 +51,7 @@ def compiler() -> str | None:
 def for_tests(
     tmp_path_factory, name: str, kernels: tuple[str, ...], driver: Path | None = None
 ) -> dict[str, HostKernel]:
-    """:func:`load_file` for a session fixture: the ``kernels`` of ``edgecli/cuda/<name>.cu``
+    """:func:`load_file` for a session fixture: the ``kernels`` of ``cuda/<name>.cu``
     through ``driver`` (default ``cuda_host_src/<name>.cpp``), built once and kept between
     sessions beside pytest's temporary folders; a skip saying why where there is no C++
     compiler."""

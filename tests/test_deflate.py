@@ -1,4 +1,4 @@
-"""The GPU's zlib streams (edgecli/cuda/deflate.cu) without a GPU: the file's serial reference,
+"""The GPU's zlib streams (cuda/deflate.cu) without a GPU: the file's serial reference,
 built with the host's C compiler, runs the same per-block code the kernel runs (zlib's trees.c,
 line for line), and must give zlib's own bytes; and the PNGs made from such a stream are the
 host encoders' PNGs."""

@@ -1,4 +1,4 @@
-"""1-bit PNGs compressed on the GPU (edgecli/cuda/deflate.cu): zlib's streams byte for byte,
+"""1-bit PNGs compressed on the GPU (cuda/deflate.cu): zlib's streams byte for byte,
 in every layout the kernel meets, and the PNGs of a run the CPU backend's (needs CUDA).
 
 The kernel zeroes its output itself, so it is filled with a poison before each launch here; a

@@ -15,7 +15,19 @@ import pytest
 from edgecli.cuda import check as kernel_check
 from edgecli.cuda import kernel as kernels
 from edgecli.cuda.kernel import Variant, all_variants, kernel_defines, kernel_path, kernel_source
+from edgecli.decode.gpu import convert, inflate, png
 from edgecli.errors import OptionError
+
+CHECKOUT_CUDA = Path(__file__).resolve().parents[1] / "cuda"
+# Every kernel source a module loads, by the name it loads it by.
+LOADED_KERNELS = {
+    kernels.KERNEL_FILE,
+    kernels.DEFLATE_FILE,
+    kernels.CANNY_FILE,
+    convert.DECODE_FILE,
+    inflate.INFLATE_FILE,
+    png.PNG_FILE,
+}
 
 NVRTC13 = kernel_check.find_nvrtc(13)
 needs_nvrtc = pytest.mark.skipif(
@@ -111,11 +123,32 @@ def test_the_cache_folder_follows_xdg(monkeypatch, tmp_path):
 
 
 def test_source_is_found_in_the_checkout():
-    """The .cu file is found beside the package (checkout) or inside it (wheel)."""
+    """Run from a checkout, the .cu files are found in its top-level cuda/."""
     path = kernel_path()
-    assert path.is_file()
-    assert path.name == "edges.cu"
-    assert path.parent == kernels.cuda_dir()
+    assert path == CHECKOUT_CUDA / "edges.cu"
+    assert kernels.cuda_dir() == CHECKOUT_CUDA
+
+
+def test_shipped_kernels_come_first(monkeypatch, tmp_path):
+    """Where the package holds the wheel's kernels/ folder, that is where sources are read."""
+    shipped = tmp_path / "kernels"
+    shipped.mkdir()
+    (shipped / "edges.cu").write_text("// shipped\n", encoding="utf-8")
+    monkeypatch.setattr(kernels, "SHIPPED_KERNELS", shipped)
+    assert kernels.cuda_dir() == shipped
+    assert kernel_path() == shipped / "edges.cu"
+
+
+def test_a_missing_source_is_one_clear_error(monkeypatch, tmp_path):
+    """With neither folder holding the file, the error names the path and what to do."""
+    monkeypatch.setattr(kernels, "SHIPPED_KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(kernels, "CHECKOUT_KERNELS", tmp_path / "cuda")
+    with pytest.raises(FileNotFoundError) as caught:
+        kernel_path("edges.cu")
+    assert str(caught.value) == (
+        f"CUDA kernel source not found at {tmp_path / 'cuda' / 'edges.cu'}; "
+        "reinstall edgecli (the wheel ships it)"
+    )
 
 
 def test_source_starts_with_a_line_directive_naming_the_real_file():
@@ -185,10 +218,14 @@ def test_check_fails_on_a_compile_error(monkeypatch):
     assert "FAIL sm_90" in out.getvalue() and "planted" in out.getvalue()
 
 
+def test_the_cuda_folder_holds_exactly_the_kernels_loaded():
+    """The top-level cuda/ holds the kernel sources the code loads, and nothing else."""
+    assert {path.name for path in CHECKOUT_CUDA.iterdir()} == LOADED_KERNELS
+
+
 def test_check_covers_every_cuda_file():
-    """make kernel-check compiles every .cu file the package ships (decode.cu included)."""
-    shipped = {path.name for path in kernels.cuda_dir().glob("*.cu")}
-    assert shipped == {kernels.KERNEL_FILE, *kernel_check.OTHER_FILES}
+    """make kernel-check compiles every kernel source the code loads (decode.cu included)."""
+    assert {kernels.KERNEL_FILE, *kernel_check.OTHER_FILES} == LOADED_KERNELS
 
 
 @needs_nvrtc

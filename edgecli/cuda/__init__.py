@@ -1,6 +1,7 @@
-"""The CUDA side: the kernels' sources (``edges.cu``, ``decode.cu``) and what compiles, loads
-and launches them. Importing this package imports nothing; the modules that import CuPy are
-imported only when a run uses the GPU.
+"""The CUDA side: what compiles, loads and launches the kernels, whose sources (``edges.cu``,
+``decode.cu``, ...) are the checkout's top-level ``cuda/`` (``edgecli/kernels/`` in a wheel).
+Importing this package imports nothing; the modules that import CuPy are imported only when a
+run uses the GPU.
 
 - :mod:`.kernel`: the edge kernel's variants, ``-D`` definitions, sources and cache keys (no
   CuPy).

@@ -1,6 +1,6 @@
 """Compiling and loading the kernels: NVRTC for the device at hand, a cache on disk.
 
-``edgecli/cuda/edges.cu`` (and ``canny.cu``, ``decode.cu``) are compiled once per variant and
+``cuda/edges.cu`` (and ``canny.cu``, ``decode.cu``) are compiled once per variant and
 machine, kept in edgecli's cache (:func:`edgecli.cuda.kernel.kernel_cache_dir`) and loaded once
 per process: :func:`load_kernel` for the edge kernel (memoized on device and variant, with the
 persistent grid that fits the device), :func:`load_canny` for the Canny kernels,

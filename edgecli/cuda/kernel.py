@@ -1,11 +1,12 @@
 """The CUDA kernel source and its compile-time variants; no CuPy here.
 
-``edges.cu`` (beside this module) is compiled once per variant: the norm and the border mode
-are ``-D`` definitions (validated and emitted by :func:`kernel_defines`), the threshold and the
-frame sizes are runtime arguments. One form of the kernel runs on every GPU from compute
-capability 7.0 on; :mod:`edgecli.cuda.build` compiles it for the device at hand through NVRTC
-and caches the result on disk. :mod:`edgecli.cuda.check` (``make kernel-check``) compiles every
-variant for every architecture in :data:`CHECK_ARCHS` on a machine without a GPU.
+``edges.cu`` (in the checkout's top-level ``cuda/``, found by :func:`cuda_dir`) is compiled once
+per variant: the norm and the border mode are ``-D`` definitions (validated and emitted by
+:func:`kernel_defines`), the threshold and the frame sizes are runtime arguments. One form of
+the kernel runs on every GPU from compute capability 7.0 on; :mod:`edgecli.cuda.build` compiles
+it for the device at hand through NVRTC and caches the result on disk. :mod:`edgecli.cuda.check`
+(``make kernel-check``) compiles every variant for every architecture in :data:`CHECK_ARCHS` on a
+machine without a GPU.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ CHECK_ARCHS = (70, 75, 80, 86, 89, 90, 100, 120)
 # Where NVRTC 13 stops: CUDA 13 compiles for sm_75 and newer only, so Volta needs CUDA 12's.
 CUDA13_MIN_ARCH = 75
 
+# The kernel sources: the checkout's top-level cuda/, which pyproject.toml's package-dir ships in
+# the wheel as the package's kernels/ (data only, no module). The installed folder is looked for
+# first: beside an installed package is site-packages, whose cuda/ is NVIDIA's.
+_PACKAGE = Path(__file__).resolve().parent.parent
+SHIPPED_KERNELS = _PACKAGE / "kernels"
+CHECKOUT_KERNELS = _PACKAGE.parent / "cuda"
+
 # An environment setting for tests and benchmarks: compile the kernel as PTX for this older
 # compute capability (e.g. "75" or "80"), which the driver then compiles for the device, so that
 # a newer GPU runs the code path an older one would (without cp.async below 80).
@@ -153,8 +161,11 @@ def all_variants() -> list[Variant]:
 
 
 def cuda_dir() -> Path:
-    """Where the ``.cu`` files are: beside this module, in a checkout and in a wheel alike."""
-    return Path(__file__).resolve().parent
+    """Where the ``.cu`` files are: :data:`SHIPPED_KERNELS` inside the package where it exists
+    (an installed wheel, which carries the checkout's ``cuda/`` there), else
+    :data:`CHECKOUT_KERNELS`, the checkout's ``cuda/`` beside the package (the package run from a
+    checkout or installed editable)."""
+    return SHIPPED_KERNELS if SHIPPED_KERNELS.is_dir() else CHECKOUT_KERNELS
 
 
 def kernel_path(name: str = KERNEL_FILE) -> Path:

@@ -1,4 +1,4 @@
-// edgecli/cuda/canny.cu for the host (tests/cuda_host.py), norm l1: KERNEL_FILE is its path.
+// cuda/canny.cu for the host (tests/cuda_host.py), norm l1: KERNEL_FILE is its path.
 #include "shim.h"
 
 #define CANNY_NORM CANNY_NORM_L1

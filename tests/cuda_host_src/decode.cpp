@@ -1,4 +1,4 @@
-// edgecli/cuda/decode.cu for the host (tests/cuda_host.py): KERNEL_FILE is its path.
+// cuda/decode.cu for the host (tests/cuda_host.py): KERNEL_FILE is its path.
 #include "shim.h"
 
 #include KERNEL_FILE

@@ -7,7 +7,7 @@
 - :mod:`.pngs`: PNGs through :mod:`.inflate` and :mod:`.png`, in batches, on threads.
 - :mod:`.video`: videos through NVDEC (PyNvVideoCodec), several sessions at once.
 - :mod:`.slots`: decoded batches and the ring of device buffers they are decoded into.
-- :mod:`.convert`: ``edgecli/cuda/decode.cu``, the decoders' planes to the contract's frames.
-- :mod:`.inflate`: ``edgecli/cuda/inflate.cu``, zlib streams inflated exactly or not at all.
-- :mod:`.png`: ``edgecli/cuda/png.cu``, PNGs' inflated scanlines to the contract's frames.
+- :mod:`.convert`: ``cuda/decode.cu``, the decoders' planes to the contract's frames.
+- :mod:`.inflate`: ``cuda/inflate.cu``, zlib streams inflated exactly or not at all.
+- :mod:`.png`: ``cuda/png.cu``, PNGs' inflated scanlines to the contract's frames.
 """
