@@ -29,21 +29,17 @@ from .media import photo
 pytestmark = pytest.mark.gpu
 
 # Clips NVDEC and the kernel decode to cv2's frames (scripts/make_test_media.py): odd sizes,
-# B-frames, BT.709 and full range, a portrait phone's display matrix, an audio track.
+# B-frames, BT.709 and full range, a portrait phone's display matrix, an audio track; HEVC
+# and VP9 (open GOPs, hidden frames), and Matroska and WebM, packet by packet.
 EXACT_CLIPS = [
     "nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4",
     "nvdec_bt709.mp4", "nvdec_full.mp4", "nvdec_bt709_full.mov", "nvdec_1366x768.mp4",
-    "nvdec_rotated.mp4",
+    "nvdec_rotated.mp4", "nvdec_hevc.mp4", "nvdec_vp9.mp4", "nvdec_bframes.mkv",
+    "nvdec_hevc.mkv", "nvdec_rot90.mkv", "nvdec_vp9.webm",
 ]  # fmt: skip
 # Stream copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded: cut by an edit list,
-# begun without a keyframe; and Matroska and WebM, whose frame order on NVDEC is unchecked.
-CPU_CLIPS = [
-    "nvdec_cut.mp4", "nvdec_headless.mp4", "nvdec_bframes.mkv", "nvdec_hevc.mkv",
-    "nvdec_rot90.mkv", "nvdec_vp9.webm",
-]  # fmt: skip
-# Codecs NVDEC decodes whose frame order and count from PyNvVideoCodec are not yet checked
-# (edgecli.decode.nvdec.ORDER_CHECKED): --decode gpu takes them, auto leaves them on the CPU.
-UNCHECKED_CLIPS = ["nvdec_hevc.mp4", "nvdec_vp9.mp4"]
+# begun without a keyframe.
+CPU_CLIPS = ["nvdec_cut.mp4", "nvdec_headless.mp4"]
 SAMPLING = {
     "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
     "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
@@ -239,19 +235,23 @@ def test_clips_nvdec_cannot_match_stay_on_the_cpu(nvdec, clip, tmp_path):
     assert auto.videos[str(DATA / clip)].startswith("cpu: ")
 
 
-@pytest.mark.parametrize("clip", UNCHECKED_CLIPS)
-def test_unchecked_codecs_decode_on_nvdec_under_gpu_only(nvdec, clip, tmp_path):
-    """HEVC and VP9 go to NVDEC under --decode gpu (their frames counted as approximate while
-    their order on NVDEC is unchecked) and stay on the CPU under auto; the frames are the
-    CPU's either way, which is what ORDER_CHECKED waits for."""
-    codec = clip.split("_")[1].split(".")[0]  # nvdec_hevc.mp4: hevc
-    cpu, auto = run_both(DATA / clip, tmp_path)
-    assert auto.decoders == {"cpu": cpu.frames}
-    gpu = edgecli.process(DATA / clip, tmp_path / "gpu", backend="cuda", decode="gpu")
-    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
-    assert gpu.decoders == {"nvdec-approx": cpu.frames}
-    assert gpu.videos == {str(DATA / clip): f"nvdec-approx: NVDEC's frame order for {codec} in mp4 "
-                          "is unchecked"}  # fmt: skip
+@pytest.mark.parametrize("clip", ["nvdec_hevc.mp4", "nvdec_bframes.mkv", "nvdec_vp9.webm"])
+@pytest.mark.parametrize("every", [1, 3])
+def test_packet_by_packet_keeps_cv2s_frames_under_selections(nvdec, clip, every, tmp_path):
+    """A video NVDEC decodes packet by packet gives cv2's frames under --start, --end and
+    --every as a whole run does: decoded from the first packet, converted only where kept."""
+    options = {"start": "5", "end": "17", "every": every}
+    cpu, auto = run_both(DATA / clip, tmp_path, **options)
+    assert auto.decoders == {"nvdec": cpu.frames} and cpu.frames == len(range(5, 17, every))
+
+
+def test_a_truncated_matroska_file_fails_as_on_the_cpu(nvdec, tmp_path):
+    """A Matroska file cut short is the CPU's, with the CPU's error and frames."""
+    whole = (DATA / "nvdec_bframes.mkv").read_bytes()
+    clip = tmp_path / "cut.mkv"
+    clip.write_bytes(whole[: len(whole) * 2 // 3])
+    cpu, auto = run_both(clip, tmp_path, on_error="skip")
+    assert auto.decoders == {"cpu": cpu.frames} and auto.failed == cpu.failed and cpu.failed
 
 
 def test_ten_bit_and_av1_under_gpu(nvdec, tmp_path):

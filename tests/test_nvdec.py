@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from edgecli.decode import engines, nvdec, yuv
 from edgecli.decode.streams import Colour, VideoStream
 
+from .helpers import DATA
+
 CLIP = Path("clip.mp4")
 UNCHECKED = "NVDEC's frame order there is unchecked"
 H264 = VideoStream("h264", "mp4", "4:2:0", 8, True, Colour(), 0)
@@ -51,11 +53,39 @@ def test_h264_in_mp4_is_exact_in_every_admitted_colour_and_turn(colour, conversi
     assert got == nvdec.NvdecPlan(conversion, 8, rotation) and got.exact
 
 
+@pytest.mark.parametrize("codec", ["h264", "hevc", "vp9"])
+@pytest.mark.parametrize("container", ["mp4", "matroska"])
+@pytest.mark.parametrize("rotation", [0, 90])
+def test_camera_and_web_codecs_and_containers_are_exact_packet_by_packet(
+    codec, container, rotation
+):
+    """H.264, HEVC and VP9 in MP4 and in Matroska go to NVDEC under auto; all but H.264 in MP4
+    (which the SimpleDecoder gives in cv2's order, and cuts at keyframes) go packet by
+    packet, where the SimpleDecoder repeats or drops frames."""
+    stream = replace(H264, codec=codec, container=container, colour=Colour(matrix=1),
+                     rotation=rotation)  # fmt: skip
+    got = plan(stream)
+    assert got == nvdec.NvdecPlan(
+        yuv.Conversion("bt709", False), 8, rotation, None, (codec, container) != ("h264", "mp4")
+    )
+
+
+def test_a_truncated_matroska_file_stays_on_the_cpu(tmp_path):
+    """A Matroska file shorter than its Segment declares is decoded by the CPU, whose error
+    says how many frames it lost; the whole file goes to NVDEC."""
+    whole = DATA / "nvdec_bframes.mkv"
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 2 // 3])
+    assert nvdec.plan_video(cut, decodes_all, True) == (
+        f"truncated: the file has {cut.stat().st_size} of the {whole.stat().st_size} bytes "
+        "its header declares"
+    )
+    assert isinstance(nvdec.plan_video(whole, decodes_all, True), nvdec.NvdecPlan)
+
+
 @pytest.mark.parametrize(
     ("stream", "reason"),
     [
-        (replace(H264, codec="hevc"), "NVDEC's frame order for hevc in mp4 is unchecked"),
-        (replace(H264, codec="vp9"), "NVDEC's frame order for vp9 in mp4 is unchecked"),
         (replace(H264, depth=10), "10-bit"),
         (replace(H264, progressive=False), "interlaced"),
         (replace(H264, colour=Colour(primaries=9)), "primaries 9 (bt2020)"),
@@ -101,7 +131,7 @@ def test_gpu_converts_what_cv2_maps_by_its_matrix_and_range(colour, nearest):
     ("stream", "reason"),
     [
         ("the first frame is not a keyframe", "the first frame is not a keyframe"),
-        (replace(H264, container="matroska"), f"h264 in matroska: {UNCHECKED}"),
+        (replace(H264, container="avi"), f"h264 in avi: {UNCHECKED}"),
         (replace(H264, chroma="4:2:2"), "4:2:2 chroma"),
         (replace(H264, chroma="4:4:4"), "4:4:4 chroma"),
     ],
@@ -142,7 +172,7 @@ codes = st.one_of(st.none(), st.integers(0, 30))
 @settings(max_examples=300, deadline=None)
 @given(
     codec=st.sampled_from(["h264", "hevc", "vp9", "av1", "vp8", "mpeg4"]),
-    container=st.sampled_from(["mp4", "matroska"]),
+    container=st.sampled_from(["mp4", "matroska", "avi"]),
     chroma=st.sampled_from(["4:0:0", "4:2:0", "4:2:2", "4:4:4"]),
     depth=st.sampled_from([8, 10, 12]),
     progressive=st.booleans(),
@@ -167,6 +197,7 @@ def test_auto_admits_only_what_every_rule_admits(
     assert isinstance(auto, nvdec.NvdecPlan) == admitted
     if admitted:
         assert auto.exact and auto.conversion == yuv.conversion_for(colour)
+        assert auto.packets == ((codec, container) not in nvdec.SIMPLE_DECODER)
     takes = container in nvdec.NVDEC_CONTAINERS and chroma == "4:2:0"
     assert isinstance(gpu, nvdec.NvdecPlan) == takes
     if takes:

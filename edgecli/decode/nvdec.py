@@ -29,15 +29,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import yuv
+from .cpu import matroska_sizes
 from .streams import Colour, VideoStream, describe
 
 # (codec, container) whose frames PyNvVideoCodec's SimpleDecoder returned in cv2's order and
-# count on the H200 host, B-frames, odd sizes, cut segments and seeks included (RESULTS.md).
-# On a Matroska clip with B-frames its frames came out of order, so Matroska is not here.
-ORDER_CHECKED = frozenset({("h264", "mp4")})
-# The containers PyNvVideoCodec's SimpleDecoder is given at all (it cannot count a Matroska
-# file's frames, which it needs to index them).
-NVDEC_CONTAINERS = frozenset({"mp4"})
+# count on the H200 host, B-frames, odd sizes, cut segments and seeks included (RESULTS.md):
+# these are decoded by it, and cut at keyframes for sessions side by side.
+SIMPLE_DECODER = frozenset({("h264", "mp4")})
+# (codec, container) whose frames NVDEC returned in cv2's order and count on the H200 host:
+# H.264 in MP4 through the SimpleDecoder, and every pair through PyNvVideoCodec's demuxer and a
+# decoder fed packet by packet (benchmarks/nvdec_order.py; B-frames, open GOPs, variable frame
+# rates, audio tracks, rotations and truncated files included). The SimpleDecoder repeats or
+# drops frames of HEVC, VP9 and Matroska, so those go packet by packet.
+ORDER_CHECKED = frozenset(
+    (codec, container) for codec in ("h264", "hevc", "vp9") for container in ("mp4", "matroska")
+)
+# The containers given to NVDEC at all.
+NVDEC_CONTAINERS = frozenset({"mp4", "matroska"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class NvdecPlan:
     depth: int
     rotation: int
     inexact: str | None = None
+    packets: bool = False  # fed packet by packet from the demuxer, not by the SimpleDecoder
 
     @property
     def exact(self) -> bool:
@@ -74,6 +83,10 @@ def plan_video(
         return stream
     if stream.container not in NVDEC_CONTAINERS:
         return f"{stream.codec} in {stream.container}: NVDEC's frame order there is unchecked"
+    if stream.container == "matroska":
+        sizes = matroska_sizes(path)  # cut short: the CPU decoder says how many frames it lost
+        if sizes is not None and sizes[0] < sizes[1]:
+            return f"truncated: the file has {sizes[0]} of the {sizes[1]} bytes its header declares"
     if stream.chroma != "4:2:0":
         return f"{stream.chroma} chroma"  # the kernel converts NV12 and P016 only
     reason = missing(stream.codec, stream.chroma, stream.depth)
@@ -93,7 +106,8 @@ def plan_video(
         inexact = f"NVDEC's frame order for {stream.codec} in {stream.container} is unchecked"
     if inexact is not None and exact_only:
         return inexact
-    return NvdecPlan(conversion, stream.depth, stream.rotation, inexact)
+    packets = (stream.codec, stream.container) not in SIMPLE_DECODER
+    return NvdecPlan(conversion, stream.depth, stream.rotation, inexact, packets)
 
 
 def nearest_conversion(colour: Colour) -> yuv.Conversion:

@@ -15,6 +15,7 @@ from ...errors import FrameError
 from ...workers import Raised
 from ..cpu import check_size
 from ..engines import import_nvc, nvdec_missing
+from ..mp4 import frame_count
 from ..nvdec import NvdecPlan, plan_video
 from ..segments import Schedule, Segment, keyframes
 from .convert import launch_nv12_to_bgr
@@ -65,6 +66,70 @@ class SessionDecoder:
     def discard(self) -> None:
         """After a failure: the next video gets a new decoder."""
         self.decoder = None
+
+
+class _Filler:
+    """NVDEC frames of one video converted and turned by its plan into one slot, as they
+    come, and handed on as a DeviceBatch (:meth:`put`); those --every or --skip-existing
+    leave out are not converted."""
+
+    def __init__(self, fleet, source, plan: NvdecPlan, shape, stream, ring: SlotRing, most,
+                 began: float | None = None):  # fmt: skip
+        """``began``: when NVDEC began on these frames (perf_counter; None: now)."""
+        self.fleet, self.source, self.plan, self.stream = fleet, source, plan, stream
+        self.height, self.width = shape
+        self.most = most
+        turned = plan.rotation in (90, 270)
+        out_h, out_w = (self.width, self.height) if turned else (self.height, self.width)
+        waited = time.perf_counter()
+        self.slot = ring.take(stream)
+        # A wait for the consumer is not NVDEC's time.
+        self.began = (waited if began is None else began) + time.perf_counter() - waited
+        frames = self.slot.buffer("frames", most * self.height * self.width * 3)
+        self.frames = frames.reshape(most, out_h, out_w, 3)
+        self.coefficients = plan.conversion.coefficients()
+        self.names: list[str] = []
+        self.sources: list[str] = []
+        self.taken = 0  # frames offered, converted or not
+
+    def full(self) -> bool:
+        return self.taken >= self.most
+
+    def add(self, frame, index: int) -> None:
+        """Frame ``index`` of the video, enqueued for conversion on the stream (once it is
+        decoded: the DLPack import waits for that on the stream)."""
+        self.taken += 1
+        source, width, height = self.source, self.width, self.height
+        if not source.kept(index):  # --every: decoded, not converted
+            return
+        name = source.frame_name(index)
+        if not self.fleet.wanted(name, lambda: width * height):
+            self.fleet.skipped()
+            return
+        with self.stream:
+            planes = cupy.from_dlpack(frame)
+        pitch = planes.strides[0]
+        launch_nv12_to_bgr(
+            self.fleet.device, planes.data.ptr, pitch, planes.data.ptr + pitch * height, pitch,
+            self.frames[len(self.names)], self.stream, coefficients=self.coefficients,
+            rotation=self.plan.rotation, depth=self.plan.depth,
+        )  # fmt: skip
+        self.names.append(name)
+        self.sources.append(f"{source.path} [frame {index}]")
+
+    def wait(self) -> None:
+        """Until the conversions enqueued so far have read their frames."""
+        self.stream.synchronize()
+
+    def put(self) -> None:
+        """The frames converted so far to the consumer, once read from the decoder's."""
+        ready = cupy.cuda.Event(disable_timing=True)
+        ready.record(self.stream)
+        self.wait()
+        elapsed_ms = (time.perf_counter() - self.began) * 1e3
+        decoder = NVDEC if self.plan.exact else NVDEC_APPROX
+        self.fleet._put(self.names, self.sources, self.frames, ready, self.slot, decoder,
+                        elapsed_ms, "gpu_decode")  # fmt: skip
 
 
 class VideoFleet:
@@ -135,7 +200,10 @@ class VideoFleet:
         if isinstance(plan, NvdecPlan):
             if not plan.exact:
                 self.notes.setdefault(path, f"{NVDEC_APPROX}: {plan.inexact}")
-            self._nvdec(segment, plan, stream, ring, decoder)
+            if plan.packets:
+                self._packets(segment, plan, stream, ring)
+            else:
+                self._nvdec(segment, plan, stream, ring, decoder)
         else:
             self.notes.setdefault(path, f"{CPU}: {plan}")
             self._cpu(segment, stream, ring)
@@ -182,46 +250,72 @@ class VideoFleet:
                 self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
                 rest = Segment(source, index, None if segment.stop == total else segment.stop)
                 return self._cpu(rest, stream, ring)
-            self._convert(source, index, decoded, plan, (height, width), stream, ring, began)
+            filler = _Filler(self, source, plan, (height, width), stream, ring, len(decoded),
+                             began)  # fmt: skip
+            for offset, frame in enumerate(decoded):
+                filler.add(frame, index + offset)
+            filler.put()  # the decoder reuses the frames: converted before the next batch
             index += len(decoded)
 
-    def _convert(self, source, index, decoded: list, plan, shape, stream, ring, began) -> None:
-        """NVDEC's frames ``decoded`` (frames ``index`` on of ``source``, each of ``shape``
-        as decoded) converted and turned by ``plan`` into a slot as a DeviceBatch; those
-        --skip-existing keeps, left out. Returns once the conversions have read the frames:
-        the decoder reuses them."""
-        height, width = shape
-        out_h, out_w = (width, height) if plan.rotation in (90, 270) else (height, width)
-        waited = time.perf_counter()
-        slot = ring.take(stream)
-        began += time.perf_counter() - waited  # a wait for the consumer is not NVDEC's time
-        frames = slot.buffer("frames", len(decoded) * height * width * 3)
-        frames = frames.reshape(len(decoded), out_h, out_w, 3)
-        names, sources = [], []
-        coefficients = plan.conversion.coefficients()
-        with stream:
-            for offset, frame in enumerate(decoded):
-                if not source.kept(index + offset):  # --every: decoded, not converted
-                    continue
-                name = source.frame_name(index + offset)
-                if not self.wanted(name, lambda: width * height):
-                    self.skipped()
-                    continue
-                planes = cupy.from_dlpack(frame)  # waits, on this stream, for the decode
-                pitch = planes.strides[0]
-                launch_nv12_to_bgr(
-                    self.device, planes.data.ptr, pitch, planes.data.ptr + pitch * height, pitch,
-                    frames[len(names)], stream, coefficients=coefficients,
-                    rotation=plan.rotation, depth=plan.depth,
-                )  # fmt: skip
-                names.append(name)
-                sources.append(f"{source.path} [frame {index + offset}]")
-        ready = cupy.cuda.Event(disable_timing=True)
-        ready.record(stream)
-        stream.synchronize()
-        elapsed_ms = (time.perf_counter() - began) * 1e3
-        decoder = NVDEC if plan.exact else NVDEC_APPROX
-        self._put(names, sources, frames, ready, slot, decoder, elapsed_ms, "gpu_decode")
+    def _packets(self, segment: Segment, plan: NvdecPlan, stream, ring: SlotRing) -> None:
+        """``segment``'s frames from NVDEC fed packet by packet from PyNvVideoCodec's demuxer,
+        which gives cv2's frames in cv2's order and count for HEVC, VP9 and Matroska where its
+        SimpleDecoder repeats or drops some (benchmarks/RESULTS.md). Never cut: the packets
+        are read from the start. Where NVDEC cannot open the video or fails in it, or gives
+        fewer frames than an MP4 holds, the CPU decodes the rest, with its error if any."""
+        source, path = segment.source, segment.source.path
+        self.schedule.keep(segment)
+        index = 0
+        try:
+            nvc = import_nvc()
+            demuxer = nvc.CreateDemuxer(str(path))
+            height, width = demuxer.Height(), demuxer.Width()
+            decoder = nvc.CreateDecoder(
+                gpuid=self.device, codec=demuxer.GetNvCodecId(), cudacontext=0,
+                cudastream=stream.ptr, usedevicememory=True,
+            )  # fmt: skip
+        except Exception:  # the CPU decoder opens it, or says why it cannot
+            self.notes[path] = f"{CPU}: NVDEC could not open it"
+            return self._cpu(segment, stream, ring)
+        if width % 2 or height % 2:  # NVDEC's 4:2:0 surfaces are of even sizes
+            self.notes[path] = f"{CPU}: an odd size, {width}x{height}"
+            return self._cpu(segment, stream, ring)
+        check_size(str(path), width * height, self.max_pixels)
+        per_batch = frames_a_batch(VIDEO_BATCH, width * height)
+        stop = segment.stop
+        filler = None
+        try:
+            for packet in demuxer:
+                if stop is not None and index >= stop:
+                    break
+                if self.stop.is_set():
+                    raise Stopped
+                for frame in decoder.Decode(packet):
+                    if index >= segment.start and (stop is None or index < stop):
+                        if filler is None:
+                            filler = _Filler(self, source, plan, (height, width), stream,
+                                             ring, per_batch)  # fmt: skip
+                        filler.add(frame, index)
+                        if filler.full():
+                            filler.put()
+                            filler = None
+                    index += 1
+                if filler is not None:
+                    filler.wait()  # the decoder reuses its surfaces from the next packet on
+        except Stopped:
+            raise
+        except Exception:
+            if filler is not None:
+                filler.put()
+            self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
+            return self._cpu(Segment(source, max(index, segment.start), stop), stream, ring)
+        if filler is not None:
+            filler.put()
+        expected = frame_count(path)
+        if expected is not None and index < expected and (stop is None or index < stop):
+            # Cut short: the CPU decoder says how, as it would without NVDEC.
+            self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
+            self._cpu(Segment(source, index, None), stream, ring)
 
     def _cpu(self, segment: Segment, stream, ring: SlotRing) -> None:
         """The CPU decoder's frames ``segment.start`` to ``segment.stop`` of a video (one NVDEC
