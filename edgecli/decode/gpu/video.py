@@ -290,7 +290,8 @@ class VideoFleet:
                     break
                 if self.stop.is_set():
                     raise Stopped
-                for frame in decoder.Decode(packet):
+                decoded = decoder.Decode(packet)  # held until converted: the frames' memory
+                for frame in decoded:
                     if index >= segment.start and (stop is None or index < stop):
                         if filler is None:
                             filler = _Filler(self, source, plan, (height, width), stream,
