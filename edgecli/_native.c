@@ -1310,6 +1310,145 @@ static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ss
     return result;
 }
 
+static uint32_t get_u32(const unsigned char *at)
+{
+    return (uint32_t)at[0] << 24 | (uint32_t)at[1] << 16 | (uint32_t)at[2] << 8 | at[3];
+}
+
+/* png_idat_run(data, position): the run of IDAT chunks of the PNG file ``data`` from the chunk
+ * at ``position`` on, each whole and passing its CRC check, walked without the GIL: (the
+ * position of the first chunk after the run, or of the first one that is cut short or fails
+ * its CRC, which the caller then judges; a tuple of (data offset, length) of each IDAT of the
+ * run). A file's IDATs are hundreds of chunks of a few KB each (FFmpeg writes 4 KB ones),
+ * which edgecli.decode.png_layout would otherwise walk in Python, holding the GIL. */
+static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "png_idat_run(data, position) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[1]);
+    if (position < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "png_idat_run: position must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = view.buf;
+    size_t n = (size_t)view.len, pos = (size_t)position, count = 0, room = 64;
+    uint64_t *found = malloc(room * 2 * sizeof *found);
+    int no_memory = found == NULL;
+    Py_BEGIN_ALLOW_THREADS
+    while (!no_memory && pos <= n && n - pos >= 12 && memcmp(data + pos + 4, "IDAT", 4) == 0) {
+        uint32_t length = get_u32(data + pos);
+        if (length > 0x7fffffffu || n - pos - 12 < length)
+            break; /* past PNG's limit or cut short: the caller's walk says so */
+        uLong crc = crc32(0L, data + pos + 4, (uInt)length + 4);
+        if (crc != get_u32(data + pos + 8 + length))
+            break;
+        if (count == room) {
+            uint64_t *more = realloc(found, room * 4 * sizeof *found);
+            if (more == NULL) {
+                no_memory = 1;
+                break;
+            }
+            found = more, room *= 2;
+        }
+        found[2 * count] = pos + 8, found[2 * count + 1] = length;
+        ++count;
+        pos += 12 + (size_t)length;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (no_memory) {
+        free(found);
+        return PyErr_NoMemory();
+    }
+    PyObject *chunks = PyTuple_New((Py_ssize_t)count);
+    for (size_t i = 0; chunks != NULL && i < count; ++i) {
+        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)found[2 * i],
+                                       (unsigned long long)found[2 * i + 1]);
+        if (pair == NULL || PyTuple_SetItem(chunks, (Py_ssize_t)i, pair) < 0) {
+            Py_CLEAR(chunks);
+            break;
+        }
+    }
+    free(found);
+    if (chunks == NULL)
+        return NULL;
+    PyObject *result = Py_BuildValue("(nN)", (Py_ssize_t)pos, chunks);
+    return result;
+}
+
+/* png_gather(data, chunks, out): each (offset, length) of ``chunks`` (png_idat_run's) copied
+ * from ``data`` to ``out`` end to end, without the GIL; the bytes copied. ValueError where a
+ * chunk lies outside ``data`` or ``out`` is too small. */
+static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "png_gather(data, chunks, out) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *chunks = PySequence_Tuple(args[1]);
+    if (chunks == NULL)
+        return NULL;
+    Py_ssize_t count = PyTuple_Size(chunks);
+    uint64_t *spans = malloc(((size_t)count + 1) * 2 * sizeof *spans);
+    if (spans == NULL) {
+        Py_DECREF(chunks);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        unsigned long long offset, length;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(chunks, i), "KK", &offset, &length)) {
+            free(spans);
+            Py_DECREF(chunks);
+            return NULL;
+        }
+        spans[2 * i] = offset, spans[2 * i + 1] = length;
+    }
+    Py_DECREF(chunks);
+    Py_buffer in, out;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0) {
+        free(spans);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &out, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&in);
+        free(spans);
+        return NULL;
+    }
+    uint64_t total = 0;
+    int fits = 1;
+    for (Py_ssize_t i = 0; i < count && fits; ++i) {
+        fits = spans[2 * i] <= (uint64_t)in.len && spans[2 * i + 1] <= (uint64_t)in.len - spans[2 * i];
+        total += spans[2 * i + 1];
+    }
+    fits = fits && total <= (uint64_t)out.len;
+    if (fits) {
+        Py_BEGIN_ALLOW_THREADS
+        unsigned char *to = out.buf;
+        for (Py_ssize_t i = 0; i < count; ++i) {
+            memcpy(to, (const unsigned char *)in.buf + spans[2 * i], (size_t)spans[2 * i + 1]);
+            to += spans[2 * i + 1];
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    free(spans);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError,
+                        "png_gather: a chunk lies outside the data, or the output is too small");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(total);
+}
+
 static PyObject *runtime_zlib_version(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -1339,6 +1478,12 @@ static PyMethodDef methods[] = {
      "in the scans of the sequential Huffman JPEG file ``data`` (a bytes-like object), in its "
      "words; None where it meets none, and where ``data`` is no such file (progressive, "
      "arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut short without EOI)."},
+    {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
+     "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
+     "checked: (the position after it, ((data offset, length), ...))."},
+    {"png_gather", (PyCFunction)(void (*)(void))png_gather, METH_FASTCALL,
+     "png_gather(data, chunks, out): the (offset, length) spans of data end to end into out; "
+     "the bytes copied."},
     {"zlib_version", runtime_zlib_version, METH_NOARGS,
      "zlib_version() -> str\n\nThe version of the zlib this module runs on."},
     {NULL, NULL, 0, NULL},

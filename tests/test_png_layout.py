@@ -4,6 +4,7 @@ may take (``gpu_reason``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 
@@ -11,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
+from edgecli import native
 from edgecli.decode.png_layout import (
     LIBPNG_MAX_DIMENSION,
     PngDamage,
@@ -213,6 +215,40 @@ def test_walk_refuses_only_what_cv2_refuses(seed):
             assert cv2_refuses(data), f"{name}: {variant}: {reason}"
             refused += 1
     assert refused > 100
+
+
+def _walked(data: bytes):
+    """read_layout's layout of ``data`` and the stream it copies, or its PngDamage's text."""
+    try:
+        layout = read_layout(data)
+    except PngDamage as exc:
+        return str(exc)
+    out = bytearray(layout.stream_size)
+    fields = {
+        field.name: np.asarray(value).tolist() if field.name == "palette_bgr" else value
+        for field in dataclasses.fields(layout)
+        for value in [getattr(layout, field.name)]
+    }
+    return fields, layout.copy_stream(data, out), bytes(out)
+
+
+@pytest.mark.skipif(native.c is None, reason="edgecli._native is not built here")
+@pytest.mark.parametrize("seed", range(3))
+def test_the_native_idat_walk_agrees_with_the_python_walk(seed, monkeypatch):
+    """Where edgecli._native walks the IDAT runs, every file and every corrupt or cut variant
+    gets the layout, the stream or the reason the Python walk gives."""
+    names = sorted(OWN)[seed::3]
+    compared = 0
+    for index, name in enumerate(names):
+        variants = [("as written", OWN[name]), *mutations(OWN[name], seed * 1000 + index)]
+        for variant, data in variants:
+            with_c = _walked(data)
+            monkeypatch.setattr(native, "c", None)
+            in_python = _walked(data)
+            monkeypatch.undo()
+            assert with_c == in_python, f"{name}: {variant}"
+            compared += 1
+    assert compared > 300
 
 
 def animated() -> bytes:
