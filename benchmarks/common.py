@@ -1,7 +1,7 @@
 """What the benchmark scripts share: a log line, inputs of any length made of links, where
 runs write (tmpfs or disk), a whole edgecli run watched for stalls, the check that two runs
-wrote the same PNGs, and the few sums their figures take (medians, ratios, the steady rate
-between two runs)."""
+wrote the same PNGs, a task's rate on threads, and the few sums their figures take (medians,
+ratios, the steady rate between two runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,6 +100,29 @@ def png_digests(folder: Path) -> dict[str, str]:
 
     with ThreadPoolExecutor(16) as pool:
         return dict(pool.map(one, sorted(folder.glob("*.png"))))
+
+
+def threaded_rate(task: Callable, items: Sequence, threads: int, count: int) -> float:
+    """Calls a second of ``task`` on ``threads`` threads, ``count`` calls in all over ``items``
+    (cycled), each thread taking the next call when its last one returns."""
+    taken = iter(range(count))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                index = next(taken, None)
+            if index is None:
+                return
+            task(items[index % len(items)])
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return count / (time.perf_counter() - start)
 
 
 def median(values: list[float]) -> float | None:

@@ -67,7 +67,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from common import log, output_root, png_digests, ratio, symlink_folder
+from common import log, output_root, png_digests, ratio, symlink_folder, threaded_rate
 from gpu_decode import ENV, edgecli
 
 from edgecli.decode.png_layout import PngLayout, read_layout
@@ -247,28 +247,6 @@ def per_frame_ms(rows: list[Row], frames: list[Frame], repeats: int) -> dict[str
     }
 
 
-def threaded_fps(row: Row, frames: list[Frame], threads: int, count: int) -> float:
-    """Frames a second of ``row`` over ``count`` frames on ``threads`` threads."""
-    taken = iter(range(count))
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                index = next(taken, None)
-            if index is None:
-                return
-            row.run(frames[index % len(frames)])
-
-    pool = [threading.Thread(target=work) for _ in range(threads)]
-    start = time.perf_counter()
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
-    return count / (time.perf_counter() - start)
-
-
 def make_pngs(clip: Path, count: int, every: int, folder: Path) -> list[Path]:
     """``count`` frames of ``clip``, every ``every``-th, as FFmpeg extracts them (rgb24) into
     ``folder`` (made anew): the input a user's ``ffmpeg -i clip frames/%06d.png`` gives."""
@@ -312,7 +290,7 @@ def cpu_floor(frames: list[Frame], rows: list[Row], args) -> dict:
     times = per_frame_ms(rows, frames, args.repeats)
     for row in rows:
         ms = times[row.name]
-        fps = threaded_fps(row, frames, args.threads, 2 * args.threads * len(frames))
+        fps = threaded_rate(row.run, frames, args.threads, 2 * args.threads * len(frames))
         figures[row.name] = {"ms_per_frame": round(ms, 3), "fps_threads": round(fps, 1)}
         log(f"{row.name:32} {ms:9.2f} {1e3 / ms:14.1f} {fps:16.1f}")
     return figures

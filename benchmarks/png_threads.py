@@ -21,14 +21,12 @@ the 1-thread rate. The pieces:
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
-from png_encode import edge_maps, opencv_1bit  # this script's directory is first on sys.path
+from common import threaded_rate  # this script's directory is first on sys.path
+from png_encode import edge_maps, opencv_1bit
 
 from edgecli import native
 from edgecli.allocator import keep_freed_memory
@@ -47,23 +45,6 @@ def rows_by_ufuncs(edges: np.ndarray) -> np.ndarray:
     np.right_shift(words, np.uint64(56), out=words)
     rows[:, 1:] = words
     return rows
-
-
-def rate(piece, maps: list[np.ndarray], threads: int, n: int) -> float:
-    """Frames/s of ``piece`` over ``n`` maps on ``threads`` threads."""
-    taken = itertools.count()
-
-    def work() -> None:
-        while (i := next(taken)) < n:
-            piece(maps[i % len(maps)])
-
-    pool = [threading.Thread(target=work) for _ in range(threads)]
-    start = time.perf_counter()
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join()
-    return n / (time.perf_counter() - start)
 
 
 def main() -> int:
@@ -95,9 +76,11 @@ def main() -> int:
     print("| piece | ms, 1 thread | fps, 1 | fps, 4 | fps, 8 | fps, 16 | 16-thread scaling |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, piece in pieces.items():
-        rate(piece, maps, 16, 96)  # warm-up
-        one = rate(piece, maps, 1, 96)
-        many = {t: max(rate(piece, maps, t, args.frames) for _ in range(2)) for t in THREADS}
+        threaded_rate(piece, maps, 16, 96)  # warm-up
+        one = threaded_rate(piece, maps, 1, 96)
+        many = {
+            t: max(threaded_rate(piece, maps, t, args.frames) for _ in range(2)) for t in THREADS
+        }
         cells = " | ".join(f"{many[t]:.0f}" for t in THREADS)
         print(f"| {name} | {1e3 / one:.3f} | {one:.0f} | {cells} | {many[16] / 16 / one:.2f} |")
     return 0
