@@ -271,9 +271,8 @@ class Options:
     png_bits: int = 1
     recursive: bool = False
     workers: int | None = None  # None: one per usable CPU core
-    # Chosen by benchmarks/sweep.py on the H200 (benchmarks/RESULTS.md): batches of
-    # 4 beat 8, 16 and 32 on JPEG and H.264 input (a frame waits less for its batch to fill
-    # before it is encoded), and 4 streams beat 2 on JPEG.
+    # Small batches: a frame waits less for its batch to fill before it is encoded (chosen by
+    # a sweep on the H200, in the history of benchmarks/RESULTS.md, "Settings").
     batch: int = 4
     streams: int = 4
     device: int = 0

@@ -3,10 +3,9 @@
 The pipeline's host work (decoding, the GPU path's copies into pinned memory, encoding and
 writing) shares one set of ``workers`` threads, so that no more threads than cores compete,
 with the work nearer the output first: a frame already decoded is finished before another is
-started, and the slabs the encoders read from are freed soon. Two pools of ``workers`` threads
-each, decode and encode, reached 0.83 of the JPEG codec floor on the H200's 16 cores, with
-cores idle a quarter of the time; one pool doing both, 1.06 (``benchmarks/codec_share.py``,
-benchmarks/RESULTS.md). One FIFO pool does not do: encodes wait behind a window of decodes.
+started, and the slabs the encoders read from are freed soon. Two pools, one decoding and one
+encoding, leave cores idle whenever one side waits for the other; one pool without priorities
+makes encodes wait behind a window of decodes.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from .jpeg_header import JPEG_SUFFIXES
 PNG_SUFFIX = ".png"
 
 # Under --decode auto, JPEGs go to the engines only in runs of at least this many: opening
-# nvJPEG's hardware decoder took 0.62 s on the H200 (benchmarks/RESULTS.md), which the
-# CPU decoders fill with frames meanwhile, but which a run of a few files never earns back.
+# nvJPEG's hardware decoder takes the better part of a second, which the CPU decoders fill with
+# frames meanwhile, but which a run of a few files never earns back.
 JPEG_MIN_FILES = 64
 
 
