@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from edgecli.decode import nvdec, yuv  # noqa: E402
 from edgecli.decode.engines import import_nvc, nvdec_missing  # noqa: E402
-from edgecli.decode.streams import describe  # noqa: E402
+from edgecli.decode.video_file import describe  # noqa: E402
 
 
 def digest(frame: np.ndarray) -> str:

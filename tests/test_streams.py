@@ -1,4 +1,4 @@
-"""edgecli.decode.streams.describe on MP4/MOV clips of H.264, HEVC, VP9 and AV1 made by
+"""edgecli.decode.video_file.describe on MP4/MOV clips of H.264, HEVC, VP9 and AV1 made by
 imageio-ffmpeg's ffmpeg, checked against cv2.VideoCapture: the colour it describes, converted
 with swscale's closed form, and the turn it describes, applied with np.rot90, give exactly the
 frames cv2 returns; clips whose container and bitstream disagree pin each decoder's rule.
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecli.decode import av1, h264, hevc, mp4, streams, vp9, yuv
+from edgecli.decode import av1, byte_source, h264, hevc, mp4, streams, video_file, vp9, yuv
 from edgecli.decode.streams import Colour, VideoStream
 
 pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
@@ -119,7 +119,7 @@ def described_frames(path: Path, stream: VideoStream) -> list[np.ndarray]:
 def assert_cv2_matches(path: Path) -> VideoStream:
     """describe(path) is an 8-bit 4:2:0 progressive stream whose description gives exactly
     cv2's frames."""
-    stream = streams.describe(path)
+    stream = video_file.describe(path)
     assert isinstance(stream, VideoStream), stream
     assert (stream.chroma, stream.depth, stream.progressive) == ("4:2:0", 8, True)
     frames, expected = read_frames(path), described_frames(path, stream)
@@ -249,7 +249,7 @@ def test_container_primaries(made, tmp_path, codec, box, described):
     or vpcC) reach cv2, which then converts otherwise than any closed form; the others' colour
     descriptions override them, and cv2 converts as BT.709."""
     path = with_primaries(made(codec, "mp4", 1, False), tmp_path / "p.mp4", box, 9)
-    stream = streams.describe(path)
+    stream = video_file.describe(path)
     assert stream.colour.primaries == described and stream.colour.matrix == 1
     if described is None:
         assert_cv2_matches(path)
@@ -302,7 +302,7 @@ def test_every_display_rotation(h264_upright, tmp_path):
     angles = [*range(0, 360), 45, 89.4, 89.6, 89.9, 90.4, 90.6, 179.6, 180.4, 269.6, -0.4, 0.4]
     for angle in angles:
         path = remux(h264_upright, tmp_path / "turned.mp4", before=["-display_rotation", angle])
-        stream = streams.describe(path)
+        stream = video_file.describe(path)
         assert cv2_turn(read_frames(path), upright) == stream.rotation, angle
 
 
@@ -344,7 +344,7 @@ def test_hand_patched_display_matrices(h264_upright, tmp_path, name):
     cv2 turns the frames by exactly the described rotation."""
     box, values, turn = HAND_MADE[name]
     path = with_matrix(h264_upright, tmp_path / "patched.mp4", box.encode(), values)
-    stream = streams.describe(path)
+    stream = video_file.describe(path)
     assert stream.rotation == turn
     assert cv2_turn(read_frames(path), read_frames(h264_upright)) == turn
 
@@ -353,7 +353,7 @@ def test_track_and_movie_matrices_multiply(h264_upright, tmp_path):
     """A quarter turn in tkhd and another in mvhd make a half turn, as FFmpeg multiplies them."""
     once = with_matrix(h264_upright, tmp_path / "once.mp4", b"tkhd", matrix(0, 1, -1, 0))
     twice = with_matrix(once, tmp_path / "twice.mp4", b"mvhd", matrix(0, 1, -1, 0))
-    assert streams.describe(twice).rotation == 180
+    assert video_file.describe(twice).rotation == 180
     assert cv2_turn(read_frames(twice), read_frames(h264_upright)) == 180
 
 
@@ -394,7 +394,7 @@ def test_formats(tmp_path, codec, options, chroma, depth):
     source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 2]
     path = tmp_path / "format.mp4"
     run_ffmpeg(*source, *ENCODERS[codec], *options, "-y", path)
-    stream = streams.describe(path)
+    stream = video_file.describe(path)
     assert (stream.codec, stream.chroma, stream.depth) == (codec, chroma, depth)
 
 
@@ -404,7 +404,7 @@ def test_interlaced_h264(tmp_path):
     source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 2]
     run_ffmpeg(*source, *ENCODERS["h264"], "-flags", "+ildct+ilme", "-x264-params",
                "interlaced=1", "-y", path)  # fmt: skip
-    assert streams.describe(path).progressive is False
+    assert video_file.describe(path).progressive is False
 
 
 @pytest.mark.parametrize(
@@ -419,7 +419,7 @@ def test_other_codecs(tmp_path, options, reason):
     path = tmp_path / "other.mov"
     run_ffmpeg("-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 2, *options,
                "-y", path)  # fmt: skip
-    assert streams.describe(path) == reason
+    assert video_file.describe(path) == reason
 
 
 def test_from_codec_names_other_codecs():
@@ -476,7 +476,7 @@ def config_record(path: Path, kind: bytes) -> bytes:
 
 def first_sample(path: Path) -> bytes:
     with open(path, "rb") as f:
-        source = mp4.FileSource(f)
+        source = byte_source.FileSource(f)
         moov = next(b for b in mp4.top_level(source) if b.type == b"moov")
         track = mp4.video_track(mp4.moov_streams(source, moov))
         return mp4._first_sample(source, track.stbl)
@@ -673,15 +673,15 @@ def test_container_refusals_are_kept(made, tmp_path):
         source = ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", 30]
         run_ffmpeg(*source, *ENCODERS[codec], "-g", 10, "-pix_fmt", "yuv420p", "-y", long)
         cut = remux(long, tmp_path / "cut.mp4", before=["-ss", "1.5"])
-        assert streams.describe(cut) == "an edit list that starts after the first frame"
+        assert video_file.describe(cut) == "an edit list that starts after the first frame"
         headless = remux(long, tmp_path / "headless.mp4", after=["-bsf:v", "noise=drop=lt(n\\,1)"])
-        assert streams.describe(headless) == "the first frame is not a keyframe"
+        assert video_file.describe(headless) == "the first frame is not a keyframe"
         fragmented = remux(clip, tmp_path / "frag.mp4", after=["-movflags", "+frag_keyframe"])
-        assert streams.describe(fragmented) == "fragmented MP4"
+        assert video_file.describe(fragmented) == "fragmented MP4"
         faststart = remux(long, tmp_path / "fast.mp4", after=["-movflags", "+faststart"])
         short = tmp_path / "short.mp4"
         short.write_bytes(faststart.read_bytes()[: faststart.stat().st_size - 100])
-        assert streams.describe(short) == "samples past the end of the file (truncated?)"
+        assert video_file.describe(short) == "samples past the end of the file (truncated?)"
 
 
 def test_files_that_are_not_mp4(tmp_path):
@@ -692,16 +692,16 @@ def test_files_that_are_not_mp4(tmp_path):
     try:
         from edgecli.decode import matroska
     except ImportError:
-        assert streams.describe(webm) == "Matroska"
+        assert video_file.describe(webm) == "Matroska"
     else:
-        assert streams.describe(webm) == matroska.describe(webm)
+        assert video_file.describe(webm) == matroska.describe(webm)
     empty = tmp_path / "empty.mp4"
     empty.write_bytes(b"")
-    assert streams.describe(empty) == "empty file"
+    assert video_file.describe(empty) == "empty file"
     text = tmp_path / "text.mp4"
     text.write_bytes(b"\x00\x00\x00\x10\x01\x02\x03\x04" + bytes(8))
-    assert streams.describe(text) == "not an MP4/QuickTime file"
-    assert streams.describe(tmp_path / "missing.mp4").startswith("cannot read the file")
+    assert video_file.describe(text) == "not an MP4/QuickTime file"
+    assert video_file.describe(tmp_path / "missing.mp4").startswith("cannot read the file")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -775,7 +775,7 @@ def test_every_truncation_of_the_records(records, codec):
 )  # fmt: skip
 def test_unreadable_headers(reader, data, reason):
     """Headers that are not what they claim raise Unreadable with a short reason."""
-    with pytest.raises(mp4.Unreadable, match=f"^{reason}$"):
+    with pytest.raises(byte_source.Unreadable, match=f"^{reason}$"):
         reader(data)
 
 
@@ -798,4 +798,4 @@ def test_damaged_files_give_a_stream_or_a_reason(whole_files, tmp_path_factory, 
     tail = damage(data[moov:], cut, flips)
     path = tmp_path_factory.mktemp("damaged") / "damaged.mp4"
     path.write_bytes(data[:moov] + tail)
-    assert isinstance(streams.describe(path), VideoStream | str)
+    assert isinstance(video_file.describe(path), VideoStream | str)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .bits import Bits
-from .mp4 import Unreadable
+from .byte_source import Unreadable
 
 _OBU_SEQUENCE_HEADER = 1
 _MAX_OBUS = 1024  # OBUs looked through for a sequence header

@@ -1,9 +1,9 @@
 """MSB-first bit reading for the codecs' headers, bounded: a read past the end raises
-:class:`~.mp4.Unreadable` with the header's name, never an IndexError or a long loop."""
+:class:`~.byte_source.Unreadable` with the header's name, never an IndexError or a long loop."""
 
 from __future__ import annotations
 
-from .mp4 import Unreadable
+from .byte_source import Unreadable
 
 # The bytes of a header read at most: every header read here ends far sooner (an SPS with
 # every scaling list and 64 reference picture sets is a few kilobytes), and reading a huge

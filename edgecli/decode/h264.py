@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from .bits import Bits, rbsp
-from .mp4 import Unreadable
+from .byte_source import Unreadable
 
 # SPS profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists.
 _HIGH_PROFILES = {100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135}

@@ -15,8 +15,8 @@ import struct
 from dataclasses import dataclass
 
 from .bits import Bits, rbsp
+from .byte_source import Unreadable
 from .h264 import config_nals, sample_nals
-from .mp4 import Unreadable
 
 _SPS = 33  # nal_unit_type of an SPS
 _VCL = range(0, 32)  # nal_unit_types of coded slices (and reserved VCL types)

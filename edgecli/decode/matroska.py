@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import streams
-from .mp4 import BytesSource, Source, Unreadable, read_whole
+from . import byte_source, streams
+from .byte_source import BytesSource, Source, Unreadable, read_whole
 
 # Element IDs (marker bits kept, as the specification writes them).
 EBML, DOCTYPE, DOCTYPE_READ_VERSION = 0x1A45DFA3, 0x4282, 0x4285
@@ -578,7 +578,7 @@ def first_lace(data: bytes, lacing: int, frames: int) -> bytes:
 # What the NVDEC path asks of a file
 
 # What reading a file's elements can raise besides Unreadable: a case the checks missed.
-MALFORMED = (struct.error, IndexError, ValueError, OverflowError, UnicodeDecodeError)
+MALFORMED = (*byte_source.MALFORMED, UnicodeDecodeError)
 
 
 def track_reason(track: Track) -> str | None:

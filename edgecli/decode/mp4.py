@@ -7,16 +7,16 @@ whether every sample of a track lies within the file; a track's keyframes, for
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
-if TYPE_CHECKING:  # streams imports this module
-    from .streams import Colour, VideoStream
+from .byte_source import MALFORMED, BytesSource, FileSource, Source, Unreadable, read_whole
+from .streams import Colour, VideoStream, cv2_rotation, from_codec
+from .vp9 import parse_vpcc
 
 T = TypeVar("T")
 
@@ -38,35 +38,6 @@ _VIDEO_ENTRIES = {
     b"apcn", b"apch", b"apcs", b"apco", b"ap4h", b"ap4x", b"s263", b"h263", b"vvc1", b"vvi1",
     b"raw ", b"2vuy",
 }  # fmt: skip
-
-
-class Unreadable(ValueError):
-    """The file cannot be read as far as its description needs; the message is the reason."""
-
-
-class Source(Protocol):
-    size: int
-
-    def read(self, offset: int, size: int) -> bytes: ...
-
-
-class FileSource:
-    def __init__(self, f: BinaryIO):
-        self._f = f
-        self.size = os.fstat(f.fileno()).st_size
-
-    def read(self, offset: int, size: int) -> bytes:
-        self._f.seek(offset)
-        return self._f.read(size)
-
-
-class BytesSource:
-    def __init__(self, data: bytes):
-        self._data = data
-        self.size = len(data)
-
-    def read(self, offset: int, size: int) -> bytes:
-        return self._data[offset : offset + size]
 
 
 @dataclass(frozen=True)
@@ -126,17 +97,6 @@ def box_path(source: Source, box: Box | None, *kinds: bytes) -> Box | None:
             return None
         box = child(source, box, kind)
     return box
-
-
-def read_whole(source: Source, start: int, size: int, name: str, limit: int) -> bytes:
-    """The ``size`` bytes at ``start``; Unreadable naming ``name`` (a box, an element) where
-    they are more than ``limit`` or the file ends before them."""
-    if size > limit:
-        raise Unreadable(f"{name} of {size} bytes")
-    data = source.read(start, size)
-    if len(data) < size:
-        raise Unreadable(f"truncated {name}")
-    return data
 
 
 def payload(source: Source, box: Box, limit: int = _MAX_READ) -> bytes:
@@ -245,10 +205,6 @@ def find_video(source: Source) -> Video | str:
     return "no moov box"
 
 
-# What reading a file's boxes can raise besides Unreadable: a case the checks missed.
-MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
-
-
 def read_video_track(path, read: Callable[[Source, Track, Box, Iterator[Box]], T], default: T) -> T:
     """``read(source, track, moov, rest)`` for the one video track (:func:`video_track`, its
     sample tables present) of the MP4/QuickTime file at ``path``, ``rest`` the top-level boxes
@@ -310,7 +266,6 @@ def describe(path) -> VideoStream | str:
 
 
 def _describe(source: Source) -> VideoStream | str:
-    from .streams import cv2_rotation, from_codec
 
     video = find_video(source)
     if isinstance(video, str):
@@ -346,9 +301,6 @@ def _sample_entry(kind: bytes, body: bytes, config_type: bytes) -> tuple[bytes |
     entry. FFmpeg's mov demuxer sets the stream's colour from each colr box (nclx: ISO/IEC
     23001-8 code points and a full-range bit; QuickTime's nclc: no range; an ICC profile:
     nothing) and from a vpcC record, a later box over an earlier one."""
-    from .streams import Colour
-    from .vp9 import parse_vpcc
-
     if len(body) < VISUAL_ENTRY_FIELDS:
         raise Unreadable(f"truncated {fourcc(kind)} sample entry")
     source = BytesSource(body)

@@ -11,7 +11,7 @@ what can differ is what happens around the decoding:
 - the turn cv2 gives each frame by the container's display matrix, which the kernel applies
   as it writes the frame (:attr:`.streams.VideoStream.rotation`);
 - which frames come out, in which order: the container decides what FFmpeg shows (edit lists,
-  a first frame that is no keyframe, a truncated file), which :func:`.streams.describe`
+  a first frame that is no keyframe, a truncated file), which :func:`.video_file.describe`
   refuses, and PyNvVideoCodec's decoder decides what NVDEC returns, which only a GPU can
   show: :data:`ORDER_CHECKED` lists the codecs and containers whose frames it returned in
   cv2's order and count on the GPU host, and nothing else is called exact;
@@ -30,7 +30,8 @@ from pathlib import Path
 
 from . import yuv
 from .cpu import matroska_sizes
-from .streams import Colour, VideoStream, describe
+from .streams import Colour, VideoStream
+from .video_file import describe
 
 # (codec, container) whose frames PyNvVideoCodec's SimpleDecoder returned in cv2's order and
 # count on the H200 host, B-frames, odd sizes, cut segments and seeks included (RESULTS.md):

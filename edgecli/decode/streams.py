@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import av1, h264, hevc, mp4, vp9
+from . import av1, h264, hevc, vp9
+from .byte_source import MALFORMED, Unreadable
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,9 @@ def from_codec(
         return f"codec {codec}"
     try:
         described = reader(config, first_frame, container_colour)
-    except mp4.Unreadable as exc:
+    except Unreadable as exc:
         return str(exc)
-    except mp4.MALFORMED as exc:  # a case the readers' checks missed
+    except MALFORMED as exc:  # a case the readers' checks missed
         return f"unreadable {codec} configuration ({type(exc).__name__})"
     if isinstance(described, str):
         return described
@@ -184,26 +184,3 @@ def cv2_rotation(matrix: tuple[int, ...]) -> int:
     if angle < 0:
         angle += 360
     return angle if angle in (90, 180, 270) else 0
-
-
-# ---------------------------------------------------------------------------------------------
-# A file's stream
-
-_EBML_MAGIC = b"\x1a\x45\xdf\xa3"
-
-
-def describe(path: Path) -> VideoStream | str:
-    """The video stream cv2 decodes from the file at ``path``, or why it cannot be described
-    or would not be decoded as its samples say (see :func:`edgecli.decode.mp4.describe`).
-    Matroska and WebM are told from MP4/QuickTime by their content (the EBML magic), not by
-    the name."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as exc:
-        return f"cannot read the file ({exc.strerror or exc})"
-    if magic == _EBML_MAGIC:
-        from . import matroska  # it imports this module's from_codec
-
-        return matroska.describe(path)
-    return mp4.describe(path)

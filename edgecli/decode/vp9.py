@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .bits import Bits
-from .mp4 import Unreadable
+from .byte_source import Unreadable
 
 _SYNC_CODE = 0x498342
 _CS_RGB = 7
