@@ -1,6 +1,6 @@
 """An MP4/QuickTime file as FFmpeg's mov demuxer reads it: its boxes (walked with seeks, only
 headers and the few boxes asked for read), its tracks and which of them FFmpeg takes for video,
-the video stream they hold (:func:`describe`, for :mod:`.streams`), its display matrix, and
+the video stream they hold (:func:`describe`, for :mod:`.video_file`), its display matrix, and
 whether every sample of a track lies within the file; a track's keyframes, for
 :mod:`.segments`; and its frame count, for the progress bar.
 """
