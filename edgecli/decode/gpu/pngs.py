@@ -31,7 +31,7 @@ PNG_SLOTS = 2
 # The share of the GPU's free memory (when the decoder opens) that the threads' slots and
 # scratch may hold: a smaller GPU gets smaller batches, not an out-of-memory error.
 PNG_MEMORY_SHARE = 0.25
-# A 1080p RGB frame's bytes, for the batch size in frames of that size (frames_a_batch).
+# A 1080p frame's pixels: PNG_BATCH counts frames of that size (frames_a_batch).
 FRAME_PIXELS = 1920 * 1080
 
 
