@@ -5,9 +5,9 @@ showed PyNvVideoCodec's frames are cv2's, in cv2's number and order).
 
     python benchmarks/nvdec_order.py tests/data/nvdec_*.mp4 tests/data/*.mkv tests/data/*.webm
 
-For each clip, two ways of decoding: PyNvVideoCodec's SimpleDecoder (what edgecli uses; with
-``need_scanned_stream_metadata`` for containers that do not count their frames) and its
-demuxer feeding a decoder packet by packet (frames in the order NVDEC's parser shows them).
+For each clip, the two ways edgecli decodes on NVDEC: PyNvVideoCodec's SimpleDecoder (H.264
+in MP4; tried also with ``need_scanned_stream_metadata``, for containers that do not count
+their frames) and its demuxer feeding a decoder packet by packet (every other kind).
 Each NVDEC frame is converted on the host (edgecli.decode.yuv's closed form for the planned
 conversion, numpy's turn) and looked up among cv2's frames: the line says which of cv2's
 frames each one is (``-`` where none), so a reordering or a dropped frame shows. GPU only.
