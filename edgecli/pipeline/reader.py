@@ -188,12 +188,13 @@ class FrameReader:
                 return source.decode(self.options.max_pixels)
         except FrameError as exc:
             self.budget.release(source.out_name)
-            return self._failure(exc)
+            return self.failure(exc)
         except BaseException:
             self.budget.release(source.out_name)
             raise
 
-    def _failure(self, exc: FrameError) -> Failure:
+    def failure(self, exc: FrameError) -> Failure:
+        """``exc`` as the run's Failure under --on-error skip; raised under fail."""
         if self.options.on_error == "fail":
             raise exc
         return Failure(exc.source, exc.reason, exc.frames)
@@ -205,12 +206,12 @@ class FrameReader:
             try:
                 frame = next(frames, None)
             except FrameError as exc:  # the rest of this source is unreadable
-                yield self._failure(exc)
+                yield self.failure(exc)
                 return
             if frame is None:
                 return
             if isinstance(frame, FrameError):  # this frame is unreadable, the next may not be
-                yield self._failure(frame)
+                yield self.failure(frame)
                 continue
             if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
                 self._skipped()
@@ -222,7 +223,7 @@ class FrameReader:
                     cost = self.budget.cost(height * width)
                     self.budget.reserve(frame.out_name, cost, frame.source)
                 except FrameError as exc:
-                    yield self._failure(exc)
+                    yield self.failure(exc)
                     continue
             yield frame
 
@@ -326,7 +327,7 @@ class FrameReader:
 
     def _fleet_items(self, items) -> Iterator:
         for item in items:
-            yield self._failure(item) if isinstance(item, FrameError) else item
+            yield self.failure(item) if isinstance(item, FrameError) else item
 
     def _in_order(self, sources: list) -> Iterator[Frame | Failure | object]:
         return _InOrder(self, sources).items()
@@ -436,7 +437,7 @@ class _InOrder:
                         break
                     yield from self._oldest()
             except FrameError as exc:
-                yield reader._failure(exc)
+                yield reader.failure(exc)
                 return
             if for_gpu:
                 self.pending.append(

@@ -470,7 +470,7 @@ class RunState:
 
     def failed(self, error: FrameError) -> None:
         """A file a GPU-decoded batch could not decode (raises under --on-error fail)."""
-        self._failed(self.reader._failure(error))
+        self._failed(self.reader.failure(error))
 
     def _failed(self, failure: Failure) -> None:
         self.failures.append(failure)
