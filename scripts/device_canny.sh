@@ -20,14 +20,10 @@
 # a machine without a GPU).
 set -u -o pipefail
 
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
-PYTHON=${PYTHON:-python3}
 TESTS_S=${TESTS_S:-200}
 KERNEL_S=${KERNEL_S:-150}
 RUNS_S=${RUNS_S:-200}
 read -r -a runs_args <<< "${RUNS_ARGS:-}"
-mkdir -p "$OUT"
 source scripts/device_env.sh
 
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }

@@ -17,12 +17,8 @@
 # KINDS (clips,bt709,hevc,rotated), PYTHON (python3).
 set -euo pipefail
 
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
 FRAMES=${FRAMES:-2400}
 KINDS=${KINDS:-clips,bt709,hevc,rotated}
-PYTHON=${PYTHON:-python3}
-mkdir -p "$OUT"
 source scripts/device_env.sh
 
 {

@@ -25,16 +25,12 @@
 # PYTHON (python3), and those above.
 set -euo pipefail
 
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
 FRAMES=${FRAMES:-240}
-PYTHON=${PYTHON:-python3}
 KINDS=${KINDS:-jpeg,video}
 LONG_FRAMES=${LONG_FRAMES:-2400}
 LONG_FRAMES_CPU=${LONG_FRAMES_CPU:-480}
 PROFILE=${PROFILE:-ceiling-gpu,gpu}
 BUDGET_S=${BUDGET_S:-240}
-mkdir -p "$OUT"
 source scripts/device_env.sh
 
 if [[ -n "${FULL:-}" ]]; then

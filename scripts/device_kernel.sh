@@ -12,7 +12,6 @@
 set -u -o pipefail
 
 OUT=${OUT:-$(mktemp -d -t edgecli-device-XXXX)}
-mkdir -p "$OUT"
 # The repository root on the import path (edgecli, benchmarks).
 source scripts/device_env.sh
 PYTEST=(python3 -m pytest -p no:cacheprovider)

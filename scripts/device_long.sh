@@ -24,14 +24,10 @@
 # machine without a GPU: LONG_ARGS=--skip-gpu).
 set -euo pipefail
 
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
-PYTHON=${PYTHON:-python3}
 LONG_BUDGET_S=${LONG_BUDGET_S:-360}
 SOAK_RUNS=${SOAK_RUNS:-5}
 SOAK_BUDGET_S=${SOAK_BUDGET_S:-120}
 SOAK_INTO=${SOAK_INTO:-disk}
-mkdir -p "$OUT"
 source scripts/device_env.sh
 
 long_and_soak() {

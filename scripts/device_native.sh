@@ -14,10 +14,6 @@
 set -euo pipefail
 
 STEP=${1:?usage: scripts/device_native.sh tests|ab}
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
-PYTHON=${PYTHON:-python3}
-mkdir -p "$OUT"
 source scripts/device_env.sh
 "$PYTHON" -c "import sys, edgecli.native as n; print('png encoding and writing:', \
 n.description()); sys.exit(0 if n.c else 'carry edgecli/_native.abi3.so (make install builds it)')"

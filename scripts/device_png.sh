@@ -18,12 +18,8 @@
 # the tests leave of it). Logs under $OUT; a short summary is printed last.
 set -u -o pipefail
 
-OUT=${OUT:-bench_out}
-DATA=${DATA:-bench_data}
-PYTHON=${PYTHON:-python3}
 RUNS=${RUNS:-2400 12000}
 TOTAL_S=${TOTAL_S:-560}
-mkdir -p "$OUT"
 source scripts/device_env.sh
 # A test file that fails to import is reported as an error, and the other files' tests still
 # run. The host has no FFmpeg (imageio-ffmpeg) to write the PNGs of the tests named for it.
