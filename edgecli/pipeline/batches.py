@@ -56,8 +56,8 @@ class CountDown:
             self.then()
 
 
-# Batches the GPU's decoders work on while the main thread hands the one before them to the
-# kernel (the JPEG decoder's ring holds these, those on the GPU, and one more).
+# Decoded batches the run holds while the main thread hands the one before them to the kernel,
+# where a batch does not say (its decoder's ``ahead``): a video session's, a stand-in's.
 DECODE_AHEAD = 2
 
 

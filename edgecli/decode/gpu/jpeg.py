@@ -30,6 +30,8 @@ class JpegDecoder(BatchDecoder):
     two threads, each with a decoder of its own, fed the engines less than one:
     benchmarks/RESULTS.md)."""
 
+    ahead = JPEG_AHEAD
+
     def __init__(self, device: int, backend: str, max_pixels: int):
         self.device, self.backend, self.max_pixels = device, backend, max_pixels
         self.name = JPEG_ENGINE if backend == "hardware" else JPEG_CUDA

@@ -90,9 +90,9 @@ class BatchDecoder:
     how a batch is finished (:meth:`finish`), in the resource it occupies (``timed``)."""
 
     timed = ("jpeg", "gpu_decode")
-    # Batches the run may have submitted and not yet taken: enough to keep every decoding
-    # thread busy while the oldest goes to the edge kernel.
-    ahead = 2
+    # Batches the run may have submitted and not yet taken (each decoder's own: enough to keep
+    # its threads busy while the oldest goes to the edge kernel, and what its ring holds).
+    ahead: int
     # At most this many pixels a batch (frames_a_batch).
     batch_pixels = BATCH_PIXELS
 
