@@ -32,7 +32,10 @@ Input (``make bench-media``): ``--jpeg``, 240 1080p JPEGs at q95 (``scripts/make
 ``pan_bt709.mp4`` (pan.mp4 tagged BT.709), ``pan_hevc.mp4`` (the pan in HEVC) and
 ``pan_rot90.mp4`` (pan.mp4 with a portrait phone's display matrix), made with the others by
 ``make_bench_media.py --only video`` and carried too; each is compared with the clips row, the
-same frames untagged, in the table's last lines. Every GPU-decoded run's PNGs are checked,
+same frames untagged, in the table's last lines: with ``--camera-rounds N``, as the median of
+N rounds in which the four kinds' ``--decode auto`` runs alternate, into tmpfs (a ratio of two
+rows measured minutes apart into the disk also measures how far the disk's writeback has
+fallen behind by then). Every GPU-decoded run's PNGs are checked,
 file for file, against the ``--decode cpu`` run's (the PNG encoder is deterministic, so equal
 pixels give equal bytes). Each is also run on a fifth of the frames, for the steady rate between
 the two (not with ``--no-steady``). edgecli runs as ``python -m edgecli`` from this checkout,
@@ -49,6 +52,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -383,6 +387,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-floor", action="store_true", help="no CPU codec floor")
     parser.add_argument("--skip-gpu", action="store_true", help="no engines, no --decode gpu")
     parser.add_argument("--budget-s", type=float, help="start no kind after this many seconds")
+    parser.add_argument(
+        "--camera-rounds",
+        type=int,
+        default=0,
+        help="rounds of the camera comparison: clips, bt709, hevc and rotated with --decode "
+        "auto, alternating, into tmpfs (default 0: none)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-bytecode", action="store_true", help="run without a bytecode cache")
     args = parser.parse_args(argv)
@@ -479,6 +490,8 @@ def main(argv: list[str]) -> int:
             results["kinds"][kind] = measure_kind(
                 kind, inputs[kind], short_inputs.get(kind), args, roots, scratch, threads
             )
+        if args.camera_rounds:
+            results["cameras"] = camera_rounds(inputs, args.camera_rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         for root in roots.values():
@@ -591,6 +604,26 @@ def measure_kind(
     return figures
 
 
+def camera_rounds(inputs: dict, rounds: int) -> dict:
+    """Issue 38's comparison: ``rounds`` rounds of ``--decode auto`` on the untagged clips and
+    each camera kind, alternating so that every kind meets the same host, into tmpfs so that
+    no run pays for an earlier one's writeback; each kind's fps, run by run."""
+    kinds = [k for k in ("clips", *CAMERA_CLIPS) if k in inputs]
+    root = Path(tempfile.mkdtemp(prefix="edgecli-bench-cameras-", dir=output_root("tmpfs")))
+    fps: dict = {kind: [] for kind in kinds}
+    log(f"== the camera comparison: {rounds} rounds of {', '.join(kinds)}, auto, into tmpfs")
+    try:
+        for round_ in range(rounds):
+            for kind in kinds:
+                run = edgecli(inputs[kind], root / kind, "auto")
+                shutil.rmtree(root / kind, ignore_errors=True)
+                log(f"  round {round_ + 1}, {kind}: {run.get('fps', run.get('error'))}")
+                fps[kind].append(run.get("fps"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return fps
+
+
 def table(results: dict) -> str:
     """Each row's fps and its ratios to the engines alone (whole process, median), the OpenCV
     script and the CPU codec floor of the same kind; then the figures those come from."""
@@ -635,7 +668,20 @@ def table(results: dict) -> str:
     clips = next(
         (r["fps"] for r in runs.get("clips", []) if r["decode"] == "auto" and "fps" in r), None
     )
+    cameras = results.get("cameras")
     for kind in CAMERA_CLIPS:
+        if cameras:
+            rates = cameras.get(kind, [])
+            if not rates or None in rates or None in cameras["clips"]:
+                notes.append(f"{kind}: a run of the camera comparison failed (see the log)")
+                continue
+            fps, base = statistics.median(rates), statistics.median(cameras["clips"])
+            notes.append(
+                f"{kind}: --decode auto {fps:.0f} fps, {fps / base:.2f}x the untagged clips' "
+                f"{base:.0f} (medians of {len(rates)} alternating rounds into tmpfs; "
+                f"issue 38's target: >= 0.9x)"
+            )
+            continue
         auto = next((r for r in runs.get(kind, []) if r["decode"] == "auto" and "fps" in r), None)
         if clips and auto:
             notes.append(

@@ -14,11 +14,13 @@
 #   OUT=/some/dir scripts/device_decode.sh
 #
 # Environment: OUT (default bench_out), DATA (bench_data), FRAMES (2400: 10 clips a row),
-# KINDS (clips,bt709,hevc,rotated), PYTHON (python3).
+# KINDS (clips,bt709,hevc,rotated), CAMERA_ROUNDS (3: the alternating rounds into tmpfs that
+# issue 38's ratios come from), PYTHON (python3).
 set -euo pipefail
 
 FRAMES=${FRAMES:-2400}
 KINDS=${KINDS:-clips,bt709,hevc,rotated}
+CAMERA_ROUNDS=${CAMERA_ROUNDS:-3}
 source scripts/device_env.sh
 
 {
@@ -52,5 +54,6 @@ print(s["decoders"], s.get("videos", {}))' "$OUT/corpus/$name-auto.json" 2>/dev/
     [[ -d "$DATA/q95/jpeg" ]] || "$PYTHON" scripts/make_bench_media.py --only jpeg \
         --jpeg-quality 95 --out "$DATA/q95"
     "$PYTHON" benchmarks/gpu_decode.py --data "$DATA" --jpeg "$DATA/q95/jpeg" \
-        --frames "$FRAMES" --kinds "$KINDS" --json "$OUT/gpu_decode.json"
+        --frames "$FRAMES" --kinds "$KINDS" --camera-rounds "$CAMERA_ROUNDS" \
+        --json "$OUT/gpu_decode.json"
 } 2>&1 | tee "$OUT/device_decode.log"

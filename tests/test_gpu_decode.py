@@ -304,8 +304,9 @@ def test_many_clips_at_once_and_split(nvdec, tmp_path, monkeypatch):
     monkeypatch.setattr(segments, "MIN_SEGMENT", 5)
     folder = tmp_path / "clips"
     folder.mkdir()
-    for clip in EXACT_CLIPS + CPU_CLIPS:
-        shutil.copy(DATA / clip, folder / clip)
+    for clip in EXACT_CLIPS + CPU_CLIPS:  # named apart: nvdec_hevc.mkv beside nvdec_hevc.mp4
+        name = Path(clip)
+        shutil.copy(DATA / clip, folder / f"{name.stem}_{name.suffix[1:]}{name.suffix}")
     (folder / "still.jpg").write_bytes(jpeg(photo(50, 70)))
     cpu, auto = run_both(str(folder / "*"), tmp_path, batch=4)  # a glob: videos and the JPEG
     assert auto.decoders["nvdec"] > 0 and auto.decoders["cpu"] > 0
