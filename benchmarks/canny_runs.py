@@ -43,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import log, png_digests, ratio, symlink_folder, video_copies  # noqa: E402
+from common import log, output_root, png_digests, ratio, symlink_folder, video_copies  # noqa: E402
 from gpu_decode import ENV, FOLDERS, edgecli, script, video_frames, videos_of  # noqa: E402
 
 OPERATORS = ("sobel", "canny")
@@ -64,6 +64,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each operator")
     parser.add_argument(
         "--sample", type=int, default=240, help="frames the CPU reference runs on (0: all)"
+    )
+    parser.add_argument(
+        "--into",
+        default="disk",
+        help="where the runs write: tmpfs (/dev/shm), disk (TMPDIR or /tmp) or a folder; "
+        "into tmpfs no run pays for the writeback of the runs before it",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -139,13 +145,16 @@ def same_pixels(ours: Path, theirs: Path, names: list[str]) -> dict:
     return {"frames": len(names), "equal": equal, "all_equal": equal == len(names)}
 
 
-def measure_kind(kind: str, source: str, args: argparse.Namespace, scratch: Path) -> dict:
-    """One kind's rows: the operators' runs, the Canny PNGs' checks, the OpenCV scripts."""
+def measure_kind(
+    kind: str, source: str, args: argparse.Namespace, scratch: Path, outputs: Path
+) -> dict:
+    """One kind's rows (the runs' PNGs in ``outputs``): the operators' runs, the Canny PNGs'
+    checks, the OpenCV scripts."""
     figures: dict = {"runs": {op: [] for op in OPERATORS}}
-    canny_out = scratch / f"{kind}-canny"
+    canny_out = outputs / f"{kind}-canny"
     for repeat in range(args.repeats):
         for operator in OPERATORS:
-            out = scratch / f"{kind}-{operator}"
+            out = outputs / f"{kind}-{operator}"
             shutil.rmtree(out, ignore_errors=True)
             run = edgecli(source, out, args.decode, operator_options(args, operator))
             log(f"  {operator} #{repeat + 1}: {run}")
@@ -201,7 +210,8 @@ def table(results: dict) -> str:
     (frames equal of frames compared), the OpenCV scripts' fps."""
     lines = [
         f"backend {results['backend']}, decode {results['decode']}; canny -t "
-        f"{results['canny']}, sobel -t {results['sobel']}; best of {results['repeats']} runs; "
+        f"{results['canny']}, sobel -t {results['sobel']}; best of {results['repeats']} runs "
+        f"into {results['into']}; "
         "fps and ratio: wall (edgecli's clock)",
         f"{'kind':<7} {'frames':>6}  {'sobel fps':<13}  {'canny fps':<13}  canny/sobel  "
         f"{'>=0.9x':<7}  {'=cpu':>7}{'':4}  {'=cv2':>7}{'':4}  script sobel, canny fps",
@@ -230,6 +240,7 @@ def table(results: dict) -> str:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="edgecli-bench-canny-"))
+    outputs = Path(tempfile.mkdtemp(prefix="edgecli-bench-canny-out-", dir=output_root(args.into)))
     ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     ENV["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
     commit = subprocess.run(
@@ -240,7 +251,7 @@ def main(argv: list[str]) -> int:
         "commit": commit or None,
         "command": " ".join(["benchmarks/canny_runs.py", *argv]),
         "cpus": os.cpu_count(),
-        **{k: getattr(args, k) for k in ("backend", "decode", "canny", "sobel", "repeats")},
+        **{k: getattr(args, k) for k in ("backend", "decode", "canny", "sobel", "repeats", "into")},
         "kinds": {},
     }
     log(f"== {results['date']}, commit {commit}, {results['cpus']} CPUs: {results['command']}")
@@ -260,9 +271,10 @@ def main(argv: list[str]) -> int:
         for kind in args.kinds:
             source = sources[kind]()
             log(f"== {kind}: {source}")
-            results["kinds"][kind] = measure_kind(kind, source, args, scratch)
+            results["kinds"][kind] = measure_kind(kind, source, args, scratch, outputs)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(outputs, ignore_errors=True)
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
     results["table"] = table(results)
     if args.json:

@@ -16,13 +16,15 @@
 # Writes $OUT/tests.txt, $OUT/kernel.txt and kernel.json, $OUT/canny_runs.txt and
 # canny_runs.json; the summary comes last. Environment: OUT (default bench_out), DATA
 # (bench_data), PYTHON (python3), TESTS_S (200), KERNEL_S (150), RUNS_S (200): each step's
-# time limit; RUNS_ARGS, more options for canny_runs.py (the second line above: a dry run on
+# time limit; INTO (tmpfs: where the whole runs write, so that no run pays for the writeback
+# of the runs before it; disk to see the disk's effect); RUNS_ARGS, more options for canny_runs.py (the second line above: a dry run on
 # a machine without a GPU).
 set -u -o pipefail
 
 TESTS_S=${TESTS_S:-200}
 KERNEL_S=${KERNEL_S:-150}
 RUNS_S=${RUNS_S:-200}
+INTO=${INTO:-tmpfs}
 read -r -a runs_args <<< "${RUNS_ARGS:-}"
 source scripts/device_env.sh
 
@@ -52,7 +54,7 @@ tail -n 40 "$OUT/kernel.txt"
 
 step "whole runs"
 timeout "$RUNS_S" "$PYTHON" benchmarks/canny_runs.py --data "$DATA" --jpeg "$DATA/q95/jpeg" \
-    --json "$OUT/canny_runs.json" "${runs_args[@]}" 2>&1 | tee "$OUT/canny_runs.txt"
+    --into "$INTO" --json "$OUT/canny_runs.json" "${runs_args[@]}" 2>&1 | tee "$OUT/canny_runs.txt"
 runs_rc=$?
 
 step "summary"
