@@ -89,9 +89,10 @@
 #define INFLATE_OUTPUT_SHORT 21
 #define INFLATE_TRAILING 22
 
-// A table entry: bits 0-3 the code's length (0: not resolved by this table), 4-7 the extra
-// bits that follow it, 8-9 its kind, 16-31 its value (a literal's byte, a length's or a
-// distance's base, a code-length symbol).
+// A table entry: bits 0-3 the code's length, 4-7 the extra bits that follow it, 8-9 its kind,
+// 16-31 its value (a literal's byte, a length's or a distance's base, a code-length symbol).
+// A code the table does not resolve has length 0 and kind INFLATE_INVALID, so the kind alone
+// tells a literal the table resolves.
 #define INFLATE_LITERAL 0
 #define INFLATE_LENGTH 1 /* a length, or in the distance table a distance */
 #define INFLATE_END 2
@@ -197,7 +198,7 @@ __device__ static bool inflate_build(inflate_shared& s, const unsigned char* len
     const bool ok = s.built_ok;
     if (ok) {
         const unsigned size = 1u << bits;
-        for (unsigned i = lane; i < size; i += 32) table[i] = 0;  // 0: the slow path decides
+        for (unsigned i = lane; i < size; i += 32) table[i] = INFLATE_INVALID << 8;  // slow path
         __syncwarp();
         for (unsigned symbol = lane; symbol < n; symbol += 32) {
             const unsigned len = lens[symbol];
@@ -311,14 +312,14 @@ __device__ __forceinline__ static void inflate_fail(inflate_decoder& d, int stat
 
 // Decodes the next literal/length or distance code with `table` (its `bits`), the slow path
 // for longer codes. The entry (its length in bits 0-3), or 0 where the bits are no code.
-__device__ __forceinline__ static unsigned inflate_decode(const inflate_decoder& d,
+__device__ __forceinline__ static unsigned inflate_decode(unsigned long long bitbuf,
                                                           const unsigned* table, int bits,
                                                           const unsigned short* count,
                                                           const unsigned short* sorted,
                                                           int alphabet) {
-    const unsigned entry = table[inflate_peek(d, bits)];
+    const unsigned entry = table[unsigned(bitbuf) & ((1u << bits) - 1)];
     if (entry & 15) return entry;
-    const int slow = inflate_slow(d.bitbuf, count, sorted);
+    const int slow = inflate_slow(bitbuf, count, sorted);
     if (slow < 0) return 0;
     return inflate_payload(alphabet, unsigned(slow) >> 4) | (unsigned(slow) & 15);
 }
@@ -499,6 +500,88 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
     return true;
 }
 
+// Warp 0's decoding while nothing can run out, which the checked loop in inflate_decode_round
+// takes over from near the ends: the ring holds the words of the pass's two refills, the
+// input has more bits left than a pass reads (at most a literal, a length and a distance with
+// their extra bits: 10 + 10 + 5 + 15 + 13), the output has room for a literal and the longest
+// match, the queue for two entries. So nothing is checked against the stream's end or the
+// output's, and a literal the table resolves leaves enough bits (a refill makes at least 32)
+// for the next code and its extra bits without a refill between them. A literal/length code
+// the table does not resolve, a block's end and an invalid code are left to the checked loop,
+// unconsumed; a distance is judged as the checked loop judges it.
+__device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, inflate_decoder& d,
+                                                           unsigned* queue, int& queued,
+                                                           unsigned lane) {
+    const int ring_limit = int(d.ring_end) - 3;
+    const int out_limit = int(d.out_size) - (1 + 258);
+    const unsigned litlen_mask = (1u << INFLATE_LITLEN_BITS) - 1;
+    while (queued < INFLATE_QUEUE - 1 && int(d.wpos) <= ring_limit &&
+           int(d.out_pos) <= out_limit) {
+        if (d.bitcnt <= 32) {
+            d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
+            d.bitcnt += 32;
+            d.next = s.ring[++d.wpos & (INFLATE_RING_WORDS - 1)];
+        }
+        unsigned entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
+        if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
+            d.bitbuf >>= entry & 15;
+            d.bitcnt -= entry & 15;
+            if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
+                           queue[2 * queued + 1] = entry >> 16;
+            ++queued;
+            ++d.out_pos;
+            entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
+            if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
+                d.bitbuf >>= entry & 15;
+                d.bitcnt -= entry & 15;
+                if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
+                               queue[2 * queued + 1] = entry >> 16;
+                ++queued;
+                ++d.out_pos;
+                continue;
+            }
+        }
+        if ((entry & (3 << 8)) != INFLATE_LENGTH << 8) break;  // for the checked loop
+        const unsigned length_extra = (entry >> 4) & 15;
+        d.bitbuf >>= entry & 15;
+        d.bitcnt -= entry & 15;
+        const unsigned length = (entry >> 16) + inflate_peek(d, length_extra);
+        d.bitbuf >>= length_extra;
+        d.bitcnt -= length_extra;
+        if (d.bitcnt <= 32) {
+            d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
+            d.bitcnt += 32;
+            d.next = s.ring[++d.wpos & (INFLATE_RING_WORDS - 1)];
+        }
+        const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
+                                             s.dist_sorted, INFLATE_ALPHABET_DIST);
+        if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
+            inflate_fail(d, INFLATE_DISTANCE_CODE);
+            break;
+        }
+        const unsigned distance_extra = (code >> 4) & 15;
+        d.bitbuf >>= code & 15;
+        d.bitcnt -= code & 15;
+        const unsigned distance = (code >> 16) + inflate_peek(d, distance_extra);
+        d.bitbuf >>= distance_extra;
+        d.bitcnt -= distance_extra;
+        if (distance > d.out_pos) {
+            inflate_fail(d, INFLATE_DISTANCE_TOO_FAR);
+            break;
+        }
+        if (distance > d.window) {
+            inflate_fail(d, INFLATE_BEYOND_WINDOW);
+            break;
+        }
+        if (lane == 0) queue[2 * queued] = (INFLATE_OP_MATCH << 30) | length,
+                       queue[2 * queued + 1] = distance;
+        ++queued;
+        d.out_pos += length;
+    }
+    // The bits consumed are those of the words before wpos less the bitcnt not yet consumed.
+    d.left = 8 * d.in_len - (32 * d.wpos - d.bitcnt);
+}
+
 // Warp 0's share of a round: the ring topped up, then symbols into `queue` until it is full,
 // the ring runs short, or the stream ends. How many were queued.
 __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d,
@@ -519,9 +602,11 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
             if (!inflate_headers(s, d, queue, queued, lane)) break;
             continue;
         }
+        inflate_decode_fast(s, d, queue, queued, lane);
+        if (d.status != INFLATE_OK || queued == INFLATE_QUEUE) break;
         if (d.wpos + 2 > d.ring_end && d.ring_end < words) break;  // refill the ring first
         inflate_refill(s, d);
-        const unsigned entry = inflate_decode(d, s.litlen, INFLATE_LITLEN_BITS, s.litlen_count,
+        const unsigned entry = inflate_decode(d.bitbuf, s.litlen, INFLATE_LITLEN_BITS, s.litlen_count,
                                               s.litlen_sorted, INFLATE_ALPHABET_LITLEN);
         const unsigned kind = (entry >> 8) & 3;
         if (entry == 0 || kind == INFLATE_INVALID) {
@@ -548,7 +633,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
         const unsigned length = (entry >> 16) + inflate_peek(d, length_extra);
         if (!inflate_take(d, length_extra)) break;
         inflate_refill(s, d);
-        const unsigned code = inflate_decode(d, s.dist, INFLATE_DIST_BITS, s.dist_count,
+        const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
                                              s.dist_sorted, INFLATE_ALPHABET_DIST);
         if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_DISTANCE_CODE);

@@ -547,6 +547,33 @@ def corrupted(seed: int, count: int) -> tuple[list[bytes], list[int]]:
     return streams, sizes
 
 
+def cut_short(rng) -> tuple[list[bytes], int]:
+    """A stream of dynamic blocks cut after each of its bytes but the last, and the size it
+    inflates to whole: the end of the input falls at every distance from where the kernel
+    stops decoding unchecked. Past the end the kernel reads zero bits, which complete codes
+    such as these decode as codes, so every cut is found truncated."""
+    data = scanlines(rng, 3000)
+    stream = compress(data, 6)
+    return [stream[:cut] for cut in range(len(stream))], len(data)
+
+
+def cut_off(rng) -> tuple[list[bytes], list[int]]:
+    """Streams whose output is longer than the size they are given, by 1 byte to all of it:
+    runs of 258 zeros after one to three random bytes (literals, then a longest match, met at
+    every position the kernel's decoding can be in) and scanlines (mostly literals and short
+    matches); each must stop at its size wherever in a symbol the size falls."""
+    runs = b"".join(
+        rng.integers(1, 256, int(rng.integers(1, 4)), dtype=np.uint8).tobytes() + bytes(258)
+        for _ in range(10)
+    )
+    streams, sizes = [], []
+    for data in (runs, scanlines(rng, 2000)):
+        stream = compress(data, 9)
+        streams += [stream] * len(data)
+        sizes += range(len(data))
+    return streams, sizes
+
+
 def sized_data(rng) -> list[bytes]:
     """Outputs of very different sizes: none, one byte, across 32 KB and 64 KB, runs (matches
     of 258 at distance 1), repeats 32 KB back, incompressible bytes (stored blocks)."""
