@@ -26,17 +26,22 @@
 //   The two queues alternate: in round r warp 0 fills queue r % 2 while warp 1 drains queue
 //   (r - 1) % 2; one __syncthreads() a round hands them over.
 // Huffman tables follow libdeflate's idea: one lookup of the next INFLATE_LITLEN_BITS bits
-// resolves every shorter code and already says what the symbol means (a literal's byte, a
-// length's base and extra bits); the rare longer codes are resolved canonically from the code
-// counts (as zlib's puff.c does) instead of subtables, which keeps the tables small. Input is staged in a shared-memory ring that warp 0 refills at
-// each round's start with coalesced loads; a read past the ring falls back to global memory,
-// so the ring's size bounds speed only, never correctness. Adler-32 is made of sums over the
-// bytes: each lane of warp 1 adds up the bytes it writes (and each times its position), the
-// lanes' sums combine at the end, and the output is never read back.
+// resolves every shorter code and already says what the symbol means (a literal's byte, or two
+// literals' where both codes fit, a length's base and extra bits); the rare longer codes are
+// resolved canonically from the code counts (as zlib's puff.c does) instead of subtables,
+// which keeps the tables small. Decoding runs unchecked (inflate_decode_fast) wherever the
+// input, the output and the queue have room for what one pass can take, which is all of a
+// stream but its ends; a checked loop does the ends and the rare symbols. Input is staged in a
+// shared-memory ring that warp 0 refills at each round's start with coalesced loads; a read
+// past the ring falls back to global memory, so the ring's size bounds speed only, never
+// correctness. Adler-32 is made of sums over the bytes: each lane of warp 1 adds up the bytes
+// it writes (and each times its position), the lanes' sums combine at the end, and the output
+// is never read back.
 //
-// Untrusted input: every bit read is checked against the stream's end; every table is judged as
-// zlib's inflate_table() judges it (over-subscribed codes are refused, incomplete ones too
-// unless a single one-bit code, and always for the code-length code); every symbol, length and
+// Untrusted input: every bit read is checked against the stream's end, or read only where
+// more bits remain than a pass of the unchecked loop reads; every table is judged as zlib's
+// inflate_table() judges it (over-subscribed codes are refused, incomplete ones too unless a
+// single one-bit code, and always for the code-length code); every symbol, length and
 // distance is checked before it is queued, so warp 1 only writes inside the stream's output.
 // Each loop consumes input bits or emits output bytes, so no input makes a block run long.
 // Where zlib's verdict depends on how its caller feeds it (libpng inflates row by row with
@@ -92,7 +97,9 @@
 // A table entry: bits 0-3 the code's length, 4-7 the extra bits that follow it, 8-9 its kind,
 // 16-31 its value (a literal's byte, a length's or a distance's base, a code-length symbol).
 // A code the table does not resolve has length 0 and kind INFLATE_INVALID, so the kind alone
-// tells a literal the table resolves.
+// tells a literal the table resolves. A literal/length table's literal entry may hold the
+// literal after it too, where both codes fit in the lookup's bits (libdeflate's and zlib-ng's
+// trick): bits 4-7 its code's length (0: none), 24-31 its byte.
 #define INFLATE_LITERAL 0
 #define INFLATE_LENGTH 1 /* a length, or in the distance table a distance */
 #define INFLATE_END 2
@@ -104,7 +111,8 @@
 #define INFLATE_ALPHABET_CODELEN 2
 
 // A queue entry: the kind in bits 30-31 and the byte count below, then a 32-bit argument (a
-// literal's byte, a match's distance, a stored run's offset in the stream).
+// literal's byte, or two literals' bytes first one lowest, a match's distance, a stored run's
+// offset in the stream).
 #define INFLATE_OP_LITERAL 0u
 #define INFLATE_OP_MATCH 1u
 #define INFLATE_OP_STORED 2u
@@ -206,6 +214,22 @@ __device__ static bool inflate_build(inflate_shared& s, const unsigned char* len
             const unsigned entry = inflate_payload(alphabet, symbol) | len;
             for (unsigned i = __brev(s.codes[symbol]) >> (32 - len); i < size; i += 1u << len)
                 table[i] = entry;
+        }
+        if (alphabet == INFLATE_ALPHABET_LITLEN) {
+            // A literal's entry takes in the literal its other bits begin with, where that code
+            // fits in them: the entry of those bits (high bits 0) resolves it. Entries read here
+            // may be taking in their own second literal, which changes none of the fields read.
+            __syncwarp();
+            for (unsigned i = lane; i < size; i += 32) {
+                const unsigned first = table[i], first_len = first & 15;
+                if ((first & (3 << 8)) != INFLATE_LITERAL << 8 || first_len >= unsigned(bits))
+                    continue;
+                const unsigned second = table[i >> first_len], second_len = second & 15;
+                if ((second & (3 << 8)) != INFLATE_LITERAL << 8 ||
+                    first_len + second_len > unsigned(bits))
+                    continue;
+                table[i] = first | (second_len << 4) | ((second >> 16) & 0xff) << 24;
+            }
         }
     }
     __syncwarp();  // the table is read by every lane; built_ok is written by the next build
@@ -500,20 +524,33 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
     return true;
 }
 
+// The one or two literals of literal/length table `entry` consumed and queued, as one entry.
+__device__ __forceinline__ static void inflate_fast_literals(inflate_decoder& d, unsigned entry,
+                                                             unsigned* queue, int& queued,
+                                                             unsigned lane) {
+    const unsigned bits = (entry & 15) + ((entry >> 4) & 15), count = 1 + ((entry & 0xf0) != 0);
+    d.bitbuf >>= bits;
+    d.bitcnt -= bits;
+    if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | count,
+                   queue[2 * queued + 1] = entry >> 16;
+    ++queued;
+    d.out_pos += count;
+}
+
 // Warp 0's decoding while nothing can run out, which the checked loop in inflate_decode_round
 // takes over from near the ends: the ring holds the words of the pass's two refills, the
-// input has more bits left than a pass reads (at most a literal, a length and a distance with
-// their extra bits: 10 + 10 + 5 + 15 + 13), the output has room for a literal and the longest
-// match, the queue for two entries. So nothing is checked against the stream's end or the
-// output's, and a literal the table resolves leaves enough bits (a refill makes at least 32)
-// for the next code and its extra bits without a refill between them. A literal/length code
-// the table does not resolve, a block's end and an invalid code are left to the checked loop,
-// unconsumed; a distance is judged as the checked loop judges it.
+// input has more bits left than a pass reads (at most a table entry's literals, a length and
+// a distance with their extra bits: 10 + 10 + 5 + 15 + 13), the output has room for two
+// literals and the longest match, the queue for two entries. So nothing is checked against
+// the stream's end or the output's, and the literals of a table entry leave enough bits (a
+// refill makes at least 32) for the next code and its extra bits without a refill between
+// them. A literal/length code the table does not resolve, a block's end and an invalid code
+// are left to the checked loop, unconsumed; a distance is judged as the checked loop does.
 __device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, inflate_decoder& d,
                                                            unsigned* queue, int& queued,
                                                            unsigned lane) {
     const int ring_limit = int(d.ring_end) - 3;
-    const int out_limit = int(d.out_size) - (1 + 258);
+    const int out_limit = int(d.out_size) - (2 + 258);
     const unsigned litlen_mask = (1u << INFLATE_LITLEN_BITS) - 1;
     while (queued < INFLATE_QUEUE - 1 && int(d.wpos) <= ring_limit &&
            int(d.out_pos) <= out_limit) {
@@ -524,20 +561,10 @@ __device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, in
         }
         unsigned entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
         if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
-            d.bitbuf >>= entry & 15;
-            d.bitcnt -= entry & 15;
-            if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
-                           queue[2 * queued + 1] = entry >> 16;
-            ++queued;
-            ++d.out_pos;
+            inflate_fast_literals(d, entry, queue, queued, lane);
             entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
             if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
-                d.bitbuf >>= entry & 15;
-                d.bitcnt -= entry & 15;
-                if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
-                               queue[2 * queued + 1] = entry >> 16;
-                ++queued;
-                ++d.out_pos;
+                inflate_fast_literals(d, entry, queue, queued, lane);
                 continue;
             }
         }
@@ -606,8 +633,9 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
         if (d.status != INFLATE_OK || queued == INFLATE_QUEUE) break;
         if (d.wpos + 2 > d.ring_end && d.ring_end < words) break;  // refill the ring first
         inflate_refill(s, d);
-        const unsigned entry = inflate_decode(d.bitbuf, s.litlen, INFLATE_LITLEN_BITS, s.litlen_count,
-                                              s.litlen_sorted, INFLATE_ALPHABET_LITLEN);
+        const unsigned entry = inflate_decode(d.bitbuf, s.litlen, INFLATE_LITLEN_BITS,
+                                              s.litlen_count, s.litlen_sorted,
+                                              INFLATE_ALPHABET_LITLEN);
         const unsigned kind = (entry >> 8) & 3;
         if (entry == 0 || kind == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_LITLEN_CODE);
@@ -620,7 +648,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
                 break;
             }
             if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
-                           queue[2 * queued + 1] = entry >> 16;
+                           queue[2 * queued + 1] = (entry >> 16) & 0xff;  // one literal only
             ++queued;
             ++d.out_pos;
             continue;
@@ -704,6 +732,7 @@ __device__ static void inflate_write_round(inflate_writer& w, const unsigned* qu
             const unsigned before = __shfl_up_sync(0xffffffffu, end, offset);
             if (lane >= offset) end += before;
         }
+        const unsigned start = end - (head & 0x3fffffffu);  // and its start
         const bool fits = op != INFLATE_OP_STORED && end <= 32 &&
                           (op == INFLATE_OP_LITERAL || value >= end);
         const unsigned misfits = __ballot_sync(0xffffffffu, !fits);
@@ -718,12 +747,14 @@ __device__ static void inflate_write_round(inflate_writer& w, const unsigned* qu
             const int entry = min(__popc(ends & ((1u << lane) - 1)), 31);
             const unsigned entry_op = __shfl_sync(0xffffffffu, op, entry);
             const unsigned entry_value = __shfl_sync(0xffffffffu, value, entry);
+            const unsigned entry_start = __shfl_sync(0xffffffffu, start, entry);
             // A match's source lies before the step (value >= end): no lane reads a byte
             // another writes in it.
             if (lane < total) {
-                const unsigned char byte = entry_op == INFLATE_OP_LITERAL
-                                               ? (unsigned char)entry_value
-                                               : dst[w.pos + lane - entry_value];
+                const unsigned char byte =
+                    entry_op == INFLATE_OP_LITERAL
+                        ? (unsigned char)(entry_value >> (8 * (lane - entry_start)))
+                        : dst[w.pos + lane - entry_value];
                 inflate_put(w, dst, lane, my_mod, byte);
             }
             w.pos += total;
