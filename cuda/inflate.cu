@@ -335,7 +335,8 @@ __device__ __forceinline__ static void inflate_fail(inflate_decoder& d, int stat
 }
 
 // Decodes the next literal/length or distance code with `table` (its `bits`), the slow path
-// for longer codes. The entry (its length in bits 0-3), or 0 where the bits are no code.
+// for longer codes. The entry (its length in bits 0-3), of kind INFLATE_INVALID where the bits
+// are no code.
 __device__ __forceinline__ static unsigned inflate_decode(unsigned long long bitbuf,
                                                           const unsigned* table, int bits,
                                                           const unsigned short* count,
@@ -344,7 +345,7 @@ __device__ __forceinline__ static unsigned inflate_decode(unsigned long long bit
     const unsigned entry = table[unsigned(bitbuf) & ((1u << bits) - 1)];
     if (entry & 15) return entry;
     const int slow = inflate_slow(bitbuf, count, sorted);
-    if (slow < 0) return 0;
+    if (slow < 0) return INFLATE_INVALID << 8;
     return inflate_payload(alphabet, unsigned(slow) >> 4) | (unsigned(slow) & 15);
 }
 
@@ -537,6 +538,15 @@ __device__ __forceinline__ static void inflate_fast_literals(inflate_decoder& d,
     d.out_pos += count;
 }
 
+// The extra bits after the code of length or distance table `entry`, both consumed.
+__device__ __forceinline__ static unsigned inflate_fast_extra(inflate_decoder& d, unsigned entry) {
+    const unsigned code_bits = entry & 15, extra_bits = (entry >> 4) & 15;
+    const unsigned extra = unsigned(d.bitbuf >> code_bits) & ((1u << extra_bits) - 1);
+    d.bitbuf >>= code_bits + extra_bits;
+    d.bitcnt -= code_bits + extra_bits;
+    return extra;
+}
+
 // Warp 0's decoding while nothing can run out, which the checked loop in inflate_decode_round
 // takes over from near the ends: the ring holds the words of the pass's two refills, the
 // input has more bits left than a pass reads (at most a table entry's literals, a length and
@@ -569,12 +579,7 @@ __device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, in
             }
         }
         if ((entry & (3 << 8)) != INFLATE_LENGTH << 8) break;  // for the checked loop
-        const unsigned length_extra = (entry >> 4) & 15;
-        d.bitbuf >>= entry & 15;
-        d.bitcnt -= entry & 15;
-        const unsigned length = (entry >> 16) + inflate_peek(d, length_extra);
-        d.bitbuf >>= length_extra;
-        d.bitcnt -= length_extra;
+        const unsigned length = (entry >> 16) + inflate_fast_extra(d, entry);
         if (d.bitcnt <= 32) {
             d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
             d.bitcnt += 32;
@@ -582,22 +587,14 @@ __device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, in
         }
         const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
                                              s.dist_sorted, INFLATE_ALPHABET_DIST);
-        if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
+        if (((code >> 8) & 3) == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_DISTANCE_CODE);
             break;
         }
-        const unsigned distance_extra = (code >> 4) & 15;
-        d.bitbuf >>= code & 15;
-        d.bitcnt -= code & 15;
-        const unsigned distance = (code >> 16) + inflate_peek(d, distance_extra);
-        d.bitbuf >>= distance_extra;
-        d.bitcnt -= distance_extra;
-        if (distance > d.out_pos) {
-            inflate_fail(d, INFLATE_DISTANCE_TOO_FAR);
-            break;
-        }
-        if (distance > d.window) {
-            inflate_fail(d, INFLATE_BEYOND_WINDOW);
+        const unsigned distance = (code >> 16) + inflate_fast_extra(d, code);
+        if (distance > min(d.out_pos, d.window)) {
+            inflate_fail(d, distance > d.out_pos ? INFLATE_DISTANCE_TOO_FAR
+                                                 : INFLATE_BEYOND_WINDOW);
             break;
         }
         if (lane == 0) queue[2 * queued] = (INFLATE_OP_MATCH << 30) | length,
@@ -637,7 +634,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
                                               s.litlen_count, s.litlen_sorted,
                                               INFLATE_ALPHABET_LITLEN);
         const unsigned kind = (entry >> 8) & 3;
-        if (entry == 0 || kind == INFLATE_INVALID) {
+        if (kind == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_LITLEN_CODE);
             break;
         }
@@ -663,7 +660,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
         inflate_refill(s, d);
         const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
                                              s.dist_sorted, INFLATE_ALPHABET_DIST);
-        if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
+        if (((code >> 8) & 3) == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_DISTANCE_CODE);
             break;
         }
