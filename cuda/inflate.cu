@@ -26,17 +26,22 @@
 //   The two queues alternate: in round r warp 0 fills queue r % 2 while warp 1 drains queue
 //   (r - 1) % 2; one __syncthreads() a round hands them over.
 // Huffman tables follow libdeflate's idea: one lookup of the next INFLATE_LITLEN_BITS bits
-// resolves every shorter code and already says what the symbol means (a literal's byte, a
-// length's base and extra bits); the rare longer codes are resolved canonically from the code
-// counts (as zlib's puff.c does) instead of subtables, which keeps the tables small. Input is staged in a shared-memory ring that warp 0 refills at
-// each round's start with coalesced loads; a read past the ring falls back to global memory,
-// so the ring's size bounds speed only, never correctness. Adler-32 is made of sums over the
-// bytes: each lane of warp 1 adds up the bytes it writes (and each times its position), the
-// lanes' sums combine at the end, and the output is never read back.
+// resolves every shorter code and already says what the symbol means (a literal's byte, or two
+// literals' where both codes fit, a length's base and extra bits); the rare longer codes are
+// resolved canonically from the code counts (as zlib's puff.c does) instead of subtables,
+// which keeps the tables small. Decoding runs unchecked (inflate_decode_fast) wherever the
+// input, the output and the queue have room for what one pass can take, which is all of a
+// stream but its ends; a checked loop does the ends and the rare symbols. Input is staged in a
+// shared-memory ring that warp 0 refills at each round's start with coalesced loads; a read
+// past the ring falls back to global memory, so the ring's size bounds speed only, never
+// correctness. Adler-32 is made of sums over the bytes: each lane of warp 1 adds up the bytes
+// it writes (and each times its position), the lanes' sums combine at the end, and the output
+// is never read back.
 //
-// Untrusted input: every bit read is checked against the stream's end; every table is judged as
-// zlib's inflate_table() judges it (over-subscribed codes are refused, incomplete ones too
-// unless a single one-bit code, and always for the code-length code); every symbol, length and
+// Untrusted input: every bit read is checked against the stream's end, or read only where
+// more bits remain than a pass of the unchecked loop reads; every table is judged as zlib's
+// inflate_table() judges it (over-subscribed codes are refused, incomplete ones too unless a
+// single one-bit code, and always for the code-length code); every symbol, length and
 // distance is checked before it is queued, so warp 1 only writes inside the stream's output.
 // Each loop consumes input bits or emits output bytes, so no input makes a block run long.
 // Where zlib's verdict depends on how its caller feeds it (libpng inflates row by row with
@@ -89,9 +94,12 @@
 #define INFLATE_OUTPUT_SHORT 21
 #define INFLATE_TRAILING 22
 
-// A table entry: bits 0-3 the code's length (0: not resolved by this table), 4-7 the extra
-// bits that follow it, 8-9 its kind, 16-31 its value (a literal's byte, a length's or a
-// distance's base, a code-length symbol).
+// A table entry: bits 0-3 the code's length, 4-7 the extra bits that follow it, 8-9 its kind,
+// 16-31 its value (a literal's byte, a length's or a distance's base, a code-length symbol).
+// A code the table does not resolve has length 0 and kind INFLATE_INVALID, so the kind alone
+// tells a literal the table resolves. A literal/length table's literal entry may hold the
+// literal after it too, where both codes fit in the lookup's bits (libdeflate's and zlib-ng's
+// trick): bits 4-7 its code's length (0: none), 24-31 its byte.
 #define INFLATE_LITERAL 0
 #define INFLATE_LENGTH 1 /* a length, or in the distance table a distance */
 #define INFLATE_END 2
@@ -103,7 +111,8 @@
 #define INFLATE_ALPHABET_CODELEN 2
 
 // A queue entry: the kind in bits 30-31 and the byte count below, then a 32-bit argument (a
-// literal's byte, a match's distance, a stored run's offset in the stream).
+// literal's byte, or two literals' bytes first one lowest, a match's distance, a stored run's
+// offset in the stream).
 #define INFLATE_OP_LITERAL 0u
 #define INFLATE_OP_MATCH 1u
 #define INFLATE_OP_STORED 2u
@@ -197,7 +206,7 @@ __device__ static bool inflate_build(inflate_shared& s, const unsigned char* len
     const bool ok = s.built_ok;
     if (ok) {
         const unsigned size = 1u << bits;
-        for (unsigned i = lane; i < size; i += 32) table[i] = 0;  // 0: the slow path decides
+        for (unsigned i = lane; i < size; i += 32) table[i] = INFLATE_INVALID << 8;  // slow path
         __syncwarp();
         for (unsigned symbol = lane; symbol < n; symbol += 32) {
             const unsigned len = lens[symbol];
@@ -205,6 +214,22 @@ __device__ static bool inflate_build(inflate_shared& s, const unsigned char* len
             const unsigned entry = inflate_payload(alphabet, symbol) | len;
             for (unsigned i = __brev(s.codes[symbol]) >> (32 - len); i < size; i += 1u << len)
                 table[i] = entry;
+        }
+        if (alphabet == INFLATE_ALPHABET_LITLEN) {
+            // A literal's entry takes in the literal its other bits begin with, where that code
+            // fits in them: the entry of those bits (high bits 0) resolves it. Entries read here
+            // may be taking in their own second literal, which changes none of the fields read.
+            __syncwarp();
+            for (unsigned i = lane; i < size; i += 32) {
+                const unsigned first = table[i], first_len = first & 15;
+                if ((first & (3 << 8)) != INFLATE_LITERAL << 8 || first_len >= unsigned(bits))
+                    continue;
+                const unsigned second = table[i >> first_len], second_len = second & 15;
+                if ((second & (3 << 8)) != INFLATE_LITERAL << 8 ||
+                    first_len + second_len > unsigned(bits))
+                    continue;
+                table[i] = first | (second_len << 4) | ((second >> 16) & 0xff) << 24;
+            }
         }
     }
     __syncwarp();  // the table is read by every lane; built_ok is written by the next build
@@ -310,16 +335,17 @@ __device__ __forceinline__ static void inflate_fail(inflate_decoder& d, int stat
 }
 
 // Decodes the next literal/length or distance code with `table` (its `bits`), the slow path
-// for longer codes. The entry (its length in bits 0-3), or 0 where the bits are no code.
-__device__ __forceinline__ static unsigned inflate_decode(const inflate_decoder& d,
+// for longer codes. The entry (its length in bits 0-3), of kind INFLATE_INVALID where the bits
+// are no code.
+__device__ __forceinline__ static unsigned inflate_decode(unsigned long long bitbuf,
                                                           const unsigned* table, int bits,
                                                           const unsigned short* count,
                                                           const unsigned short* sorted,
                                                           int alphabet) {
-    const unsigned entry = table[inflate_peek(d, bits)];
+    const unsigned entry = table[unsigned(bitbuf) & ((1u << bits) - 1)];
     if (entry & 15) return entry;
-    const int slow = inflate_slow(d.bitbuf, count, sorted);
-    if (slow < 0) return 0;
+    const int slow = inflate_slow(bitbuf, count, sorted);
+    if (slow < 0) return INFLATE_INVALID << 8;
     return inflate_payload(alphabet, unsigned(slow) >> 4) | (unsigned(slow) & 15);
 }
 
@@ -499,6 +525,87 @@ __device__ static bool inflate_headers(inflate_shared& s, inflate_decoder& d, un
     return true;
 }
 
+// The one or two literals of literal/length table `entry` consumed and queued, as one entry.
+__device__ __forceinline__ static void inflate_fast_literals(inflate_decoder& d, unsigned entry,
+                                                             unsigned* queue, int& queued,
+                                                             unsigned lane) {
+    const unsigned bits = (entry & 15) + ((entry >> 4) & 15), count = 1 + ((entry & 0xf0) != 0);
+    d.bitbuf >>= bits;
+    d.bitcnt -= bits;
+    if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | count,
+                   queue[2 * queued + 1] = entry >> 16;
+    ++queued;
+    d.out_pos += count;
+}
+
+// The extra bits after the code of length or distance table `entry`, both consumed.
+__device__ __forceinline__ static unsigned inflate_fast_extra(inflate_decoder& d, unsigned entry) {
+    const unsigned code_bits = entry & 15, extra_bits = (entry >> 4) & 15;
+    const unsigned extra = unsigned(d.bitbuf >> code_bits) & ((1u << extra_bits) - 1);
+    d.bitbuf >>= code_bits + extra_bits;
+    d.bitcnt -= code_bits + extra_bits;
+    return extra;
+}
+
+// Warp 0's decoding while nothing can run out, which the checked loop in inflate_decode_round
+// takes over from near the ends: the ring holds the words of the pass's two refills, the
+// input has more bits left than a pass reads (at most a table entry's literals, a length and
+// a distance with their extra bits: 10 + 10 + 5 + 15 + 13), the output has room for two
+// literals and the longest match, the queue for two entries. So nothing is checked against
+// the stream's end or the output's, and the literals of a table entry leave enough bits (a
+// refill makes at least 32) for the next code and its extra bits without a refill between
+// them. A literal/length code the table does not resolve, a block's end and an invalid code
+// are left to the checked loop, unconsumed; a distance is judged as the checked loop does.
+__device__ __forceinline__ static void inflate_decode_fast(inflate_shared& s, inflate_decoder& d,
+                                                           unsigned* queue, int& queued,
+                                                           unsigned lane) {
+    const int ring_limit = int(d.ring_end) - 3;
+    const int out_limit = int(d.out_size) - (2 + 258);
+    const unsigned litlen_mask = (1u << INFLATE_LITLEN_BITS) - 1;
+    while (queued < INFLATE_QUEUE - 1 && int(d.wpos) <= ring_limit &&
+           int(d.out_pos) <= out_limit) {
+        if (d.bitcnt <= 32) {
+            d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
+            d.bitcnt += 32;
+            d.next = s.ring[++d.wpos & (INFLATE_RING_WORDS - 1)];
+        }
+        unsigned entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
+        if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
+            inflate_fast_literals(d, entry, queue, queued, lane);
+            entry = s.litlen[unsigned(d.bitbuf) & litlen_mask];
+            if ((entry & (3 << 8)) == INFLATE_LITERAL << 8) {
+                inflate_fast_literals(d, entry, queue, queued, lane);
+                continue;
+            }
+        }
+        if ((entry & (3 << 8)) != INFLATE_LENGTH << 8) break;  // for the checked loop
+        const unsigned length = (entry >> 16) + inflate_fast_extra(d, entry);
+        if (d.bitcnt <= 32) {
+            d.bitbuf |= (unsigned long long)d.next << d.bitcnt;
+            d.bitcnt += 32;
+            d.next = s.ring[++d.wpos & (INFLATE_RING_WORDS - 1)];
+        }
+        const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
+                                             s.dist_sorted, INFLATE_ALPHABET_DIST);
+        if (((code >> 8) & 3) == INFLATE_INVALID) {
+            inflate_fail(d, INFLATE_DISTANCE_CODE);
+            break;
+        }
+        const unsigned distance = (code >> 16) + inflate_fast_extra(d, code);
+        if (distance > min(d.out_pos, d.window)) {
+            inflate_fail(d, distance > d.out_pos ? INFLATE_DISTANCE_TOO_FAR
+                                                 : INFLATE_BEYOND_WINDOW);
+            break;
+        }
+        if (lane == 0) queue[2 * queued] = (INFLATE_OP_MATCH << 30) | length,
+                       queue[2 * queued + 1] = distance;
+        ++queued;
+        d.out_pos += length;
+    }
+    // The bits consumed are those of the words before wpos less the bitcnt not yet consumed.
+    d.left = 8 * d.in_len - (32 * d.wpos - d.bitcnt);
+}
+
 // Warp 0's share of a round: the ring topped up, then symbols into `queue` until it is full,
 // the ring runs short, or the stream ends. How many were queued.
 __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d,
@@ -519,12 +626,15 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
             if (!inflate_headers(s, d, queue, queued, lane)) break;
             continue;
         }
+        inflate_decode_fast(s, d, queue, queued, lane);
+        if (d.status != INFLATE_OK || queued == INFLATE_QUEUE) break;
         if (d.wpos + 2 > d.ring_end && d.ring_end < words) break;  // refill the ring first
         inflate_refill(s, d);
-        const unsigned entry = inflate_decode(d, s.litlen, INFLATE_LITLEN_BITS, s.litlen_count,
-                                              s.litlen_sorted, INFLATE_ALPHABET_LITLEN);
+        const unsigned entry = inflate_decode(d.bitbuf, s.litlen, INFLATE_LITLEN_BITS,
+                                              s.litlen_count, s.litlen_sorted,
+                                              INFLATE_ALPHABET_LITLEN);
         const unsigned kind = (entry >> 8) & 3;
-        if (entry == 0 || kind == INFLATE_INVALID) {
+        if (kind == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_LITLEN_CODE);
             break;
         }
@@ -535,7 +645,7 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
                 break;
             }
             if (lane == 0) queue[2 * queued] = (INFLATE_OP_LITERAL << 30) | 1,
-                           queue[2 * queued + 1] = entry >> 16;
+                           queue[2 * queued + 1] = (entry >> 16) & 0xff;  // one literal only
             ++queued;
             ++d.out_pos;
             continue;
@@ -548,9 +658,9 @@ __device__ static int inflate_decode_round(inflate_shared& s, inflate_decoder& d
         const unsigned length = (entry >> 16) + inflate_peek(d, length_extra);
         if (!inflate_take(d, length_extra)) break;
         inflate_refill(s, d);
-        const unsigned code = inflate_decode(d, s.dist, INFLATE_DIST_BITS, s.dist_count,
+        const unsigned code = inflate_decode(d.bitbuf, s.dist, INFLATE_DIST_BITS, s.dist_count,
                                              s.dist_sorted, INFLATE_ALPHABET_DIST);
-        if (code == 0 || ((code >> 8) & 3) == INFLATE_INVALID) {
+        if (((code >> 8) & 3) == INFLATE_INVALID) {
             inflate_fail(d, INFLATE_DISTANCE_CODE);
             break;
         }
@@ -619,6 +729,7 @@ __device__ static void inflate_write_round(inflate_writer& w, const unsigned* qu
             const unsigned before = __shfl_up_sync(0xffffffffu, end, offset);
             if (lane >= offset) end += before;
         }
+        const unsigned start = end - (head & 0x3fffffffu);  // and its start
         const bool fits = op != INFLATE_OP_STORED && end <= 32 &&
                           (op == INFLATE_OP_LITERAL || value >= end);
         const unsigned misfits = __ballot_sync(0xffffffffu, !fits);
@@ -633,12 +744,14 @@ __device__ static void inflate_write_round(inflate_writer& w, const unsigned* qu
             const int entry = min(__popc(ends & ((1u << lane) - 1)), 31);
             const unsigned entry_op = __shfl_sync(0xffffffffu, op, entry);
             const unsigned entry_value = __shfl_sync(0xffffffffu, value, entry);
+            const unsigned entry_start = __shfl_sync(0xffffffffu, start, entry);
             // A match's source lies before the step (value >= end): no lane reads a byte
             // another writes in it.
             if (lane < total) {
-                const unsigned char byte = entry_op == INFLATE_OP_LITERAL
-                                               ? (unsigned char)entry_value
-                                               : dst[w.pos + lane - entry_value];
+                const unsigned char byte =
+                    entry_op == INFLATE_OP_LITERAL
+                        ? (unsigned char)(entry_value >> (8 * (lane - entry_start)))
+                        : dst[w.pos + lane - entry_value];
                 inflate_put(w, dst, lane, my_mod, byte);
             }
             w.pos += total;

@@ -230,6 +230,22 @@ def long_codes() -> tuple[bytes, bytes]:
     return _finish(bits, codes), None
 
 
+def pairs_across_blocks() -> tuple[bytes, bytes]:
+    """Three dynamic blocks of literals, each with other codes of 1 to 3 bits that pair up in
+    one lookup, each ending on a literal whose code and end-of-block's fit in one lookup: no
+    pair spans a block's end or outlives its block's table."""
+    bits, data = Bits(), b""
+    blocks = ({97: 1, 98: 2, 99: 3, 256: 3}, {97: 3, 98: 1, 99: 2, 256: 3}, {99: 1, 256: 1})
+    for block, lengths in enumerate(blocks):
+        codes = Codes(sized(lengths, 257), [0])
+        dynamic_header(bits, codes, last=block == len(blocks) - 1)
+        literals = bytes(b for b in b"abcacbbca" * 67 if b in lengths)
+        codes.literals(bits, literals)
+        codes.symbol(bits, 256)
+        data += literals
+    return bits.bytes(), data
+
+
 def length_258_as_284() -> tuple[bytes, bytes]:
     """Length code 284 with extra bits 31: 258, which zlib's inflate accepts."""
     codes = Codes(sized({97: 1, 256: 2, 284: 2}, 285), [1])
@@ -343,6 +359,7 @@ def hand_made() -> dict[str, tuple[bytes, int, int]]:
         "one distance code": one_distance_code(use_missing=False),
         "15-bit codes": long_codes(),
         "length 258 as 284 + 31": length_258_as_284(),
+        "literal pairs across blocks": pairs_across_blocks(),
         "no distance codes": no_distance_codes(),
         "end of block only": end_of_block_only(),
         "distance 32768": distance_32768(),
@@ -545,6 +562,41 @@ def corrupted(seed: int, count: int) -> tuple[list[bytes], list[int]]:
         streams.append(bytes(stream))
         sizes.append(len(data))
     return streams, sizes
+
+
+def cut_short(rng) -> tuple[list[bytes], int]:
+    """A stream of dynamic blocks cut after each of its bytes but the last, and the size it
+    inflates to whole: the end of the input falls at every distance from where the kernel
+    stops decoding unchecked. Past the end the kernel reads zero bits, which complete codes
+    such as these decode as codes, so every cut is found truncated."""
+    data = scanlines(rng, 3000)
+    stream = compress(data, 6)
+    return [stream[:cut] for cut in range(len(stream))], len(data)
+
+
+def literal_runs() -> tuple[bytes, bytes]:
+    """A dynamic block of two-bit codes: one to four literals (a lookup resolves two), then a
+    match of 258, again and again; the stream and its output."""
+    codes = Codes(sized({97: 2, 98: 2, 256: 2, 285: 2}, 286), [1])
+    bits, data = Bits(), b""
+    dynamic_header(bits, codes)
+    for unit in range(12):
+        literals = b"abba"[: 1 + unit % 4]
+        codes.literals(bits, literals)
+        codes.match(bits, 258, 1)
+        data += literals + literals[-1:] * 258
+    return wrap(_finish(bits, codes), data), data
+
+
+def cut_off(rng) -> tuple[list[bytes], list[int]]:
+    """Streams whose output is longer than the size they are given, by 1 byte to all of it:
+    literals followed by matches of 258 (:func:`literal_runs`, so that the size falls at every
+    point of such a pair) and scanlines (mostly literals and short matches); each must stop at
+    its size wherever in a symbol the size falls."""
+    runs, data = literal_runs()
+    scanned = scanlines(rng, 2000)
+    streams = [runs] * len(data) + [compress(scanned, 9)] * len(scanned)
+    return streams, [*range(len(data)), *range(len(scanned))]
 
 
 def sized_data(rng) -> list[bytes]:

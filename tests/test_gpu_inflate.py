@@ -19,6 +19,8 @@ from .inflate_cases import (
     assert_no_wrong_ok,
     compress,
     corrupted,
+    cut_off,
+    cut_short,
     flushed,
     hand_made,
     inflate_both,
@@ -81,6 +83,22 @@ def test_corrupt_streams(kernel, cp):
     """Thousands of damaged streams (seeded): none called OK unless zlib inflates it to exactly
     those bytes, none writes outside its range, the launch ends."""
     assert_no_wrong_ok(kernel, *corrupted(20261206, 3000), xp=cp)
+
+
+def test_cut_short_streams(kernel, cp, rng):
+    """A stream cut after any of its bytes is found truncated, as on the host, and writes only
+    its own range."""
+    streams, size = cut_short(rng)
+    _, status = inflate_both(kernel, streams, [size] * len(streams), xp=cp)
+    assert [inflate.STATUSES[s].name for s in status] == ["truncated"] * len(streams)
+
+
+def test_output_longer_than_its_size(kernel, cp, rng):
+    """A stream whose output runs past its size stops there (output_long), wherever in a
+    literal or a match the size falls, and writes only its own range."""
+    streams, sizes = cut_off(rng)
+    _, status = inflate_both(kernel, streams, sizes, xp=cp)
+    assert [inflate.STATUSES[s].name for s in status] == ["output_long"] * len(streams)
 
 
 def png_image_data(frame: np.ndarray, level: int) -> tuple[bytes, int]:

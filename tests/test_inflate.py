@@ -24,6 +24,8 @@ from .inflate_cases import (
     assert_no_wrong_ok,
     compress,
     corrupted,
+    cut_off,
+    cut_short,
     flushed,
     hand_made,
     inflate_both,
@@ -96,6 +98,21 @@ def test_corrupt_streams(kernel):
     """Hundreds of damaged streams (seeded): none called OK unless zlib inflates it to exactly
     those bytes, none writes outside its range, every launch ends."""
     assert_no_wrong_ok(kernel, *corrupted(20261205, 300))
+
+
+def test_cut_short_streams(host_kernel, rng):
+    """A stream cut after any of its bytes is found truncated and writes only its own range."""
+    streams, size = cut_short(rng)
+    _, status = inflate_both(host_kernel, streams, [size] * len(streams))
+    assert [inflate.STATUSES[s].name for s in status] == ["truncated"] * len(streams)
+
+
+def test_output_longer_than_its_size(host_kernel, rng):
+    """A stream whose output runs past its size, wherever in a literal or a match the size
+    falls, stops there (output_long) and writes only its own range."""
+    streams, sizes = cut_off(rng)
+    _, status = inflate_both(host_kernel, streams, sizes)
+    assert [inflate.STATUSES[s].name for s in status] == ["output_long"] * len(streams)
 
 
 @settings(
