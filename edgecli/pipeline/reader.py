@@ -19,12 +19,12 @@ from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header, scan_
 from ..decode.plan import PNG_SUFFIX
 from ..decode.png_layout import EncodedPng, PngDamage, gpu_reason, read_layout
 from ..errors import FrameError
-from ..memory import FrameBudget
-from ..params import Options
-from ..png import PNG_SIGNATURE
-from ..sources import Frame
-from ..timing import StageClock, WaitClock
+from ..inputs.sources import Frame
+from ..options.params import Options
+from ..output.png import PNG_SIGNATURE
+from ..output.timing import StageClock, WaitClock
 from ..workers import Raised, start_thread
+from .memory import FrameBudget
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,8 @@ class FrameReader:
     ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
     be avoided.
 
-    Under an active ``budget`` (:mod:`edgecli.memory`) each frame reserves its cost: a still
-    image from its header, before its decode is submitted (while it does not fit, the frames
+    Under an active ``budget`` (:mod:`edgecli.pipeline.memory`) each frame reserves its cost: a
+    still image from its header, before its decode is submitted (while it does not fit, the frames
     decoded already are handed on first, then the main thread waits); a sequence's frame on
     its reader, once decoded, before it is queued, once its turn has come. The next sequence,
     read ahead, reserves nothing for its few frames (FOLLOWING_DEPTH and one being decoded):
