@@ -81,7 +81,8 @@ def same_pixels(a: Path, b: Path) -> None:
 _DIE_BEFORE_THE_RENAME = """
 import os, sys
 from pathlib import Path
-from edgecli import native, sinks
+from edgecli import native
+from edgecli.output import sinks
 native.c = None
 os.replace = lambda *args, **kwargs: os._exit(0)
 sinks.write_atomic(Path(sys.argv[1]) / "killed.png", b"partial")

@@ -313,9 +313,8 @@ def test_a_forced_architecture_newer_than_the_device_is_refused(edge_kernels, gp
 
     for module in (edge_kernels, build):  # the check, and the compiler that reads the arch
         monkeypatch.setattr(module, "compute_capability", lambda device: (7, 5))
-    monkeypatch.setattr(
-        edge_kernels, "_kernels", {}
-    )  # not the sm_90 device's kernels loaded before
+    # Not the kernels the real (newer) device loaded before.
+    monkeypatch.setattr(edge_kernels, "_kernels", {})
     monkeypatch.setenv(ARCH_ENV, "80")
     reason = edge_kernels.unusable_reason(0, Variant("l2", "constant"))
     assert reason is not None and "EDGECLI_CUDA_ARCH=80" in reason and "sm_75" in reason
@@ -323,7 +322,7 @@ def test_a_forced_architecture_newer_than_the_device_is_refused(edge_kernels, gp
 
 LOAD_AND_DETECT = """
 import numpy as np
-from edgecli import reference
+from edgecli.edges import reference
 from edgecli.edges.cuda_backend import CudaBackend
 from edgecli.options.params import Options
 frames = np.random.default_rng(5).integers(0, 256, (2, 33, 65, 3), dtype=np.uint8)
