@@ -64,7 +64,7 @@ lint: $(DEV_STAMP)
 
 # Every variant for sm_70 ... sm_120 through NVRTC (from the kernel-check extra); no GPU needed.
 kernel-check: $(DEV_STAMP)
-	$(PY) -m edgecli.cuda.check --check
+	$(PY) scripts/kernel_check.py --check
 
 # The kernel against a device copy, 1080p and 4K, and the persistent grid's sizes (GPU).
 bench-kernel: $(DEV_STAMP)

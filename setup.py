@@ -1,7 +1,7 @@
 """The one piece of edgecli in C: ``edgecli._native``, the 1-bit PNG encoder without the GIL.
 
 Built where a C compiler and zlib's header are at hand, and skipped (``optional``) where not:
-``edgecli.png`` then encodes with its own Python code, which makes the same PNGs. On CPython
+``edgecli.output.png`` then encodes with its own Python code, which makes the same PNGs. On CPython
 3.11 and later it is built for the limited API, so that one build serves every later version.
 Everything else about the package is in pyproject.toml.
 """

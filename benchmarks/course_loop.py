@@ -26,8 +26,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from edgecli.png import encode_png
-from edgecli.sources import discover
+from edgecli.inputs.sources import discover
+from edgecli.output.png import encode_png
 
 THRESHOLD = np.int32(100)  # typed: a Python int would be passed as 64-bit
 BLOCK = (16, 16, 1)

@@ -16,7 +16,7 @@ Per input kind, every figure at the same thread count W (``--workers``, default 
 - the pipeline's ceiling: ``edgecli.pipeline.run`` with a backend that costs nothing but
   gives every frame its real edges (looked up in a table the CPU reference filled first),
   on the CPU backend's path and on the GPU path (batches, the copies into slabs and the
-  slab ring, on ``edgecli.testing``'s stand-in); in-process, in a child process;
+  slab ring, on ``tests.standins``'s stand-in); in-process, in a child process;
 - ``edgecli run`` with ``--backend cuda`` and ``--backend cpu``, and the course loop
   (``benchmarks/course_loop.py``), each as a child process so that ``os.wait4`` gives the
   child's own peak RSS;
@@ -184,7 +184,7 @@ NOTES = [
     "threads, with a backend that costs nothing (each frame's edges, computed before the runs "
     "by the CPU reference, looked up; so the PNGs, and their encode cost, are the real ones). "
     "Host path: the CPU backend's structure. GPU path: batches, the copies into slabs and the "
-    "slab ring of the CUDA backend, on edgecli.testing's stand-in (host threads for streams). "
+    "slab ring of the CUDA backend, on tests.standins's stand-in (host threads for streams). "
     "Far below the codec floor means the cap is in the pipeline, not the GPU",
     "profile: one more run in-process (after a warm-up) under a sampler that reads every "
     "thread's stack every 5 ms. Main thread not waiting: the share of the run outside its "

@@ -19,6 +19,7 @@ from pathlib import Path
 from common import steady_fps
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.standins: the stand-in backend of the pipeline rows
 
 
 def task_environment(args: dict) -> dict:
@@ -28,7 +29,7 @@ def task_environment(args: dict) -> dict:
 
     versions = {"numpy": np.__version__, "opencv": cv2.__version__}
     try:
-        from edgecli.backends import cuda_unusable_reason
+        from edgecli.edges.backends import cuda_unusable_reason
 
         reason = cuda_unusable_reason(0)  # pick another GPU with CUDA_VISIBLE_DEVICES
     except Exception as exc:  # e.g. CuPy present but edgecli's GPU module broken
@@ -57,10 +58,10 @@ def task_codec(args: dict) -> dict:
 
     import cv2
 
-    from edgecli.params import Options
-    from edgecli.png import encode_png
-    from edgecli.reference import detect_frame
-    from edgecli.sinks import write_atomic
+    from edgecli.edges.reference import detect_frame
+    from edgecli.options.params import Options
+    from edgecli.output.png import encode_png
+    from edgecli.output.sinks import write_atomic
 
     workers, repeats, kind = args["workers"], args["repeats"], args["kind"]
     scratch = Path(args["scratch"])
@@ -356,7 +357,7 @@ def task_inproc(args: dict) -> dict:
     ``modes``: ``cuda`` or ``cpu`` (edgecli's backends), ``ceiling-host`` (the CPU
     backend's path with a backend that costs nothing: every frame's edges looked up in a
     table the CPU reference filled before the runs) and ``ceiling-gpu`` (the GPU path,
-    batching and slab ring included, on edgecli.testing's stand-in with that lookup). Per
+    batching and slab ring included, on tests.standins's stand-in with that lookup). Per
     mode: a warm-up run on ``short``, then ``repeats`` x (a run on ``full``, one on
     ``short``), then, if ``profile`` names it, one more on ``full`` under the Sampler. Only the
     last full run's output folder is kept, to compare with the CPU backend's.
@@ -366,9 +367,9 @@ def task_inproc(args: dict) -> dict:
     import shlex
     from contextlib import nullcontext
 
-    from edgecli.params import Options
+    from edgecli.options.params import Options
     from edgecli.pipeline import run
-    from edgecli.testing import PrecomputedEdges, StandInGpuBackend
+    from tests.standins import PrecomputedEdges, StandInGpuBackend
 
     started = time.perf_counter()
     scratch = Path(args["scratch"])
@@ -457,7 +458,7 @@ if __name__ == "__main__":
     if sys.argv[1] in ("codec", "inproc"):
         # The floor and the ceilings under the allocator settings edgecli's CLI runs with, so
         # that the codecs cost the same in them as in edgecli.
-        from edgecli.allocator import keep_freed_memory
+        from edgecli.pipeline.allocator import keep_freed_memory
 
         keep_freed_memory()
     print(json.dumps(TASKS[sys.argv[1]](json.loads(sys.argv[2]))))

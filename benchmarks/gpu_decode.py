@@ -167,9 +167,9 @@ def script(kind: str, inputs: list[str], out: Path, threshold: str = "100") -> d
 def codec_floor(kind: str, source: str, threads: int) -> dict:
     """The CPU's codecs alone: decode every frame (16 threads over files; a reader a video)
     and 1-bit PNG-encode edge maps of them (16 threads); floor = 1 / (1/decode + 1/encode)."""
-    from edgecli.params import Options
-    from edgecli.png import encode_png
-    from edgecli.reference import detect_frame
+    from edgecli.edges.reference import detect_frame
+    from edgecli.options.params import Options
+    from edgecli.output.png import encode_png
 
     pool = ThreadPoolExecutor(threads)
     if kind in FOLDERS:
@@ -248,7 +248,7 @@ def writes_alone(pngs: Path, scratch: Path, threads: int, rounds: int = 2) -> di
     ``threads`` threads through edgecli's own ``write_atomic`` (C, without the GIL, where
     edgecli._native is built) into a new folder beside the runs': the output stage alone, in
     the file system's state the runs leave it, which bounds any whole-process figure too."""
-    from edgecli.sinks import write_atomic
+    from edgecli.output.sinks import write_atomic
 
     files = [(p.name, p.read_bytes()) for p in sorted(pngs.glob("*.png"))]
     rates = []

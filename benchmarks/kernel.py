@@ -10,20 +10,20 @@ non-default stream and inputs rotated over buffers that together exceed the L2 c
 - a device-to-device copy of a large buffer (cudaMemcpyAsync; read + write bytes): the ceiling,
   before and after the rest;
 - edgecli's fused kernel, one launch per batch, l1 and l2, as compiled for this GPU; and
-  compiled as PTX for sm_80 and sm_75 (edgecli.cuda.kernel.ARCH_ENV), the code paths of older GPUs
-  (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
+  compiled as PTX for sm_80 and sm_75 (edgecli.cuda.compiling.ARCH_ENV), the code paths of older
+  GPUs (cp.async without Hopper's DPX instructions; rows staged with plain loads), run here;
 - edgecli's Canny (cuda/canny.cu, four launches a batch: the tiles' fused pass, the
   merge across tiles, the roots, the output), l1 and l2, at thresholds CANNY_THRESHOLDS;
   random frames are its hard case (candidates everywhere, strong ones among them);
 - with --blocks-per-sm, the persistent grid at every number of blocks an SM that fits, per
-  norm, in interleaved rounds (how edgecli.cuda.kernel.WARPS_PER_SM is chosen);
+  norm, in interleaved rounds (how edgecli.edges.variants.WARPS_PER_SM is chosen);
 - a one-pixel-per-thread fused kernel (benchmarks/naive_edges.cu), one launch per frame;
 - an unfused CuPy pipeline per frame: luma (elementwise), cupyx.scipy.ndimage.sobel x 2,
   |Gx| + |Gy|, threshold.
 
 Reported per implementation: median microseconds per frame, effective GB/s at 4 bytes per pixel
 (3 read, 1 written), that as a fraction of the copy bandwidth, the ratios to both baselines, and
-whether the first frame's output equals edgecli.reference bit for bit (Canny's: cv2.Canny of
+whether the first frame's output equals edgecli.edges.reference bit for bit (Canny's: cv2.Canny of
 its cv2 gray; the output is poisoned first). The markdown table comes last.
 """
 
@@ -43,12 +43,15 @@ import cupyx.scipy.ndimage as ndi
 import cv2
 import numpy as np
 
-from edgecli import reference
-from edgecli.cuda import backend, build
-from edgecli.cuda import kernel as kernels
-from edgecli.cuda.canny import launch_canny
-from edgecli.cuda.kernel import Variant
-from edgecli.params import Options, canny_limits
+from edgecli.cuda import build
+from edgecli.cuda.compiling import ARCH_ENV
+from edgecli.edges import cuda_backend as backend
+from edgecli.edges import kernels as edge_kernels
+from edgecli.edges import reference
+from edgecli.edges import variants as kernels
+from edgecli.edges.cuda_canny import launch_canny
+from edgecli.edges.variants import Variant
+from edgecli.options.params import Options, canny_limits
 
 # 1918x1080: a width that is not a multiple of 16, so every item takes the general path.
 RESOLUTIONS = {"1080p": (1080, 1920), "4K": (2160, 3840), "1918x1080": (1080, 1918)}
@@ -139,21 +142,21 @@ def naive_launcher(height: int, width: int):
 @contextmanager
 def compiled_for(arch: int | None):
     """Kernels loaded inside compile as PTX for ``arch`` (None: for this GPU)."""
-    before = os.environ.get(kernels.ARCH_ENV)
+    before = os.environ.get(ARCH_ENV)
     if arch is None:
-        os.environ.pop(kernels.ARCH_ENV, None)
+        os.environ.pop(ARCH_ENV, None)
     else:
-        os.environ[kernels.ARCH_ENV] = str(arch)
+        os.environ[ARCH_ENV] = str(arch)
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(kernels.ARCH_ENV, None)
+            os.environ.pop(ARCH_ENV, None)
         else:
-            os.environ[kernels.ARCH_ENV] = before
+            os.environ[ARCH_ENV] = before
 
 
-def edgecli_launcher(kernel: build.LoadedKernel):
+def edgecli_launcher(kernel: edge_kernels.LoadedKernel):
     def launch(frames_dev, edges_dev, stream):
         backend.launch_edges(kernel, frames_dev, edges_dev, OPTIONS.effective_threshold, stream)
 
@@ -228,18 +231,18 @@ def bench_resolution(
 
     results = []
     for variant in NORMS:
-        kernel = build.load_kernel(0, variant)
+        kernel = edge_kernels.load_kernel(0, variant)
         label = f"edgecli fused, {variant.norm} ({kernel.target})"
         results.append(measure(label, edgecli_launcher(kernel), runs, 5, variant.norm))
     labels_dev = cp.empty((n_frames, height, width), dtype=cp.uint32)
     for variant in NORMS:
-        canny = build.load_canny(0, variant.norm)
+        canny = edge_kernels.load_canny(0, variant.norm)
         label = f"edgecli Canny, {variant.norm} {CANNY_THRESHOLDS}"
         launch = canny_launcher(canny, labels_dev)
         results.append(measure(label, launch, runs, 5, f"canny-{variant.norm}"))
     for arch in OLDER_PATHS:
         with compiled_for(arch):
-            kernel = build.load_kernel(0, DEFAULT)
+            kernel = edge_kernels.load_kernel(0, DEFAULT)
         label = f"edgecli fused, l1, as compiled for older GPUs ({kernel.target})"
         results.append(measure(label, edgecli_launcher(kernel), runs, 5))
     if grid_sweep:
@@ -269,7 +272,7 @@ def sweep_grids(name: str, n_frames: int, runs: int, measure, check) -> list[Res
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     grids = []
     for variant in NORMS:
-        loaded = build.load_kernel(0, variant)
+        loaded = edge_kernels.load_kernel(0, variant)
         for per_sm in range(1, loaded.fitting_blocks // sms + 1):
             kernel = replace(loaded, resident_blocks=per_sm * sms)
             label = f"grid: {variant.norm}, {per_sm} block(s) of {kernels.WARPS} warps an SM"
@@ -302,7 +305,7 @@ def launch_twice(n_frames: int, variant: Variant = DEFAULT) -> int:
     edges = cp.empty((n_frames, height, width), dtype=cp.uint8)
     stream = cp.cuda.Stream(non_blocking=True)
     cp.cuda.Device().synchronize()  # frames were made on the default stream
-    kernel = build.load_kernel(0, variant)
+    kernel = edge_kernels.load_kernel(0, variant)
     for _ in range(2):
         backend.launch_edges(kernel, frames, edges, OPTIONS.effective_threshold, stream)
     stream.synchronize()

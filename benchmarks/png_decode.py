@@ -505,7 +505,7 @@ def gpu_unusable(cpu_only: bool) -> str | None:
     """Why the GPU's rows are left out, or None where they run."""
     if cpu_only:
         return "--cpu-only"
-    from edgecli.backends import cuda_unusable_reason
+    from edgecli.edges.backends import cuda_unusable_reason
 
     return cuda_unusable_reason()
 

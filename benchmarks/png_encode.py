@@ -33,10 +33,10 @@ import cv2
 import numpy as np
 
 from edgecli import native
-from edgecli.allocator import keep_freed_memory
-from edgecli.params import Options
-from edgecli.png import png_from_rows_1bit_python, png_rows_1bit
-from edgecli.reference import detect_frame
+from edgecli.edges.reference import detect_frame
+from edgecli.options.params import Options
+from edgecli.output.png import png_from_rows_1bit_python, png_rows_1bit
+from edgecli.pipeline.allocator import keep_freed_memory
 
 OPENCV_BILEVEL = [cv2.IMWRITE_PNG_BILEVEL, 1, cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_NONE]
 

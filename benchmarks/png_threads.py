@@ -29,8 +29,8 @@ from common import threaded_rate  # this script's directory is first on sys.path
 from png_encode import edge_maps, opencv_1bit
 
 from edgecli import native
-from edgecli.allocator import keep_freed_memory
-from edgecli.png import png_from_rows_1bit_python, png_rows_1bit
+from edgecli.output.png import png_from_rows_1bit_python, png_rows_1bit
+from edgecli.pipeline.allocator import keep_freed_memory
 
 GATHER = np.uint64(0x8040201008040201)  # byte k's low bit to bit 63 - k: pixel k to bit 7 - k
 THREADS = (4, 8, 16)

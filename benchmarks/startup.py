@@ -46,11 +46,11 @@ cupy.cuda.runtime.getDeviceCount()
 lap("cuda: device count")
 cupy.cuda.Device(0).use(); cupy.empty(1)
 lap("cuda: context + first allocation")
-from edgecli.backends import cuda_unusable_reason
+from edgecli.edges.backends import cuda_unusable_reason
 assert cuda_unusable_reason() is None
 lap("cuda_unusable_reason (kernel load, from the cache)")
-from edgecli.cuda.backend import CudaBackend
-from edgecli.params import Options
+from edgecli.edges.cuda_backend import CudaBackend
+from edgecli.options.params import Options
 backend = CudaBackend(Options())
 lap("CudaBackend()")
 frame = cv2.imread(IMAGE)
@@ -106,7 +106,8 @@ def run_once(image: Path, backend: str, env: dict) -> float:
 
 def cuda_usable() -> bool:
     code = (
-        "from edgecli.backends import cuda_unusable_reason as r\nraise SystemExit(r() is not None)"
+        "from edgecli.edges.backends import cuda_unusable_reason as r\n"
+        "raise SystemExit(r() is not None)"
     )
     return subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 

@@ -1,6 +1,6 @@
 // canny.cu: cv2.Canny(gray, low, high, apertureSize=3, L2gradient) of BGR frames, gray being the
 // contract's luma (docs/contract.md, which equals cv2.cvtColor(BGR2GRAY)), as four kernels
-// launched one after another on one stream by edgecli.cuda.canny.launch_canny:
+// launched one after another on one stream by edgecli.edges.cuda_canny.launch_canny:
 //
 //   canny_local   per 32 x 32 tile: luma -> Sobel dx, dy (int, BORDER_REPLICATE) -> magnitude
 //                 -> non-maximum suppression -> class of each pixel (none, candidate, strong);
@@ -25,7 +25,7 @@
 //   computed, the frame's border rows and columns included.
 //
 // The thresholds (low <= high, cv2's swap, l2's clamp and square already applied) are runtime
-// arguments; the norm is a -D definition from edgecli.cuda.kernel.canny_defines():
+// arguments; the norm is a -D definition from edgecli.edges.variants.canny_defines():
 //   CANNY_NORM   CANNY_NORM_L1 | CANNY_NORM_L2
 //
 // Union-find: labels are indices of pixels within their frame; a label never exceeds its
@@ -46,7 +46,7 @@
 #define CANNY_NORM_L2 2
 
 #ifndef CANNY_NORM
-#error "CANNY_NORM is not defined: compile through edgecli.cuda.kernel.canny_defines()"
+#error "CANNY_NORM is not defined: compile through edgecli.edges.variants.canny_defines()"
 #endif
 #if CANNY_NORM != CANNY_NORM_L1 && CANNY_NORM != CANNY_NORM_L2
 #error "CANNY_NORM must be CANNY_NORM_L1 or CANNY_NORM_L2"
@@ -55,7 +55,7 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// ---- geometry (edgecli.cuda.kernel's CANNY_* constants are the same numbers) ------------------
+// ---- geometry (edgecli.edges.variants's CANNY_* constants are the same numbers) -------------
 #define TILE_W 32
 #define TILE_H 32
 #define LOCAL_THREADS 256                           // canny_local: a thread a column, 4 rows
@@ -73,7 +73,7 @@ typedef unsigned long long u64;
 static_assert(TILE_W * TILE_H % LOCAL_THREADS == 0 && LOCAL_THREADS % TILE_W == 0,
               "canny_local's threads cover the tile in whole rows");
 static_assert(TILE_W == 32 && TILE_H == 32 && MERGE_THREADS == 94,
-              "edgecli.cuda.kernel.CANNY_TILE and CANNY_MERGE_THREADS");
+              "edgecli.edges.variants.CANNY_TILE and CANNY_MERGE_THREADS");
 
 // A pixel's class byte: none (0), else a candidate's bits.
 #define CLASS_NONE 0

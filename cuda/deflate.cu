@@ -1,5 +1,5 @@
 // deflate.cu: the zlib streams of 1-bit PNG scanlines, on the GPU, byte for byte as zlib makes
-// them with edgecli's settings (edgecli.png: level 6, window 15, memLevel 9, Z_RLE).
+// them with edgecli's settings (edgecli.output.png: level 6, window 15, memLevel 9, Z_RLE).
 //
 // Why it can be exact: with Z_RLE, zlib's deflate_rle() matches only at distance 1, greedily,
 // and what it emits depends on the bytes alone. A run of L equal bytes (the byte before it
@@ -13,8 +13,8 @@
 // zlib could store a block instead (stored_len + 4 <= the coded length), the choice hangs on
 // its window's position (buf != NULL), which is not reproduced: the frame is flagged, and the
 // host compresses it with zlib itself. That only happens to incompressible rows. Held to zlib
-// 1.2.13 (tests/test_deflate.py) and 1.3 (the GPU tests); edgecli.cuda.deflate checks the host's
-// own encoder against it before a run uses it.
+// 1.2.13 (tests/test_deflate.py) and 1.3 (the GPU tests); edgecli.edges.cuda_deflate checks the
+// host's own encoder against it before a run uses it.
 //
 // The shared part (DEFLATE_FN functions) also compiles as C on the host, with DEFLATE_HOST, for
 // the serial reference that tests/test_deflate.py holds to zlib on machines without a GPU.
@@ -55,7 +55,7 @@
 #define DEFLATE_STATIC 1
 #define DEFLATE_DYNAMIC 2
 #define DEFLATE_STORED 0 /* zlib might store it: the host compresses the frame */
-#define DEFLATE_BLOCK_BYTES 2920 /* sizeof(deflate_block): edgecli.cuda.deflate allocates them */
+#define DEFLATE_BLOCK_BYTES 2920 /* sizeof(deflate_block), a block's scratch */
 
 typedef struct {
     unsigned short fc; /* zlib's Freq, then Code (a union in trees.c) */
@@ -93,7 +93,8 @@ typedef struct {
 } deflate_block;
 
 #ifdef __cplusplus
-static_assert(sizeof(deflate_block) == DEFLATE_BLOCK_BYTES, "edgecli.cuda.deflate's block size");
+static_assert(sizeof(deflate_block) == DEFLATE_BLOCK_BYTES,
+              "edgecli.edges.variants.DEFLATE_BLOCK_BYTES");
 #endif
 
 // ---- deflate's constants, as functions (no tables to place in device memory) --------------
@@ -463,9 +464,9 @@ DEFLATE_FN long long deflate_blocks_for(long long tokens) { return tokens / DEFL
 #ifdef DEFLATE_HOST
 // ---- the serial reference (host only) ------------------------------------------------------
 
-// The bound on a frame's zlib stream of n bytes (edgecli.cuda.deflate.out_bytes): 2 header
-// bytes, at most deflate_blocks_for(n) blocks each coded shorter than stored (stored_len + 4
-// bytes), the Adler-32; rounded up to whole words.
+// The bound on a frame's zlib stream of n bytes (edgecli.edges.variants.deflate_out_bytes): 2
+// header bytes, at most deflate_blocks_for(n) blocks each coded shorter than stored
+// (stored_len + 4 bytes), the Adler-32; rounded up to whole words.
 long long deflate_out_bytes(long long n) { return ((n + 4 * deflate_blocks_for(n) + 8) + 3) / 4 * 4; }
 
 long long deflate_block_bytes(void) { return (long long)sizeof(deflate_block); }

@@ -6,14 +6,14 @@
 //             -> 255 / 0
 //
 // One form for every NVIDIA GPU from Volta (sm_70) on. Compile-time definitions come from
-// edgecli.cuda.kernel.kernel_defines(), which validates them:
+// edgecli.edges.variants.kernel_defines(), which validates them:
 //   EDGES_NORM     EDGES_NORM_L1 | EDGES_NORM_L2
 //   EDGES_BORDER   EDGES_BORDER_REPLICATE | EDGES_BORDER_REFLECT101 | EDGES_BORDER_CONSTANT
 // The architecture decides how rows are staged (step 1): cp.async on sm_80 and newer, 16-byte
 // loads and stores through registers on sm_70 and sm_75. Runtime arguments are typed by
-// edgecli.cuda.backend.launch_edges(): all int32, the threshold already clamped to 2040 (so T^2 fits).
-// Shared memory is dynamic: edgecli.cuda.kernel.SHARED_BYTES per block, which build.py allows past
-// the 48 KB default.
+// edgecli.edges.cuda_backend.launch_edges(): all int32, the threshold already clamped to 2040
+// (so T^2 fits). Shared memory is dynamic: edgecli.edges.variants.SHARED_BYTES per block, which
+// edgecli.edges.kernels allows past the 48 KB default.
 //
 // Work: the frames are cut into items of 128 columns x 30 rows; item i of frame n is work item
 // n * tiles_per_frame + i. The grid is persistent: warp g of the grid takes items g,
@@ -52,10 +52,10 @@
 #define EDGES_BORDER_CONSTANT 3
 
 #ifndef EDGES_NORM
-#error "EDGES_NORM is not defined: compile through edgecli.cuda.kernel.kernel_defines()"
+#error "EDGES_NORM is not defined: compile through edgecli.edges.variants.kernel_defines()"
 #endif
 #ifndef EDGES_BORDER
-#error "EDGES_BORDER is not defined: compile through edgecli.cuda.kernel.kernel_defines()"
+#error "EDGES_BORDER is not defined: compile through edgecli.edges.variants.kernel_defines()"
 #endif
 #if EDGES_NORM != EDGES_NORM_L1 && EDGES_NORM != EDGES_NORM_L2
 #error "EDGES_NORM must be EDGES_NORM_L1 or EDGES_NORM_L2"
@@ -96,8 +96,8 @@ typedef unsigned long long u64;
 
 static_assert(STAGED_ROWS == 32, "lane s plans staged row s: one row a lane");
 static_assert(STAGED_ROWS % SLOTS == 0 && SLOT_ROWS == 8, "whole rows a slot; 8 (item_rows)");
-static_assert(STAGE_STRIDE == 416 && STAGE_CHUNKS <= 32, "edgecli.cuda.kernel.STAGE_STRIDE is 416");
-static_assert(WARPS * WARP_SHARED_BYTES == 53248, "edgecli.cuda.kernel.SHARED_BYTES is 53248");
+static_assert(STAGE_STRIDE == 416 && STAGE_CHUNKS <= 32, "edgecli.edges.variants.STAGE_STRIDE");
+static_assert(WARPS * WARP_SHARED_BYTES == 53248, "edgecli.edges.variants.SHARED_BYTES");
 
 // ---- PTX helpers ------------------------------------------------------------------------------
 
@@ -507,11 +507,11 @@ __device__ __forceinline__ void item_rows(unsigned char* stage, unsigned char* e
 // frames: n_frames x height x width x 3 bytes (BGR), 16-byte aligned, C-contiguous.
 // edges:  n_frames x height x width bytes, C-contiguous, any alignment.
 // grid:   at most ceil(n_items / WARPS) blocks of THREADS threads, with
-//         edgecli.cuda.kernel.SHARED_BYTES of dynamic shared memory; n_items = n_frames * tiles_x *
-//         ceil(height / 30), tiles_x = ceil(width / 128).
+//         edgecli.edges.variants.SHARED_BYTES of dynamic shared memory;
+//         n_items = n_frames * tiles_x * ceil(height / 30), tiles_x = ceil(width / 128).
 // (The 1: ptxas need only fit one block per SM, so it takes the registers it wants, and no
-// spills; shared memory, not registers, sets how many blocks fit an SM. build.py holds the grid
-// to edgecli.cuda.kernel.WARPS_PER_SM warps an SM, where more would fit.)
+// spills; shared memory, not registers, sets how many blocks fit an SM. edgecli.edges.kernels holds
+// the grid to edgecli.edges.variants.WARPS_PER_SM warps an SM, where more would fit.)
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ edges,
           int n_frames, int height, int width, int tiles_x, int tiles_per_frame,
@@ -572,7 +572,7 @@ edges_bgr(const unsigned char* __restrict__ frames, unsigned char* __restrict__ 
 // edges: n_rows x width bytes (the frames' rows, one after another), C-contiguous.
 // rows:  n_rows x row_bytes, row_bytes = 1 + ceil(width / 8): each row's PNG filter byte (0,
 //        none), then its pixels as bits, the first pixel in the most significant bit, a nonzero
-//        pixel a 1 and the last byte padded with 0 bits (edgecli.sinks.png_rows_1bit).
+//        pixel a 1 and the last byte padded with 0 bits (edgecli.output.png.png_rows_1bit).
 // grid:  any; a thread per output byte, grid-stride.
 extern "C" __global__ void pack_rows_1bit(const unsigned char* __restrict__ edges,
                                           unsigned char* __restrict__ rows, long long n_rows,

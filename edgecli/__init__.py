@@ -11,8 +11,9 @@ Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
 
 from __future__ import annotations
 
+from .version import __version__
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (2-3 ms)
-__version__ = "0.1.0"
 
 # The public names, imported when first used (PEP 562): importing the package then costs
 # next to nothing, so the command's own code (edgecli.cli) runs, and can take Ctrl-C over,
@@ -27,12 +28,11 @@ _LAZY = {
     "OptionError": "errors",
     "OutputError": "errors",
     "ResourceError": "errors",
-    "Options": "params",
-    "keep_freed_memory": "allocator",
+    "Options": "options.params",
+    "keep_freed_memory": "pipeline.allocator",
 }
 
 if TYPE_CHECKING:
-    from .allocator import keep_freed_memory
     from .errors import (
         CudaUnavailableError,
         EdgecliError,
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
         OutputError,
         ResourceError,
     )
-    from .params import Options
+    from .options.params import Options
+    from .pipeline.allocator import keep_freed_memory
 
 __all__ = [
     "CudaUnavailableError",
@@ -101,9 +102,9 @@ def detect_edges(
     ``(low, high)`` (numbers >= 0, in either order; default (100, 200)); ``border`` stays
     'replicate', as cv2.Canny's.
     """
-    from .backends import select_backend
-    from .params import Options
-    from .reference import as_bgr_frames
+    from .edges.backends import select_backend
+    from .edges.reference import as_bgr_frames
+    from .options.params import Options
 
     options = Options(
         threshold=threshold, norm=norm, border=border, backend=backend, operator=operator
@@ -119,10 +120,10 @@ def process(input, output, **options):
     ``input`` is a folder, a video, an image, a multi-frame image or a glob, or a list of
     them (read in order); ``output`` is the folder to write into. Keyword options are the
     fields of :class:`Options`; ``shard=(i, n)`` runs only part ``i`` of ``n`` of the
-    sources (:mod:`edgecli.shards`). (The command line also calls :func:`keep_freed_memory`
+    sources (:mod:`edgecli.options.shards`). (The command line also calls :func:`keep_freed_memory`
     first; a script may too.)
     """
-    from .params import Options
+    from .options.params import Options
     from .pipeline import run
 
     return run(input, output, Options(**options))

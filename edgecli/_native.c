@@ -3,17 +3,17 @@
  * atomically; and, for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
  * (jpeg_scan_damage, below).
  *
- * Encoding makes the same bytes as edgecli.png's Python encoder (png_from_rows_1bit,
+ * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
  * pixels as bits, deflated at zlib's default level with the Z_RLE strategy, window 15,
  * memLevel 9; chunks IHDR, one IDAT, IEND. What differs is the GIL: the Python encoder wins it
  * back after each zlib call and holds it while it joins the chunks (and np.packbits holds it
  * throughout), so the worker threads queue for it once a PNG per step; here a PNG costs one
  * release, for the whole of the packing, deflate, checksums and chunks. Writing is
- * edgecli.sinks.write_atomic's: the Python os calls there win the GIL back after each of its
- * four system calls; write_file makes the same calls in one release. edgecli.png and
- * edgecli.sinks use this module where it was built (setup.py builds it optionally) and their
- * own code elsewhere; tests/test_native.py and tests/test_files.py hold the two to the same
+ * edgecli.output.sinks.write_atomic's: the Python os calls there win the GIL back after each
+ * of its four system calls; write_file makes the same calls in one release.
+ * edgecli.output.png and edgecli.output.sinks use this module where it was built (setup.py
+ * builds it optionally) and their own code elsewhere; tests/test_native.py and tests/test_files.py hold the two to the same
  * results.
  *
  * Limited API (3.11: the buffer protocol): one build serves every later CPython.
@@ -40,8 +40,8 @@ static const unsigned char IHDR_GRAY_1BIT[5] = {1, 0, 0, 0, 0};
 #define PNG_HEAD_BYTES (8 + 25 + 8)
 /* The IDAT chunk's CRC, then IEND. */
 #define PNG_TAIL_BYTES (4 + 12)
-/* The most bytes of scanlines or pixels a call takes (2 GiB - 1): edgecli.png encodes larger
- * maps in Python. */
+/* The most bytes of scanlines or pixels a call takes (2 GiB - 1): edgecli.output.png encodes
+ * larger maps in Python. */
 #define MAX_INPUT_BYTES 0x7fffffff
 
 static void put_u32(unsigned char *at, uint32_t value)
@@ -1459,15 +1459,15 @@ static PyMethodDef methods[] = {
     {"encode_rows", (PyCFunction)(void (*)(void))encode_rows, METH_FASTCALL,
      "encode_rows(scanlines, width) -> bytes\n\nThe 1-bit grayscale PNG of a map ``width`` "
      "pixels wide from its scanlines (a C-contiguous buffer of whole rows of 1 + ceil(width / "
-     "8) bytes, the filter byte 0 first), as edgecli.png.png_from_rows_1bit makes it."},
+     "8) bytes, the filter byte 0 first), as edgecli.output.png.png_from_rows_1bit makes it."},
     {"encode_map", (PyCFunction)(void (*)(void))encode_map, METH_FASTCALL,
      "encode_map(pixels, width) -> bytes\n\nThe 1-bit grayscale PNG of a C-contiguous uint8 map "
-     "of rows ``width`` pixels long, a nonzero pixel white, as edgecli.png.encode_png_1bit makes "
-     "it."},
+     "of rows ``width`` pixels long, a nonzero pixel white, as "
+     "edgecli.output.png.encode_png_1bit makes it."},
     {"png_from_zlib", (PyCFunction)(void (*)(void))png_from_zlib, METH_FASTCALL,
      "png_from_zlib(stream, width, height) -> bytes\n\nThe 1-bit grayscale PNG of ``width`` x "
      "``height`` pixels around the zlib stream of its scanlines (a C-contiguous buffer), as "
-     "edgecli.png.png_from_zlib_1bit makes it: the chunks and their CRCs."},
+     "edgecli.output.png.png_from_zlib_1bit makes it: the chunks and their CRCs."},
     {"write_file", (PyCFunction)(void (*)(void))write_file, METH_FASTCALL,
      "write_file(data, temporary, path) -> None\n\nCreate ``temporary`` (which must not exist: "
      "O_EXCL, mode 0666 less the umask), write the bytes-like ``data`` into it, close it and "

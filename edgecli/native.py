@@ -1,8 +1,8 @@
 """``edgecli._native``, the C half of the worker threads' work on each PNG, where it was built.
 
 It encodes a 1-bit PNG and writes a file atomically, each in one call that lets go of the GIL
-for all of it (``_native.c``); :mod:`edgecli.png` and :mod:`edgecli.sinks` call it where
-:data:`c` is a module, and do the same work in Python where it is None (no C compiler or
+for all of it (``_native.c``); :mod:`edgecli.output.png` and :mod:`edgecli.output.sinks` call it
+where :data:`c` is a module, and do the same work in Python where it is None (no C compiler or
 zlib's header when edgecli was installed: setup.py builds it optionally). The results are the
 same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
 libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it

@@ -20,8 +20,8 @@ import cv2
 import numpy as np
 from skimage import data
 
-from edgecli.params import Options
-from edgecli.reference import detect_frame
+from edgecli.edges.reference import detect_frame
+from edgecli.options.params import Options
 
 OUT = Path("sample_frames")
 HEIGHT, WIDTH = 237, 321

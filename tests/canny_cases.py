@@ -7,7 +7,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from . import canny_images
+from tests import canny_images
 
 ADVERSARIAL = {
     "spiral": lambda: canny_images.spiral(160, 160),

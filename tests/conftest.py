@@ -28,24 +28,25 @@ def rng():
 
 @pytest.fixture(scope="session")
 def gpu():
-    """The edgecli.cuda.backend module, or a skip saying why CUDA is unusable here. CuPy is
+    """The edgecli.edges.cuda_backend module, or a skip saying why CUDA is unusable here. CuPy is
     imported only once a device is known to be usable, so collection works without it."""
-    from edgecli.backends import cuda_unusable_reason
+    from edgecli.edges.backends import cuda_unusable_reason
 
     reason = cuda_unusable_reason()
     if reason is not None:
         pytest.skip(f"CUDA unusable: {reason}")
-    from edgecli.cuda import backend
+    from edgecli.edges import cuda_backend as backend
 
     return backend
 
 
 @pytest.fixture(scope="session")
-def build(gpu):
-    """The edgecli.cuda.build module (compiling and loading the kernels), where CUDA is usable."""
-    from edgecli.cuda import build
+def edge_kernels(gpu):
+    """The edgecli.edges.kernels module (the edge kernels compiled and loaded), where CUDA is
+    usable."""
+    from edgecli.edges import kernels
 
-    return build
+    return kernels
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgecli.cuda.kernel import kernel_path
+from edgecli.cuda.compiling import kernel_path
 
 SOURCES = Path(__file__).resolve().parent / "cuda_host_src"
 # Undefined behaviour (signed overflow, a shift too far, a misaligned read) traps, ending the

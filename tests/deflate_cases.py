@@ -1,4 +1,4 @@
-"""Byte strings that the zlib streams of edgecli.cuda.deflate (``deflate.cu``) are held to, on
+"""Byte strings that the zlib streams of edgecli.edges.cuda_deflate (``deflate.cu``) are held to, on
 the host (its serial reference, tests/test_deflate.py) and on the GPU (test_gpu_deflate.py):
 runs at and around the 258-byte match limit, blocks of exactly 32767 tokens (so a last block
 holds none), several blocks, Fibonacci frequencies (codes longer than 15 bits, cut back as
@@ -12,7 +12,7 @@ import numpy as np
 
 
 def zlib_stream(data: bytes) -> bytes:
-    """What edgecli.png's encoders make of PNG scanlines: level 6, window 15, memLevel 9,
+    """What edgecli.output.png's encoders make of PNG scanlines: level 6, window 15, memLevel 9,
     Z_RLE."""
     deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
     return deflate.compress(data) + deflate.flush()

@@ -75,13 +75,14 @@ def same_pixels(a: Path, b: Path) -> None:
         assert np.array_equal(left[name], right[name]), name
 
 
-# Write one file with edgecli.sinks.write_atomic and die (os._exit) between writing its
+# Write one file with edgecli.output.sinks.write_atomic and die (os._exit) between writing its
 # temporary and renaming it into place, as a run killed with SIGKILL there would (through the
 # Python os calls, whose rename can be replaced; the C write names its temporaries alike).
 _DIE_BEFORE_THE_RENAME = """
 import os, sys
 from pathlib import Path
-from edgecli import native, sinks
+from edgecli import native
+from edgecli.output import sinks
 native.c = None
 os.replace = lambda *args, **kwargs: os._exit(0)
 sinks.write_atomic(Path(sys.argv[1]) / "killed.png", b"partial")

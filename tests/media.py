@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from edgecli.params import BORDERS, NORMS
+from edgecli.options.params import BORDERS, NORMS
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_FRAMES = REPO / "sample_frames"

@@ -1,7 +1,7 @@
 """A second, deliberately plain implementation of the edge contract, for the tests only.
 
 It shares no code with edgecli: Python-int luma, np.pad for the border, and the Sobel
-sums written out as shifted slices in int64. If edgecli.reference and this disagree,
+sums written out as shifted slices in int64. If edgecli.edges.reference and this disagree,
 one of them misreads the edge contract (docs/contract.md).
 """
 

@@ -26,8 +26,8 @@ WORKLOAD = """
 import queue, resource, sys, threading
 import numpy as np
 import edgecli
-from edgecli.params import Options
-from edgecli.reference import detect_frame
+from edgecli.options.params import Options
+from edgecli.edges.reference import detect_frame
 
 applied = edgecli.keep_freed_memory() if sys.argv[1] == "keep" else None
 frame = np.random.default_rng(0).integers(0, 256, (1080, 1920, 3), np.uint8)
@@ -92,7 +92,7 @@ def test_malloc_settings_made_in_the_environment_are_left_alone(setting):
 COMMAND = """
 import resource, sys
 from click.testing import CliRunner
-import cv2, numpy, edgecli.cpu, edgecli.pipeline
+import cv2, numpy, edgecli.edges.cpu, edgecli.pipeline
 from edgecli.cli import main
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 result = CliRunner().invoke(main, sys.argv[1:])

@@ -13,13 +13,13 @@ import pytest
 
 import edgecli
 from edgecli import pipeline
-from edgecli.params import Options
+from edgecli.edges.reference import detect_batch
+from edgecli.inputs.sources import ImageSource, SequenceSource
+from edgecli.options.params import Options
 from edgecli.pipeline import writer as writer_module
-from edgecli.reference import detect_batch
-from edgecli.sources import ImageSource, SequenceSource
-from edgecli.testing import StandInGpuBackend, StandInJpegDecoder, StandInRing
 
 from .media import photo, write_video
+from .standins import StandInGpuBackend, StandInJpegDecoder, StandInRing
 
 FRAMES = 48
 # Seconds of the slowed stage's work a lane: about this long, whatever else the run does.

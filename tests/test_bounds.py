@@ -1,6 +1,6 @@
 """Hostile numbers and odd inputs to `edgecli run`, `preview` and `info`: each ends in a
 documented exit code and one ``Error:`` line (or works, in memory that follows the input),
-never in a traceback, and a value that is no number by the one rule of edgecli.numerals is
+never in a traceback, and a value that is no number by the one rule of edgecli.options.numerals is
 refused wherever it is given."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from edgecli.cli.types import ByteSize
-from edgecli.numerals import is_decimal, is_whole_number
-from edgecli.params import (
+from edgecli.inputs.sources import discover_inputs
+from edgecli.options.numerals import is_decimal, is_whole_number
+from edgecli.options.params import (
     MAX_BATCH,
     MAX_DEVICE,
     MAX_SHEET_PIXELS,
@@ -28,9 +29,8 @@ from edgecli.params import (
     max_workers,
     parse_scheduler,
 )
-from edgecli.preview import check_sheet
-from edgecli.shards import shard_of
-from edgecli.sources import discover_inputs
+from edgecli.options.shards import shard_of
+from edgecli.pipeline.preview import check_sheet
 
 from .helpers import edgecli_command, invoke, make_folder
 from .media import photo, write_video
@@ -375,7 +375,7 @@ def test_sigint_at_any_moment_is_exit_130_and_one_line(tmp_path, delay_ms):
 def test_processes_started_with_a_cluster_write_their_stderr_aside(tmp_path, capfd):
     """A process started while a cluster starts (a Dask worker) writes its stderr to the
     cluster's file, not the user's terminal, while edgecli's own messages still reach it."""
-    from edgecli.cluster import _stderr_of_children
+    from edgecli.cluster.run import _stderr_of_children
 
     with open(tmp_path / "workers", "w+b") as file:
         with _stderr_of_children(file):
@@ -401,7 +401,7 @@ def test_processes_started_with_a_cluster_write_their_stderr_aside(tmp_path, cap
 def test_a_cluster_refused_threads_is_a_resource_error(tmp_path, workers_said, raised, error):
     """A cluster whose workers (or this process) the system refused a thread or a process is
     a ResourceError saying so; any other failure to start, a ClusterError with its reason."""
-    from edgecli.cluster import _start_error
+    from edgecli.cluster.run import _start_error
 
     with open(tmp_path / "workers", "w+b") as file:
         file.write(workers_said.encode())
@@ -419,7 +419,7 @@ def test_importing_leaves_sigint_to_the_importer(module):
     handler as it was: only the program itself takes Ctrl-C over."""
     code = (
         "import signal\nbefore = signal.getsignal(signal.SIGINT)\n"
-        f"import {module}, edgecli.params\n"
+        f"import {module}, edgecli.options.params\n"
         "assert signal.getsignal(signal.SIGINT) is before is signal.default_int_handler\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -429,7 +429,7 @@ def test_importing_leaves_sigint_to_the_importer(module):
 def test_sigint_after_the_run_says_what_was_written(tmp_path, monkeypatch):
     """Ctrl-C once the run is done (while its summary is printed or --expect compares): exit
     130, one line saying how many frames were written, not that nothing was."""
-    from edgecli.timing import Summary
+    from edgecli.output.timing import Summary
 
     def interrupted(self, verbose=False):
         raise KeyboardInterrupt

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import OptionError, Options, canny
-from edgecli.cache import opencv_build_key
-from edgecli.params import INT32_MAX
+from edgecli import OptionError, Options
+from edgecli.edges import canny
+from edgecli.options.params import INT32_MAX
+from edgecli.output.cache import opencv_build_key
+from tests import canny_images, canny_reference
 
-from . import canny_images, canny_reference
 from .media import SAMPLE_FRAMES, photo
 
 REAL_CANNY = cv2.Canny

@@ -12,10 +12,10 @@ import pytest
 
 import edgecli
 from edgecli import OptionError
-from edgecli.params import Options, parse_pair
-from edgecli.preview import SPREAD, preview
+from edgecli.options.params import Options, parse_pair
+from edgecli.pipeline.preview import SPREAD, preview
+from tests import canny_reference
 
-from . import canny_reference
 from .helpers import folder_bytes, invoke, png_pixels, same_bytes
 from .media import SAMPLE_FRAMES, photo
 from .test_preview import check_sheet, run_outputs
@@ -296,7 +296,8 @@ def test_gpu_pipeline_path_writes_canny_edges(tmp_path):
     """The pipeline's GPU path (batches on slabs, here a stand-in backend computing the
     reference) writes the CPU backend's Canny PNGs, byte for byte."""
     from edgecli import pipeline
-    from edgecli.testing import StandInGpuBackend
+
+    from .standins import StandInGpuBackend
 
     options = edgecli.Options(operator="canny", threshold=(30, 70), norm="l2", batch=3)
     summary = pipeline.run(SAMPLE_FRAMES, tmp_path / "gpu", options,

@@ -1,5 +1,5 @@
 """canny.cu's real kernels, built for the CPU (tests/cuda_host.py) and launched through
-edgecli.cuda.canny.launch_canny as the CUDA backend launches them, against
+edgecli.edges.cuda_canny.launch_canny as the CUDA backend launches them, against
 ``cv2.Canny(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), low, high, L2gradient=...)``.
 
 Every case runs under three orders of each block's threads (forward, reverse, shuffled): the
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgecli.cuda.canny import CannyKernels, launch_canny
-from edgecli.cuda.kernel import CANNY_KERNELS
-from edgecli.params import NORMS
+from edgecli.edges.cuda_canny import CannyKernels, launch_canny
+from edgecli.edges.variants import CANNY_KERNELS
+from edgecli.options.params import NORMS
+from tests import cuda_host
 
-from . import cuda_host
 from .canny_cases import ADVERSARIAL, ADVERSARIAL_THRESHOLDS, adversarial, cv2_canny
 from .canny_images import ADVERSARIAL_LIMITS, as_bgr, faint_noise, lattice, noise, spiral
 from .canny_reference import limits as cv2_limits

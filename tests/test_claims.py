@@ -1,6 +1,6 @@
 """Runs into one output folder at once: a run with other output-deciding options is refused
 while another writes there, runs with the same options share it, and a dead run's claim
-blocks nothing (edgecli.claims)."""
+blocks nothing (edgecli.output.claims)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import edgecli
-from edgecli.claims import CLAIM_PREFIX, CLAIM_STALE_S
-from edgecli.resume import MANIFEST_NAME
-from edgecli.sinks import HOST
+from edgecli.output.claims import CLAIM_PREFIX, CLAIM_STALE_S
+from edgecli.output.resume import MANIFEST_NAME
+from edgecli.output.sinks import HOST
 
 from .helpers import edgecli_command, invoke, make_folder
 
@@ -26,7 +26,7 @@ from .helpers import edgecli_command, invoke, make_folder
 HOLD_AFTER_BEGIN = """
 import os
 
-import edgecli.resume as resume
+import edgecli.output.resume as resume
 
 begin = resume.begin
 

@@ -12,8 +12,8 @@ import cv2
 import pytest
 
 from edgecli import __version__
-from edgecli.backends import cuda_unusable_reason
-from edgecli.resume import MANIFEST_NAME
+from edgecli.edges.backends import cuda_unusable_reason
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import invoke
 from .media import REPO, photo, write_video

@@ -1,4 +1,4 @@
-"""--scheduler: a run as shards on a Dask cluster (edgecli.cluster), on the CPU backend."""
+"""--scheduler: a run as shards on a Dask cluster (edgecli.cluster.run), on the CPU backend."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import cv2
 import pytest
 
-from edgecli.backends import CpuBackend
-from edgecli.cluster import run_on_cluster
+from edgecli.cluster.run import run_on_cluster
+from edgecli.edges.backends import CpuBackend
 from edgecli.errors import OptionError, ResourceError
-from edgecli.params import Options
+from edgecli.options.params import Options
 
 from .helpers import folder_bytes, invoke, make_folder
 from .media import REPO, photo, write_video
@@ -234,7 +234,7 @@ def test_stop_ends_tasks_with_whole_outputs(media, tmp_path, scheduler):
     summary says interrupted and counts exactly the PNGs in the folder, none partial."""
     import threading
 
-    from edgecli.png import whole_png_pixels
+    from edgecli.output.png import whole_png_pixels
 
     options = Options(backend="cpu", workers=1)
     stop = threading.Event()
@@ -261,7 +261,7 @@ def test_a_cluster_that_never_starts_fails_within_its_bound(tmp_path, monkeypatc
 
     import psutil
 
-    from edgecli import cluster
+    from edgecli.cluster import run as cluster
 
     started = {}
 

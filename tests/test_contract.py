@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import edgecli
-from edgecli import cpu, reference
-from edgecli.params import BORDERS, NORMS, Options
-from edgecli.reference import detect_batch, detect_frame, luma
+from edgecli.edges import cpu, reference
+from edgecli.edges.reference import detect_batch, detect_frame, luma
+from edgecli.options.params import BORDERS, NORMS, Options
 
 from .media import EDGE_OPTIONS, cv2_layouts, gray_frame, option_id, photo
 from .oracle import plain_edges, plain_luma

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import cpu
+from edgecli.edges import cpu
 
 from .media import photo
 from .oracle import plain_edges

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from . import cuda_host
+from tests import cuda_host
 
 PROBE = cuda_host.SOURCES / "shim_probe.cu"
 KERNELS = (

@@ -20,8 +20,8 @@ from edgecli.decode.jpeg_planes import (
     chroma_shape,
     planes_to_bgr,
 )
+from tests import cuda_host
 
-from . import cuda_host
 from .clips import FFMPEG, decode_planes, probe
 from .helpers import DATA
 

@@ -14,9 +14,11 @@ import zlib
 import numpy as np
 import pytest
 
-from edgecli import native, png
-from edgecli.cuda import kernel
-from edgecli.png import PackedEdges, encode_png, png_from_rows_1bit, png_rows_1bit
+from edgecli import native
+from edgecli.cuda.compiling import kernel_path
+from edgecli.edges import variants as kernel
+from edgecli.output import png
+from edgecli.output.png import PackedEdges, encode_png, png_from_rows_1bit, png_rows_1bit
 
 from .deflate_cases import cases, incompressible, zlib_stream
 
@@ -33,7 +35,7 @@ def serial(tmp_path_factory):
     if compiler is None:
         pytest.skip("no C compiler (cc) to build deflate.cu's serial reference")
     library = tmp_path_factory.mktemp("deflate") / "libdeflate.so"
-    source = kernel.kernel_path(kernel.DEFLATE_FILE)
+    source = kernel_path(kernel.DEFLATE_FILE)
     subprocess.run(
         [compiler, "-O2", "-shared", "-fPIC", "-DDEFLATE_HOST", "-x", "c", str(source), "-o",
          str(library)],
@@ -74,8 +76,8 @@ def test_the_streams_are_zlibs(serial, name):
 def test_edge_maps_of_photos_are_never_left_to_the_host(serial):
     """Real edge maps (the reference's, of photos of several sizes and thresholds) all get
     their stream, equal to zlib's."""
-    from edgecli import reference
-    from edgecli.params import Options
+    from edgecli.edges import reference
+    from edgecli.options.params import Options
 
     from .media import photo
 

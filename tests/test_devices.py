@@ -11,7 +11,7 @@ import pytest
 
 from edgecli.cli.run import gpu_ids
 from edgecli.errors import EXIT_USAGE
-from edgecli.params import parse_devices
+from edgecli.options.params import parse_devices
 
 from .helpers import invoke
 from .media import photo

@@ -16,7 +16,7 @@ import edgecli
 from edgecli import native
 from edgecli.decode.cpu import read_file
 from edgecli.errors import FrameError, OutputError
-from edgecli.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
+from edgecli.output.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
 
 from .helpers import dead_runs_temporary, make_folder
 from .media import REPO
@@ -166,7 +166,7 @@ WRITE_AMONG_LEFTOVERS = """
 import os, sys
 from pathlib import Path
 import edgecli.native
-from edgecli.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
+from edgecli.output.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
 folder, first, host, writes_in = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if writes_in == "Python":
     edgecli.native.c = None
@@ -262,7 +262,7 @@ import resource, sys
 from pathlib import Path
 import edgecli.native
 from edgecli.errors import OutputError
-from edgecli.sinks import write_atomic
+from edgecli.output.sinks import write_atomic
 if sys.argv[2] == "Python":
     edgecli.native.c = None
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli.resume import MANIFEST_NAME
-from edgecli.sources import count_frames, discover
+from edgecli.inputs.sources import count_frames, discover
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import folder_bytes, invoke
 from .media import photo, write_video

@@ -9,8 +9,8 @@ import cv2
 import pytest
 
 import edgecli
-from edgecli import golden
 from edgecli.errors import EXIT_MISMATCH, ExpectationError, InputError
+from edgecli.output import golden
 
 from .helpers import make_frames
 

@@ -1,7 +1,7 @@
 """The CUDA backend against the CPU reference, bit for bit (needs a usable CUDA device).
 
 Every test here carries the ``gpu`` marker and is skipped, with the reason, where
-``edgecli.backends.cuda_unusable_reason()`` says the CUDA backend cannot run. CuPy is only
+``edgecli.edges.backends.cuda_unusable_reason()`` says the CUDA backend cannot run. CuPy is only
 imported once a device is known to be usable, so collection works without it.
 """
 
@@ -16,10 +16,11 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli import reference
-from edgecli.cuda import kernel as kernels
-from edgecli.cuda.kernel import Variant
-from edgecli.params import BORDERS, NORMS, Options
+from edgecli.cuda.compiling import ARCH_ENV
+from edgecli.edges import reference
+from edgecli.edges import variants as kernels
+from edgecli.edges.variants import Variant
+from edgecli.options.params import BORDERS, NORMS, Options
 
 pytestmark = pytest.mark.gpu
 
@@ -123,25 +124,27 @@ CASES = [(h, w, border, norm) for h, w in SHAPES for border in BORDERS for norm 
 
 
 # The kernel for this GPU, and compiled as PTX for older architectures through the documented
-# setting (edgecli.cuda.kernel.ARCH_ENV), so that the H200 also runs the code that sm_80 (cp.async,
-# no DPX instructions) and sm_70/75 GPUs (rows staged with plain loads) run.
+# setting (edgecli.cuda.compiling.ARCH_ENV), so that the H200 also runs the code that sm_80
+# (cp.async, no DPX instructions) and sm_70/75 GPUs (rows staged with plain loads) run.
 TARGETS = (None, 80, 75)
 
 
 @pytest.fixture(params=TARGETS, ids=lambda t: "native" if t is None else f"as-sm{t}")
 def target(request, monkeypatch):
     if request.param is not None:
-        monkeypatch.setenv(kernels.ARCH_ENV, str(request.param))
+        monkeypatch.setenv(ARCH_ENV, str(request.param))
     return request.param
 
 
 @pytest.mark.parametrize(
     ("height", "width", "border", "norm"), CASES, ids=[f"{h}x{w}-{b}-{n}" for h, w, b, n in CASES]
 )
-def test_kernel_matches_reference(build, gpu, cp, stream, height, width, border, norm, target):
+def test_kernel_matches_reference(
+    edge_kernels, gpu, cp, stream, height, width, border, norm, target
+):
     """Every pixel of every frame equals the CPU reference, for every threshold."""
     frames, gradients = _batch_and_gradients(height, width, border)
-    kernel = build.load_kernel(0, Variant(norm, border))
+    kernel = edge_kernels.load_kernel(0, Variant(norm, border))
     assert kernel.target == (f"compute_{target}" if target else f"sm_{kernel.target[3:]}")
     for threshold in THRESHOLDS:
         options = Options(threshold=threshold, norm=norm, border=border)
@@ -158,12 +161,12 @@ def test_kernel_matches_reference(build, gpu, cp, stream, height, width, border,
     ("height", "width"), [(33, 65), (61, 257), (481, 641), (120, 512), (75, 640)]
 )
 def test_few_blocks_loop_over_many_tiles(
-    build, gpu, cp, stream, height, width, resident_blocks, target
+    edge_kernels, gpu, cp, stream, height, width, resident_blocks, target
 ):
     """A grid smaller than the work (each warp takes many items, the next one's rows staged
     while this one's are read) is exact."""
     frames, gradients = _batch_and_gradients(height, width, "reflect101")
-    kernel = build.load_kernel(0, Variant("l1", "reflect101"))
+    kernel = edge_kernels.load_kernel(0, Variant("l1", "reflect101"))
     kernel = dataclasses.replace(kernel, resident_blocks=resident_blocks)
     options = Options(threshold=60, border="reflect101")
     actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
@@ -174,12 +177,12 @@ def test_few_blocks_loop_over_many_tiles(
 
 @pytest.mark.parametrize("offset", [1, 2, 3, 4])
 @pytest.mark.parametrize(("height", "width"), [(60, 256), (37, 100)])
-def test_output_at_any_alignment(build, gpu, cp, stream, offset, height, width):
+def test_output_at_any_alignment(edge_kernels, gpu, cp, stream, offset, height, width):
     """An output array that does not start 4-byte aligned (a view into a larger buffer) is
     written exactly, and nothing outside it is touched."""
     frames, gradients = _batch_and_gradients(height, width, "replicate")
     options = Options(threshold=90)
-    kernel = build.load_kernel(0, Variant())
+    kernel = edge_kernels.load_kernel(0, Variant())
     size = frames.shape[0] * height * width
     with stream:
         frames_dev = cp.asarray(frames)
@@ -195,12 +198,12 @@ def test_output_at_any_alignment(build, gpu, cp, stream, offset, height, width):
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_the_grid_is_held_to_its_warps_an_sm_and_every_block_that_fits_is_exact_too(
-    build, gpu, cp, stream, norm
+    edge_kernels, gpu, cp, stream, norm
 ):
     """The persistent grid is blocks_per_sm blocks an SM, never more than fit; a grid of
     every block that fits (the benchmark's comparison) computes the same bytes."""
     sms = cp.cuda.Device(0).attributes["MultiProcessorCount"]
-    kernel = build.load_kernel(0, Variant(norm))
+    kernel = edge_kernels.load_kernel(0, Variant(norm))
     fitting = kernel.fitting_blocks // sms
     assert kernel.fitting_blocks == fitting * sms and fitting >= 1
     assert kernel.resident_blocks == kernels.blocks_per_sm(kernel.variant, fitting) * sms
@@ -214,23 +217,23 @@ def test_the_grid_is_held_to_its_warps_an_sm_and_every_block_that_fits_is_exact_
         assert_same(actual, expected, f"{grid.resident_blocks} blocks")
 
 
-def test_more_frames_than_a_grid_dimension_holds(build, gpu, cp, stream):
+def test_more_frames_than_a_grid_dimension_holds(edge_kernels, gpu, cp, stream):
     """65,537 frames in one launch (more than gridDim.y's 65,535) are all computed."""
     frames = np.random.default_rng(7).integers(0, 256, (65_537, 3, 5, 3), dtype=np.uint8)
     options = Options(threshold=100)
-    kernel = build.load_kernel(0, Variant())
+    kernel = edge_kernels.load_kernel(0, Variant())
     actual = run_kernel(gpu, cp, stream, kernel, frames, options.effective_threshold)
     assert_same(actual, reference.detect_batch(frames, options), "65537 frames of 3x5")
 
 
-def test_8k_frame(build, gpu, cp, stream):
+def test_8k_frame(edge_kernels, gpu, cp, stream):
     """A 4320x7680 photograph (8K) matches the reference."""
     photos = _photos()
     if not photos:
         pytest.skip("scikit-image is not installed (photographs for the 8K frame)")
     frame = cv2.resize(photos[0], (7680, 4320), interpolation=cv2.INTER_CUBIC)[np.newaxis]
     options = Options(threshold=40, norm="l2", border="reflect101")
-    kernel = build.load_kernel(0, Variant("l2", "reflect101"))
+    kernel = edge_kernels.load_kernel(0, Variant("l2", "reflect101"))
     actual = run_kernel(gpu, cp, stream, kernel, frame, options.effective_threshold)
     assert_same(actual, reference.detect_batch(frame, options), "8K")
 
@@ -278,46 +281,50 @@ def test_backend_identity(gpu):
     assert "device 0" in backend.device_name and "sm_" in backend.device_name
 
 
-def test_misaligned_frames_are_rejected(build, gpu, cp, stream):
+def test_misaligned_frames_are_rejected(edge_kernels, gpu, cp, stream):
     """The kernel needs 16-byte aligned frames; an offset view is refused with the reason."""
     flat = cp.zeros(1 + 2 * 5 * 7 * 3, dtype=cp.uint8)
     frames_dev = flat[1:].reshape(2, 5, 7, 3)
     edges_dev = cp.zeros((2, 5, 7), dtype=cp.uint8)
     with pytest.raises(ValueError, match="aligned"):
-        gpu.launch_edges(build.load_kernel(0, Variant()), frames_dev, edges_dev, 100, stream)
+        gpu.launch_edges(edge_kernels.load_kernel(0, Variant()), frames_dev, edges_dev, 100, stream)
 
 
-def test_wrong_output_shape_is_rejected(build, gpu, cp, stream):
+def test_wrong_output_shape_is_rejected(edge_kernels, gpu, cp, stream):
     """An output array of the wrong shape is refused, naming both shapes."""
     frames_dev = cp.zeros((2, 5, 7, 3), dtype=cp.uint8)
     edges_dev = cp.zeros((2, 7, 5), dtype=cp.uint8)
     with pytest.raises(ValueError, match=r"\(2, 5, 7\)"):
-        gpu.launch_edges(build.load_kernel(0, Variant()), frames_dev, edges_dev, 100, stream)
+        gpu.launch_edges(edge_kernels.load_kernel(0, Variant()), frames_dev, edges_dev, 100, stream)
 
 
-def test_pre_volta_devices_are_refused_with_the_reason(build, gpu, monkeypatch):
+def test_pre_volta_devices_are_refused_with_the_reason(edge_kernels, gpu, monkeypatch):
     """A device below compute capability 7.0 is unusable, and the reason says what it has and
     what the kernel needs."""
-    monkeypatch.setattr(build, "compute_capability", lambda device: (6, 1))
-    reason = build.unusable_reason(0)
+    monkeypatch.setattr(edge_kernels, "compute_capability", lambda device: (6, 1))
+    reason = edge_kernels.unusable_reason(0)
     assert reason is not None
     assert "compute capability 6.1" in reason and "needs 7.0 or newer" in reason
 
 
-def test_a_forced_architecture_newer_than_the_device_is_refused(build, gpu, monkeypatch):
+def test_a_forced_architecture_newer_than_the_device_is_refused(edge_kernels, gpu, monkeypatch):
     """EDGECLI_CUDA_ARCH cannot ask for more than the GPU has: the reason names both."""
-    monkeypatch.setattr(build, "compute_capability", lambda device: (7, 5))
-    monkeypatch.setattr(build, "_kernels", {})  # not the sm_90 device's kernels loaded before
-    monkeypatch.setenv(kernels.ARCH_ENV, "80")
-    reason = build.unusable_reason(0, Variant("l2", "constant"))
+    from edgecli.cuda import build
+
+    for module in (edge_kernels, build):  # the check, and the compiler that reads the arch
+        monkeypatch.setattr(module, "compute_capability", lambda device: (7, 5))
+    # Not the kernels the real (newer) device loaded before.
+    monkeypatch.setattr(edge_kernels, "_kernels", {})
+    monkeypatch.setenv(ARCH_ENV, "80")
+    reason = edge_kernels.unusable_reason(0, Variant("l2", "constant"))
     assert reason is not None and "EDGECLI_CUDA_ARCH=80" in reason and "sm_75" in reason
 
 
 LOAD_AND_DETECT = """
 import numpy as np
-from edgecli import reference
-from edgecli.cuda.backend import CudaBackend
-from edgecli.params import Options
+from edgecli.edges import reference
+from edgecli.edges.cuda_backend import CudaBackend
+from edgecli.options.params import Options
 frames = np.random.default_rng(5).integers(0, 256, (2, 33, 65, 3), dtype=np.uint8)
 options = Options(norm="l2", threshold=50)
 edges = CudaBackend(options).detect(frames)
@@ -332,7 +339,7 @@ def test_compiled_kernels_are_kept_on_disk_and_a_broken_one_is_rebuilt(gpu, tmp_
     import sys
 
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
-    env.pop(kernels.ARCH_ENV, None)
+    env.pop(ARCH_ENV, None)
     folder = tmp_path / "edgecli" / "kernels"
 
     def run() -> None:
@@ -371,21 +378,21 @@ def test_info_names_the_kernel_form_and_the_compute_capability(gpu):
     assert "kernel: portable shared-memory form" in result.output
 
 
-def test_the_check_compiles_the_variant_in_use(build, gpu, monkeypatch):
+def test_the_check_compiles_the_variant_in_use(edge_kernels, gpu, monkeypatch):
     """select_backend's check compiles the options' kernel variant, not the default one too."""
-    from edgecli import backends
+    from edgecli.edges import backends
 
     loaded = []
-    real = build.load_kernel
-    monkeypatch.setattr(build, "load_kernel", lambda d, v: loaded.append(v) or real(d, v))
+    real = edge_kernels.load_kernel
+    monkeypatch.setattr(edge_kernels, "load_kernel", lambda d, v: loaded.append(v) or real(d, v))
     options = Options(norm="l2", border="constant")
     backends.select_backend(options)
     assert {(v.norm, v.border) for v in loaded} == {("l2", "constant")}
 
 
-def test_device_out_of_range_is_reported(build, gpu, cp):
+def test_device_out_of_range_is_reported(edge_kernels, gpu, cp):
     """unusable_reason names a device index that does not exist, and never raises."""
     count = cp.cuda.runtime.getDeviceCount()
-    reason = build.unusable_reason(count)
+    reason = edge_kernels.unusable_reason(count)
     assert reason is not None and str(count) in reason
-    assert build.unusable_reason(0) is None
+    assert edge_kernels.unusable_reason(0) is None

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli.cuda import kernel as kernels
-from edgecli.params import NORMS
+from edgecli.cuda.compiling import ARCH_ENV
+from edgecli.options.params import NORMS
 
 from .canny_cases import ADVERSARIAL, ADVERSARIAL_THRESHOLDS, adversarial, cv2_canny
 from .canny_images import ADVERSARIAL_LIMITS, as_bgr, lattice, spiral
@@ -33,12 +33,12 @@ def usable_cuda(gpu):
     """Every test here, the whole runs too, skips where CUDA is unusable (the gpu fixture)."""
 
 
-def device_canny(build, cp, stream, frames: np.ndarray, low, high, norm: str) -> np.ndarray:
+def device_canny(edge_kernels, cp, stream, frames: np.ndarray, low, high, norm: str) -> np.ndarray:
     """launch_canny's edges of ``frames`` on the device, the same from each poisoning of the
     output and the labels."""
-    from edgecli.cuda.canny import launch_canny
+    from edgecli.edges.cuda_canny import launch_canny
 
-    canny = build.load_canny(0, norm)
+    canny = edge_kernels.load_canny(0, norm)
     limits = cv2_limits(low, high, norm == "l2")
     results = []
     with stream:
@@ -65,7 +65,7 @@ def assert_same(got: np.ndarray, want: np.ndarray, context: str) -> None:
 
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{h}x{w}" for h, w in SHAPES])
-def test_kernels_equal_cv2(build, cp, stream, shape, norm):
+def test_kernels_equal_cv2(edge_kernels, cp, stream, shape, norm):
     """A batch of photographs and noise, 1x1 to 4K, gives cv2.Canny's edges at every pair of
     thresholds, swapped pairs included."""
     rng = np.random.default_rng(shape[0] * 7919 + shape[1])
@@ -73,40 +73,40 @@ def test_kernels_equal_cv2(build, cp, stream, shape, norm):
         [photo(*shape, seed=0), photo(*shape, seed=3), rng.integers(0, 256, (*shape, 3), np.uint8)]
     )
     for low, high in THRESHOLDS:
-        got = device_canny(build, cp, stream, frames, low, high, norm)
+        got = device_canny(edge_kernels, cp, stream, frames, low, high, norm)
         assert_same(got, cv2_canny(frames, low, high, norm), f"{shape} {norm} {low},{high}")
 
 
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("image", ADVERSARIAL)
-def test_adversarial_images_equal_cv2(build, cp, stream, image, norm):
+def test_adversarial_images_equal_cv2(edge_kernels, cp, stream, image, norm):
     """The spiral, lattice, checkerboards and noise of the CPU tests give cv2.Canny's
     edges."""
     frames = adversarial(image)
     for low, high in ADVERSARIAL_THRESHOLDS:
-        got = device_canny(build, cp, stream, frames, low, high, norm)
+        got = device_canny(edge_kernels, cp, stream, frames, low, high, norm)
         assert_same(got, cv2_canny(frames, low, high, norm), f"{image} {norm} {low},{high}")
 
 
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("image", ["spiral", "lattice"])
-def test_4k_webs_of_weak_edges_are_edges_to_the_corners(build, cp, stream, image, norm):
+def test_4k_webs_of_weak_edges_are_edges_to_the_corners(edge_kernels, cp, stream, image, norm):
     """A spiral filling a 2160 x 2160 frame and a lattice over a 4K one, fed by one strong
     block in the middle, are edges out to every corner, as cv2.Canny has them."""
     frames = as_bgr(spiral(2160, 2160) if image == "spiral" else lattice(2160, 3840))[None]
-    got = device_canny(build, cp, stream, frames, *ADVERSARIAL_LIMITS, norm)
+    got = device_canny(edge_kernels, cp, stream, frames, *ADVERSARIAL_LIMITS, norm)
     assert_same(got, cv2_canny(frames, *ADVERSARIAL_LIMITS, norm), f"4K {image} {norm}")
     edges = got[0]
     assert all(c.any() for c in (edges[:8, :8], edges[:8, -8:], edges[-8:, :8], edges[-8:, -8:]))
 
 
 @pytest.mark.parametrize("target", [80, 75])
-def test_older_architectures_equal_cv2(build, cp, stream, monkeypatch, target):
+def test_older_architectures_equal_cv2(edge_kernels, cp, stream, monkeypatch, target):
     """Compiled as PTX for sm_80 and sm_75 (EDGECLI_CUDA_ARCH), the kernels give the same
     edges."""
-    monkeypatch.setenv(kernels.ARCH_ENV, str(target))
+    monkeypatch.setenv(ARCH_ENV, str(target))
     frames = np.stack([photo(481, 641, seed=i) for i in range(2)])
-    got = device_canny(build, cp, stream, frames, 50, 150, "l2")
+    got = device_canny(edge_kernels, cp, stream, frames, 50, 150, "l2")
     assert_same(got, cv2_canny(frames, 50, 150, "l2"), f"as sm_{target}")
 
 

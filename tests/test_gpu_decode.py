@@ -21,7 +21,7 @@ import pytest
 import edgecli
 from edgecli.decode import segments
 from edgecli.errors import FrameError
-from edgecli.resume import MANIFEST_NAME
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import DATA, H264_CLIP, edgecli_command, same_pixels
 from .media import photo

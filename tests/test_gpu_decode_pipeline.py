@@ -1,5 +1,5 @@
 """--decode on a machine without a GPU: the option, its errors, and the pipeline's handling of
-GPU-decoded batches with stand-in decoders (edgecli.testing): grouping JPEGs into batches that
+GPU-decoded batches with stand-in decoders (tests.standins): grouping JPEGs into batches that
 share a size, sampling and orientation, handing each decoder buffer back exactly once, falling
 back to the CPU for a batch the decoder refuses, and errors and outputs exactly as the CPU
 decoder's. tests/test_gpu_decode.py runs the real decoders on a GPU."""
@@ -17,14 +17,14 @@ import pytest
 from edgecli.decode import engines
 from edgecli.decode import plan as decoders
 from edgecli.errors import EXIT_CUDA_UNUSABLE, EXIT_USAGE, CudaUnavailableError, FrameError
-from edgecli.params import Options
+from edgecli.inputs.sources import discover
+from edgecli.options.params import Options
 from edgecli.pipeline import run
-from edgecli.sources import discover
-from edgecli.testing import StandInGpuBackend
 
 from .helpers import DATA, invoke, same_pixels
 from .media import photo
 from .png_corpus import chunk, chunks, encode_png
+from .standins import StandInGpuBackend
 
 
 def jpeg(image: np.ndarray, **params) -> bytes:
@@ -150,7 +150,8 @@ def test_decode_gpu_on_the_cpu_backend_is_exit_4(folder, tmp_path):
 def test_decode_gpu_without_cuda_names_what_is_missing(folder, tmp_path, monkeypatch):
     """--backend auto falls back to the CPU where CUDA cannot run; --decode gpu then cannot."""
     monkeypatch.setattr(
-        "edgecli.backends.cuda_unusable_reason", lambda device=0, options=None: "no CUDA device"
+        "edgecli.edges.backends.cuda_unusable_reason",
+        lambda device=0, options=None: "no CUDA device",
     )
     out = tmp_path / "out"
     result = invoke("run", folder, "-o", out, "--decode", "gpu")

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import reference
-from edgecli.params import Options
-from edgecli.png import PackedEdges, encode_png, png_from_rows_1bit, png_rows_1bit
+from edgecli.edges import reference
+from edgecli.options.params import Options
+from edgecli.output.png import PackedEdges, encode_png, png_from_rows_1bit, png_rows_1bit
 
 from .deflate_cases import cases, incompressible, zlib_stream
 from .helpers import H264_CLIP, edgecli_command, same_bytes
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.gpu
 def deflater(gpu):
     """The checked deflate of device 0: the check must pass on this host's zlib, or every
     other test here would pass on the host's own compression."""
-    from edgecli.cuda import deflate
+    from edgecli.edges import cuda_deflate as deflate
 
     loaded = deflate.deflater(0)
     assert loaded is not None, deflate.description(0)

@@ -1,5 +1,5 @@
 """Edge maps packed into 1-bit PNG scanlines on the GPU (cuda/edges.cu, pack_rows_1bit), byte
-for byte as edgecli.png.png_rows_1bit packs them on the host (needs CUDA).
+for byte as edgecli.output.png.png_rows_1bit packs them on the host (needs CUDA).
 
 Every output byte value is a valid packing, so no single poison can expose an unwritten byte:
 each launch runs twice, over two different poisons, and both must give the host's bytes.
@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgecli import reference
-from edgecli.cuda.kernel import Variant
-from edgecli.params import Options
-from edgecli.png import PackedEdges, png_rows_1bit
+from edgecli.edges import reference
+from edgecli.edges.variants import Variant
+from edgecli.options.params import Options
+from edgecli.output.png import PackedEdges, png_rows_1bit
 
 from .media import photo
 
@@ -35,7 +35,7 @@ def edge_maps(shape: tuple[int, ...], content: str, seed: int) -> np.ndarray:
 
 
 def pack_on_gpu(gpu, cp, stream, edges: np.ndarray, poison: int) -> np.ndarray:
-    from edgecli.cuda.build import load_kernel
+    from edgecli.edges.kernels import load_kernel
 
     n, h, w = edges.shape
     with stream:
@@ -75,9 +75,9 @@ def test_packing_more_bytes_than_the_grid_covers(gpu, cp, stream):
     assert_packs_as_the_host(gpu, cp, stream, edges)
 
 
-def test_packing_rejects_mismatched_arrays(build, gpu, cp, stream):
+def test_packing_rejects_mismatched_arrays(edge_kernels, gpu, cp, stream):
     """Rows of the wrong shape or type are refused, naming the shape wanted."""
-    kernel = build.load_kernel(0, Variant())
+    kernel = edge_kernels.load_kernel(0, Variant())
     edges_dev = cp.zeros((2, 5, 13), dtype=cp.uint8)
     with pytest.raises(ValueError, match=r"\(2, 5, 3\)"):
         gpu.launch_pack_rows(kernel, edges_dev, cp.zeros((2, 5, 2), dtype=cp.uint8), stream)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli.params import BORDERS, NORMS
-from edgecli.sources import ImageSource
+from edgecli.inputs.sources import ImageSource
+from edgecli.options.params import BORDERS, NORMS
 
 from .helpers import H264_CLIP, invoke, same_bytes
 from .media import cv2_layouts, photo
@@ -114,7 +114,7 @@ def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
 
 def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkeypatch):
     """A batch the GPU cannot hold ends the run with one line saying what to change."""
-    from edgecli.cuda import ring
+    from edgecli.edges import ring
 
     def no_memory(*args, **kwargs):
         raise cp.cuda.memory.OutOfMemoryError(10**12, 0)

@@ -1152,7 +1152,7 @@ def test_files_whose_tables_do_not_count_the_frames(long_clip, tmp_path):
 def test_repository_clips_are_counted_without_a_decoder(monkeypatch):
     """count_frames (the progress bar's total) of MP4s opens no cv2 decoder, but for those whose
     samples are not all shown (counted by cv2, as the Matroska clip is)."""
-    from edgecli.sources import count_frames, discover
+    from edgecli.inputs.sources import count_frames, discover
 
     mkv = DATA / "nvdec_bframes.mkv"
     counted = [p for p in sorted(DATA.glob("*.mp4")) if mp4.frame_count(p) is not None]

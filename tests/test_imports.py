@@ -12,15 +12,18 @@ from pathlib import Path
 import pytest
 
 GPU_MODULES = [
-    "edgecli.cuda.ring",
     "edgecli.cuda.build",
-    "edgecli.cuda.backend",
+    "edgecli.cuda.pinned",
+    "edgecli.edges.kernels",
+    "edgecli.edges.cuda_deflate",
+    "edgecli.edges.ring",
+    "edgecli.edges.cuda_backend",
     "edgecli.decode.gpu.convert",
     "edgecli.decode.gpu.slots",
     "edgecli.decode.gpu.jpeg",
     "edgecli.decode.gpu.video",
     "edgecli.decode.gpu.decoders",
-    "edgecli.cluster",
+    "edgecli.cluster.run",
 ]
 
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgecli.cuda.kernel import kernel_path
+from edgecli.cuda.compiling import kernel_path
 from edgecli.decode.gpu import inflate
+from tests import cuda_host
 
-from . import cuda_host
 from .inflate_cases import (
     STRATEGIES,
     assert_as_zlib,

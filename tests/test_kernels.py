@@ -12,11 +12,27 @@ from pathlib import Path
 
 import pytest
 
-from edgecli.cuda import check as kernel_check
-from edgecli.cuda import kernel as kernels
-from edgecli.cuda.kernel import Variant, all_variants, kernel_defines, kernel_path, kernel_source
+from edgecli.cuda import compiling
 from edgecli.decode.gpu import convert, inflate, png
+from edgecli.edges import variants as kernels
+from edgecli.edges.variants import KERNEL_FILE, Variant, all_variants, kernel_defines
 from edgecli.errors import OptionError
+from edgecli.options.params import NORMS
+from scripts import kernel_check
+
+
+def kernel_path(name: str = KERNEL_FILE) -> Path:
+    return compiling.kernel_path(name)
+
+
+def kernel_source(name: str = KERNEL_FILE) -> str:
+    return compiling.kernel_source(name)
+
+
+def compile_options(variant: Variant, arch: int, *, ptx: bool = False) -> tuple[str, ...]:
+    """NVRTC's options for an edges.cu variant."""
+    return compiling.compile_options(kernel_defines(variant), arch, ptx=ptx)
+
 
 CHECKOUT_CUDA = Path(__file__).resolve().parents[1] / "cuda"
 # Every kernel source a module loads, by the name it loads it by.
@@ -81,7 +97,7 @@ def test_blocks_per_sm_holds_the_grid_to_its_warps_an_sm(variant, fitting, expec
 
 
 def test_every_norm_has_its_warps_an_sm():
-    assert set(kernels.WARPS_PER_SM) == set(kernels.NORMS)
+    assert set(kernels.WARPS_PER_SM) == set(NORMS)
 
 
 @pytest.mark.parametrize(
@@ -89,44 +105,44 @@ def test_every_norm_has_its_warps_an_sm():
 )
 def test_the_architecture_setting_is_read(monkeypatch, value, expected):
     """EDGECLI_CUDA_ARCH names an architecture of the check list, with or without a prefix."""
-    monkeypatch.setenv(kernels.ARCH_ENV, value)
-    assert kernels.forced_arch() == expected
+    monkeypatch.setenv(compiling.ARCH_ENV, value)
+    assert compiling.forced_arch() == expected
 
 
 @pytest.mark.parametrize("value", ["61", "90a", "sm_", "x"])
 def test_a_bad_architecture_setting_is_an_option_error(monkeypatch, value):
     """An architecture the kernel is not checked for is refused, naming the value."""
-    monkeypatch.setenv(kernels.ARCH_ENV, value)
+    monkeypatch.setenv(compiling.ARCH_ENV, value)
     with pytest.raises(OptionError, match=re.escape(repr(value))):
-        kernels.forced_arch()
+        compiling.forced_arch()
 
 
 def test_compile_options_name_machine_code_or_ptx():
     """sm_XY for machine code of that GPU, compute_XY for PTX the driver compiles."""
-    assert "--gpu-architecture=sm_86" in kernels.compile_options(Variant(), 86)
-    assert "--gpu-architecture=compute_75" in kernels.compile_options(Variant(), 75, ptx=True)
+    assert "--gpu-architecture=sm_86" in compile_options(Variant(), 86)
+    assert "--gpu-architecture=compute_75" in compile_options(Variant(), 75, ptx=True)
 
 
 def test_cache_keys_change_with_source_options_and_compiler():
     """A cached kernel is found again only for the same source, options and compiler."""
-    options = kernels.compile_options(Variant(), 90)
-    key = kernels.cache_key("src", options, "nvrtc")
-    assert key == kernels.cache_key("src", options, "nvrtc")
-    assert key != kernels.cache_key("src2", options, "nvrtc")
-    assert key != kernels.cache_key("src", kernels.compile_options(Variant("l2"), 90), "nvrtc")
-    assert key != kernels.cache_key("src", options, "nvcc")
+    options = compile_options(Variant(), 90)
+    key = compiling.cache_key("src", options, "nvrtc")
+    assert key == compiling.cache_key("src", options, "nvrtc")
+    assert key != compiling.cache_key("src2", options, "nvrtc")
+    assert key != compiling.cache_key("src", compile_options(Variant("l2"), 90), "nvrtc")
+    assert key != compiling.cache_key("src", options, "nvcc")
 
 
 def test_the_cache_folder_follows_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert kernels.kernel_cache_dir() == tmp_path / "edgecli" / "kernels"
+    assert compiling.kernel_cache_dir() == tmp_path / "edgecli" / "kernels"
 
 
 def test_source_is_found_in_the_checkout():
     """Run from a checkout, the .cu files are found in its top-level cuda/."""
     path = kernel_path()
     assert path == CHECKOUT_CUDA / "edges.cu"
-    assert kernels.cuda_dir() == CHECKOUT_CUDA
+    assert compiling.cuda_dir() == CHECKOUT_CUDA
 
 
 def test_shipped_kernels_come_first(monkeypatch, tmp_path):
@@ -134,15 +150,15 @@ def test_shipped_kernels_come_first(monkeypatch, tmp_path):
     shipped = tmp_path / "kernels"
     shipped.mkdir()
     (shipped / "edges.cu").write_text("// shipped\n", encoding="utf-8")
-    monkeypatch.setattr(kernels, "SHIPPED_KERNELS", shipped)
-    assert kernels.cuda_dir() == shipped
+    monkeypatch.setattr(compiling, "SHIPPED_KERNELS", shipped)
+    assert compiling.cuda_dir() == shipped
     assert kernel_path() == shipped / "edges.cu"
 
 
 def test_a_missing_source_is_one_clear_error(monkeypatch, tmp_path):
     """With neither folder holding the file, the error names the path and what to do."""
-    monkeypatch.setattr(kernels, "SHIPPED_KERNELS", tmp_path / "kernels")
-    monkeypatch.setattr(kernels, "CHECKOUT_KERNELS", tmp_path / "cuda")
+    monkeypatch.setattr(compiling, "SHIPPED_KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(compiling, "CHECKOUT_KERNELS", tmp_path / "cuda")
     with pytest.raises(FileNotFoundError) as caught:
         kernel_path("edges.cu")
     assert str(caught.value) == (
@@ -163,10 +179,10 @@ def test_the_source_compiled_without_its_defines_names_where_they_come_from():
     """Compiled without the -D options of kernel_defines(), edges.cu stops with an error that
     names kernel_defines(), the function that supplies them."""
     compiler = kernel_check.Nvrtc(NVRTC13)
-    options = [o for o in kernels.compile_options(Variant(), 90) if not o.startswith("-D")]
+    options = [o for o in compile_options(Variant(), 90) if not o.startswith("-D")]
     ok, log = compiler.compile(kernel_source(), "edges.cu", tuple(options))
     assert not ok
-    assert "edgecli.cuda.kernel.kernel_defines()" in log
+    assert "edgecli.edges.variants.kernel_defines()" in log
 
 
 @needs_nvrtc
@@ -175,7 +191,7 @@ def test_shared_memory_size_is_what_the_kernel_stages(variant):
     """SHARED_BYTES (what a launch allocates) is, to the compiler, the bytes the kernel's warps
     stage their rows in; one byte more is not (so the check can fail)."""
     compiler = kernel_check.Nvrtc(NVRTC13)
-    options = kernels.compile_options(variant, 90)
+    options = compile_options(variant, 90)
 
     def compiles_with(size: int) -> tuple[bool, str]:
         check = f'static_assert(WARPS * WARP_SHARED_BYTES == {size}, "the launch size");'
@@ -191,7 +207,7 @@ def test_shared_memory_size_is_what_the_kernel_stages(variant):
 def test_compile_errors_name_the_real_file():
     """With the #line directive, an error in the source is reported against cuda/edges.cu."""
     compiler = kernel_check.Nvrtc(NVRTC13)
-    options = kernels.compile_options(Variant(), 90)
+    options = compile_options(Variant(), 90)
     ok, log = compiler.compile(kernel_source() + "\nthis is not C++;\n", "x.cu", options)
     assert not ok
     assert str(kernel_path()) in log
@@ -212,7 +228,7 @@ def test_check_prints_one_line_per_architecture_and_succeeds():
 @needs_nvrtc
 def test_check_fails_on_a_compile_error(monkeypatch):
     """A variant that does not compile fails the check (exit 1) and its log is printed."""
-    monkeypatch.setattr(kernel_check, "kernel_source", lambda: "#error planted\n")
+    monkeypatch.setattr(kernel_check, "kernel_source", lambda name: "#error planted\n")
     out = io.StringIO()
     assert kernel_check.check([Variant()], (90,), out=out) == 1
     assert "FAIL sm_90" in out.getvalue() and "planted" in out.getvalue()
@@ -248,8 +264,9 @@ def test_check_fails_loudly_without_nvrtc(monkeypatch):
 
 
 def test_importing_kernels_does_not_import_cupy():
-    """edgecli.cuda.kernel and make kernel-check work where CuPy is not installed."""
-    code = "import sys, edgecli.cuda.check; sys.exit('cupy' in sys.modules)"
+    """edgecli.cuda.compiling, edgecli.edges.variants and make kernel-check work where CuPy is
+    not installed."""
+    code = "import sys, scripts.kernel_check; sys.exit('cupy' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).parent.parent, check=False
     )

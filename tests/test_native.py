@@ -1,4 +1,4 @@
-"""edgecli._native's 1-bit PNG encoder: the bytes of edgecli.png's Python encoder, for packed
+"""edgecli._native's 1-bit PNG encoder: the bytes of edgecli.output.png's Python encoder, for packed
 scanlines and for 8-bit maps, from any thread; bad buffers refused with the reason (its atomic
 write: tests/test_files.py). Skipped, saying so, where it was not built (setup.py builds it
 optionally)."""
@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-import edgecli.png as png
+import edgecli.output.png as png
 from edgecli import native as native_module
-from edgecli.png import PackedEdges, encode_png, png_from_rows_1bit_python, png_rows_1bit
+from edgecli.output.png import PackedEdges, encode_png, png_from_rows_1bit_python, png_rows_1bit
 
 from .media import photo
 
@@ -76,9 +76,9 @@ def test_any_nonzero_pixel_is_white():
 
 def test_a_real_edge_map_and_views_of_it():
     """The edge map of a photograph, and views that are not contiguous (every other column,
-    a crop, flipped), through edgecli.png.encode_png_1bit."""
-    from edgecli.params import Options
-    from edgecli.reference import detect_frame
+    a crop, flipped), through edgecli.output.png.encode_png_1bit."""
+    from edgecli.edges.reference import detect_frame
+    from edgecli.options.params import Options
 
     edges = detect_frame(photo(257, 389), Options())
     for view in (edges, edges[:, ::2], edges[5:200, 3:301], edges[::-1, ::-1]):
@@ -96,7 +96,7 @@ def test_threads_encode_what_one_thread_does():
 
 
 def test_the_python_encoder_stands_in_where_the_module_is_missing(monkeypatch):
-    """With the module gone, edgecli.png encodes the same PNGs itself."""
+    """With the module gone, edgecli.output.png encodes the same PNGs itself."""
     edges = edge_map((33, 65), "random")
     with_module = png.encode_png_1bit(edges), encode_png(PackedEdges(png_rows_1bit(edges), 65), 1)
     monkeypatch.setattr(native_module, "c", None)

@@ -17,9 +17,9 @@ import pytest
 
 from edgecli.decode.gpu import png as gpu_png
 from edgecli.decode.png_layout import COLOUR_TYPES, PALETTE, PngLayout, read_layout, row_bytes
-from edgecli.png import PNG_SIGNATURE
+from edgecli.output.png import PNG_SIGNATURE
+from tests import cuda_host
 
-from . import cuda_host
 from .png_corpus import ffmpeg_exe
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_frames"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from edgecli.decode.png_layout import PngDamage, gpu_reason, read_layout
+from tests import png_reference as reference
 
-from . import png_reference as reference
 from .deflate_cases import cases
 from .png_corpus import (
     COLOUR_NAMES,

@@ -1,7 +1,7 @@
-"""``edgecli preview`` (edgecli.preview): every edge-map tile of the sheet is a ``run`` output for
-that frame and threshold, scaled by nearest-neighbour; the default thresholds spread around the
-``-t auto`` one; the frames shown are spread over the (selected) input; and the command's exit
-codes, messages and file handling."""
+"""``edgecli preview`` (edgecli.pipeline.preview): every edge-map tile of the sheet is a ``run``
+output for that frame and threshold, scaled by nearest-neighbour; the default thresholds spread
+around the ``-t auto`` one; the frames shown are spread over the (selected) input; and the
+command's exit codes, messages and file handling."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 import edgecli
 from edgecli import Options
-from edgecli.preview import SPREAD, preview
-from edgecli.sampling import sample_positions
-from edgecli.sheet import DEFAULT_WIDTH, Box, Row, Tile, layout
+from edgecli.inputs.sampling import sample_positions
+from edgecli.output.sheet import DEFAULT_WIDTH, Box, Row, Tile, layout
+from edgecli.pipeline.preview import SPREAD, preview
 
 from .helpers import H264_CLIP, invoke, make_frames
 from .media import SAMPLE_FRAMES, photo

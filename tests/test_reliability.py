@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import edgecli
 from edgecli import FrameError, InputError, OutputError
-from edgecli.resume import MANIFEST_NAME
-from edgecli.sources import classify
+from edgecli.inputs.sources import classify
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import H264_CLIP, edgecli_command, invoke, make_folder
 from .media import photo
@@ -117,7 +117,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr("edgecli.sources.os.open", refusing_open)
+    monkeypatch.setattr("edgecli.inputs.sources.os.open", refusing_open)
     with pytest.raises(FrameError, match="frame_0000.png: permission denied"):
         edgecli.process(folder, tmp_path / "out", backend="cpu")
 
@@ -190,7 +190,7 @@ def test_mixed_frame_sizes_are_processed(tmp_path):
 
 def test_output_folder_not_writable(tmp_path, monkeypatch):
     """An output folder without write permission is refused before any work."""
-    monkeypatch.setattr("edgecli.sinks.os.access", lambda path, mode: False)
+    monkeypatch.setattr("edgecli.output.sinks.os.access", lambda path, mode: False)
     with pytest.raises(OutputError, match="output folder is not writable"):
         edgecli.process(make_folder(tmp_path / "in", 1), tmp_path / "out", backend="cpu")
 
@@ -269,7 +269,7 @@ def test_disk_full_names_the_file_and_leaves_nothing_partial(tmp_path, monkeypat
     # The Python os calls, where a full disk can be staged (the C write's failures, and the
     # error each gives, are tests/test_files.py's).
     monkeypatch.setattr("edgecli.native.c", None)
-    monkeypatch.setattr("edgecli.sinks.os.write", full_disk_write)
+    monkeypatch.setattr("edgecli.output.sinks.os.write", full_disk_write)
     out = tmp_path / "out"
     result = invoke("run", make_folder(tmp_path / "in", 3), "-o", out, "--backend", "cpu")
     assert result.exit_code == 1
@@ -534,8 +534,8 @@ def test_a_run_does_not_wait_for_its_progress_bar_total(tmp_path, monkeypatch):
 
 
 def test_the_progress_bar_gets_its_total_once_the_videos_are_counted(tmp_path, capsys):
+    from edgecli.inputs.sources import discover
     from edgecli.pipeline.runner import _progress_bar
-    from edgecli.sources import discover
 
     sources = [*discover(str(H264_CLIP)), *discover(str(H264_CLIP))]
     bar = _progress_bar(sources, shown=True)

@@ -1,7 +1,7 @@
 """Report paths (--json-summary, --timings-csv, --write-expected, the preview's sheet and
 page): written into a device or FIFO, through a link to its target, never onto an input,
 never into a folder that does not exist; and output PNGs never replace a link, device or
-FIFO (edgecli.sinks.ReportFile, edgecli.overwrites)."""
+FIFO (edgecli.output.sinks.ReportFile, edgecli.inputs.overwrites)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import edgecli
-from edgecli.resume import MANIFEST_NAME
+from edgecli.output.resume import MANIFEST_NAME
+from tests import helpers
 
-from . import helpers
 from .helpers import H264_CLIP, invoke
 from .media import photo
 
@@ -149,7 +149,7 @@ def test_manifest_that_cannot_be_written_leaves_nothing(tmp_path, monkeypatch):
     # The Python os calls, where a full disk can be staged (the C write's failures, and the
     # error each gives, are tests/test_files.py's).
     monkeypatch.setattr("edgecli.native.c", None)
-    monkeypatch.setattr("edgecli.sinks.os.write", full_disk_write)
+    monkeypatch.setattr("edgecli.output.sinks.os.write", full_disk_write)
     out = tmp_path / "out"
     result = invoke("run", make_folder(tmp_path / "in", 2), "-o", out, "--backend", "cpu")
     assert result.exit_code == 1

@@ -30,7 +30,7 @@ MP4_CLIPS = sorted(
 def clips():
     """tests.clips (FFmpeg's encoder and its view of a clip), or a skip without imageio-ffmpeg."""
     pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
-    from . import clips
+    from tests import clips
 
     return clips
 

@@ -11,7 +11,7 @@ import pytest
 
 import edgecli
 from edgecli.errors import EXIT_USAGE, OptionError
-from edgecli.selection import FrameRange, Selection, parse_position
+from edgecli.options.selection import FrameRange, Selection, parse_position
 
 from .helpers import H264_CLIP, invoke, make_folder
 from .media import photo, read_frames
@@ -125,7 +125,7 @@ def test_times_select_by_the_videos_frame_rate(full_run, tmp_path):
 
 
 def test_the_progress_total_counts_only_the_kept_frames(tmp_path):
-    from edgecli.sources import count_frames, discover, select_frames
+    from edgecli.inputs.sources import count_frames, discover, select_frames
 
     sources = select_frames(discover(str(H264_CLIP)), Selection.from_options("4", "20", 6, None))
     assert count_frames(sources) == 3
@@ -135,7 +135,7 @@ def test_frame_indices_are_checked_against_an_mp4s_table_without_a_decoder(monke
     """--start, --every and --frames on an MP4 need only its frame count, read from its
     sample table (cv2 opens a decoder for it: 40-70 ms a video); a time still asks cv2 for
     the frame rate."""
-    from edgecli.sources import discover, select_frames
+    from edgecli.inputs.sources import discover, select_frames
 
     sources = list(discover(str(H264_CLIP)))
     opened = []

@@ -13,10 +13,10 @@ import cv2
 import pytest
 
 import edgecli
-from edgecli import resume
-from edgecli.resume import MANIFEST_NAME
-from edgecli.shards import partition, shard_of
-from edgecli.sources import discover_inputs
+from edgecli.inputs.sources import discover_inputs
+from edgecli.options.shards import partition, shard_of
+from edgecli.output import resume
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import dead_runs_temporary, edgecli_command, folder_bytes, invoke
 from .media import photo, write_video
@@ -147,7 +147,7 @@ def test_a_shard_given_its_sources_runs_those(media, tmp_path, case):
     """As a cluster's tasks run: the client lists and partitions the sources once, and each
     shard run takes the ones it is handed, listing nothing. Handed every source, shard 0 of
     3 leaves the folder as a plain run does (from its own listing it would do a third)."""
-    from edgecli.params import Options
+    from edgecli.options.params import Options
     from edgecli.pipeline import run
 
     clean = folder_bytes(plain_run(media, case, tmp_path / "clean"))

@@ -1,6 +1,6 @@
-"""The contact sheet's renderer (edgecli.sheet): an edge-map tile is the run's output resized by
-nearest-neighbour and nothing else, text stays out of the tiles and inside its column, and the
-sizes follow the documented rule."""
+"""The contact sheet's renderer (edgecli.output.sheet): an edge-map tile is the run's output
+resized by nearest-neighbour and nothing else, text stays out of the tiles and inside its column,
+and the sizes follow the documented rule."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from edgecli import sheet
-from edgecli.sheet import Box, Row, Tile, layout, render
+from edgecli.output import sheet
+from edgecli.output.sheet import Box, Row, Tile, layout, render
 from tests.media import photo
 
 SHAPES = [(1, 1), (1, 37), (37, 1), (17, 31), (270, 480)]

@@ -1,4 +1,4 @@
-"""The 1-bit PNG encoder (edgecli.png.encode_png_1bit, and from packed rows): valid PNGs,
+"""The 1-bit PNG encoder (edgecli.output.png.encode_png_1bit, and from packed rows): valid PNGs,
 exact pixels."""
 
 from __future__ import annotations
@@ -12,9 +12,15 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from edgecli.params import Options
-from edgecli.png import PNG_SIGNATURE, PackedEdges, encode_png, encode_png_1bit, png_rows_1bit
-from edgecli.reference import detect_frame
+from edgecli.edges.reference import detect_frame
+from edgecli.options.params import Options
+from edgecli.output.png import (
+    PNG_SIGNATURE,
+    PackedEdges,
+    encode_png,
+    encode_png_1bit,
+    png_rows_1bit,
+)
 
 from .media import photo
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import edgecli
 from edgecli import InputError, OptionError
-from edgecli.params import BORDERS, NORMS
-from edgecli.resume import MANIFEST_NAME
-from edgecli.sources import discover, discover_inputs
+from edgecli.inputs.sources import discover, discover_inputs
+from edgecli.options.params import BORDERS, NORMS
+from edgecli.output.resume import MANIFEST_NAME
 
 from .helpers import H264_CLIP, invoke
 from .media import photo, write_video

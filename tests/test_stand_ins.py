@@ -1,4 +1,4 @@
-"""edgecli.testing's stand-ins, which the pipeline tests and benchmarks/e2e.py build on, and
+"""tests.standins's stand-ins, which the pipeline tests and benchmarks/e2e.py build on, and
 ``pipeline.run(backend=...)``, which they use."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import pipeline, testing
-from edgecli.params import Options
-from edgecli.reference import detect_batch
-from edgecli.testing import PrecomputedEdges, StandInGpuBackend
+from edgecli import pipeline
+from edgecli.edges.reference import detect_batch
+from edgecli.options.params import Options
 
+from . import standins
 from .helpers import same_bytes
 from .media import photo, write_video
+from .standins import PrecomputedEdges, StandInGpuBackend
 
 
 @pytest.fixture
@@ -65,9 +66,9 @@ def test_lookup_of_an_unknown_frame_fails(folder):
 def test_fingerprint_tells_shifted_frames_apart():
     """Frames one pixel apart in a pan, or of another shape, have different fingerprints."""
     frame = photo(64, 96)
-    prints = {testing.fingerprint(f) for f in (frame[:, 1:], frame[:, :-1], frame, frame[1:])}
+    prints = {standins.fingerprint(f) for f in (frame[:, 1:], frame[:, :-1], frame, frame[1:])}
     assert len(prints) == 4
-    assert testing.fingerprint(frame) == testing.fingerprint(frame.copy())
+    assert standins.fingerprint(frame) == standins.fingerprint(frame.copy())
 
 
 def test_run_uses_the_backend_it_is_given(folder, tmp_path):
@@ -131,11 +132,11 @@ def test_stand_in_batches_run_on_a_few_lasting_threads():
     options = Options(streams=2)
     ring = StandInGpuBackend(options, compute=compute).slab_ring(4)
     frame = photo(6, 7)
-    for _ in range(3 * testing.STREAM_THREADS):
+    for _ in range(3 * standins.STREAM_THREADS):
         filling = ring.fill(frame.shape, capacity=1)
         np.copyto(filling.inputs[0], frame)
         batch = filling.submit(1)
         batch.result()
         batch.release()
-    assert 1 <= len(threads) <= testing.STREAM_THREADS
+    assert 1 <= len(threads) <= standins.STREAM_THREADS
     assert threading.main_thread() not in threads

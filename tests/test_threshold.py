@@ -1,7 +1,7 @@
-"""``-t auto`` and ``-t P%`` (edgecli.threshold), checked against an independent implementation
-of the documented rules: the contract's luma and Sobel by np.pad and slicing, magnitudes by
-math.isqrt, Otsu as the between-class variance w0*w1*(mu0-mu1)^2 in exact fractions, and the
-density rule by its definition; then through the command line, shards and a video."""
+"""``-t auto`` and ``-t P%`` (edgecli.pipeline.threshold), checked against an independent
+implementation of the documented rules: the contract's luma and Sobel by np.pad and slicing,
+magnitudes by math.isqrt, Otsu as the between-class variance w0*w1*(mu0-mu1)^2 in exact fractions,
+and the density rule by its definition; then through the command line, shards and a video."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 
 import edgecli
-from edgecli import reference, sampling, threshold
 from edgecli.decode.cpu import video_frames_at
+from edgecli.edges import reference
 from edgecli.errors import OptionError
-from edgecli.params import BORDERS, NORMS, Options
-from edgecli.sampling import sample_frames
-from edgecli.sources import discover_inputs
+from edgecli.inputs import sampling
+from edgecli.inputs.sampling import sample_frames
+from edgecli.inputs.sources import discover_inputs
+from edgecli.options.params import BORDERS, NORMS, Options
+from edgecli.pipeline import threshold
 
 from .helpers import H264_CLIP, invoke
 from .media import photo, read_frames
@@ -129,7 +131,7 @@ def my_positions(total: int, count: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. edgecli.threshold against the independent implementation.
+# 1. edgecli.pipeline.threshold against the independent implementation.
 
 SHAPES = [(1, 1), (1, 23), (19, 1), (17, 31), (240, 320)]
 PERCENTS = [Fraction(0), Fraction(1, 2), Fraction(5), Fraction(25, 2), Fraction(50), Fraction(100)]
@@ -530,7 +532,8 @@ def test_auto_on_a_video(clip_frames, tmp_path):
 
 
 def test_sample_frames_of_a_video_are_its_frames(clip_frames):
-    """edgecli.sampling.sample_frames gives the clip's frames 1, 4, ..., 22, pixel for pixel."""
+    """sample_frames (edgecli.inputs.sampling) gives the clip's frames 1, 4, ..., 22, pixel for
+    pixel."""
     sampled = sample_frames(discover_inputs([H264_CLIP]), SAMPLE, 1 << 30)
     assert len(sampled) == SAMPLE
     for frame, p in zip(sampled, my_positions(24, SAMPLE), strict=True):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgecli import timing
-from edgecli.timing import StageClock, find_bottleneck
+from edgecli.output import timing
+from edgecli.output.timing import StageClock, find_bottleneck
 
 
 def _busy(wall_s: float = 1.0, **lanes_and_stages) -> tuple[dict, dict, float]:
@@ -180,7 +180,7 @@ def test_the_verbose_summary_has_every_stage():
 
 def test_a_cluster_s_workers_show_only_when_verbose():
     """A cluster run's summary is two lines too; verbose adds a line per Dask worker."""
-    from edgecli.cluster_summary import ClusterSummary
+    from edgecli.cluster.summary import ClusterSummary
 
     worker = {"worker": "tcp://a:1", "host": "a", "tasks": 2, "frames": 40, "busy_s": 1.5,
               "fps": 26.7}  # fmt: skip

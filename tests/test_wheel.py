@@ -89,7 +89,7 @@ def test_the_installed_package_loads_its_kernels(wheel, tmp_path):
     pip("install", "--no-deps", "--target", str(target), str(wheel), cwd=tmp_path)
     script = (
         "import json, sys\n"
-        "from edgecli.cuda.kernel import cuda_dir, kernel_source\n"
+        "from edgecli.cuda.compiling import cuda_dir, kernel_source\n"
         "names = sys.argv[1:]\n"
         "print(json.dumps([str(cuda_dir()), {n: kernel_source(n) for n in names}]))\n"
     )

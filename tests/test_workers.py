@@ -149,7 +149,7 @@ except EdgecliError as exc:
 @pytest.mark.parametrize(
     "kind, after, refused",
     [
-        # A run's first thread keeps its claim on the output folder (edgecli.claims) fresh.
+        # A run's first thread keeps its claim on the output folder (edgecli.output.claims) fresh.
         ("folder", 0, "the thread that keeps the output folder's claim fresh"),
         ("folder", 3, "worker thread 3 of 3"),
         ("tiff", 4, "a reader thread"),  # the workers start, a multi-page file's reader not
@@ -184,7 +184,7 @@ def test_the_command_reports_threads_it_cannot_start_in_one_line(tmp_path):
     folder = make_frames(tmp_path / "in", [(10, 10)] * 3)
     code = "from edgecli.cli import main; sys.argv[:2] = ['edgecli']; main()"
     args = ["run", folder, "-o", tmp_path / "out", "--backend", "cpu", "--workers", "2"]
-    result = with_threads_refused(1, code, *args)  # the one: the claim's (edgecli.claims)
+    result = with_threads_refused(1, code, *args)  # the one: the claim's (edgecli.output.claims)
     assert result.returncode == 1
     assert result.stderr.startswith("Error: cannot start worker thread 1 of 2 (can't start new")
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr

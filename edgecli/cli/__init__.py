@@ -48,8 +48,8 @@ import sys  # noqa: E402 -- the imports from here on take SIGINT as above
 
 import click  # noqa: E402
 
-from .. import __version__  # noqa: E402
 from ..errors import EXIT_SIGINT  # noqa: E402
+from ..version import __version__  # noqa: E402
 from . import info, preview, run  # noqa: E402
 
 

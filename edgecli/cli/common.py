@@ -8,7 +8,7 @@ import os
 import click
 
 from ..errors import EdgecliError, printable
-from ..params import BACKENDS, BORDERS, NORMS, OPERATORS, Options
+from ..options.params import BACKENDS, BORDERS, NORMS, OPERATORS, Options
 from .types import WholeNumber
 
 
@@ -27,8 +27,9 @@ def say(message: str) -> None:
 
 def notifier(*, quiet: bool, verbose: bool):
     """The ``notify`` of a command: information said with :func:`say`, none under ``quiet``,
-    and a :class:`edgecli.backends.Detail` (what is expected anyway) only under ``verbose``."""
-    from ..backends import Detail
+    and a :class:`edgecli.edges.backends.Detail` (what is expected anyway) only under
+    ``verbose``."""
+    from ..edges.backends import Detail
 
     def notify(message: str) -> None:
         if not quiet and (verbose or not isinstance(message, Detail)):

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from .. import __version__
-from ..params import MAX_DEVICE
+from ..options.params import MAX_DEVICE
+from ..version import __version__
 from .types import WholeNumber
 
 DEPENDENCIES = ("numpy", "opencv-python-headless", "click", "tqdm", "imageio", "pillow")
@@ -28,7 +28,7 @@ def info(device: int) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     from .. import native
-    from ..backends import NO_GPU, cuda_unusable_reason
+    from ..edges.backends import NO_GPU, cuda_unusable_reason
 
     click.echo(f"edgecli {__version__}")
     click.echo(f"python {platform.python_version()} ({sys.executable})")
@@ -42,16 +42,17 @@ def info(device: int) -> None:
     reason = cuda_unusable_reason(device)
     if reason is None:
         from ..cuda import build
-        from ..cuda.kernel import Variant
+        from ..edges import kernels
+        from ..edges.variants import Variant
 
         major, minor = build.compute_capability(device)
         name = build.device_description(device)
         click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
-        kernel = build.load_kernel(device, Variant())
-        click.echo(f"kernel: {build.kernel_description(kernel)}")
-        from ..cuda import deflate
+        kernel = kernels.load_kernel(device, Variant())
+        click.echo(f"kernel: {kernels.kernel_description(kernel)}")
+        from ..edges import cuda_deflate
 
-        click.echo(f"png compression (--png-bits 1): {deflate.description(device)}")
+        click.echo(f"png compression (--png-bits 1): {cuda_deflate.description(device)}")
         for line in decoder_lines():
             click.echo(line)
     elif reason.startswith(NO_GPU):  # the why after it, in parentheses

@@ -1,11 +1,12 @@
-"""``edgecli preview``: a contact sheet for choosing a threshold (:mod:`edgecli.preview`)."""
+"""``edgecli preview``: a contact sheet for choosing a threshold
+(:mod:`edgecli.pipeline.preview`)."""
 
 from __future__ import annotations
 
 import click
 
 from ..errors import EdgecliError
-from ..params import MAX_SHOWN, MAX_WIDTH, MIN_WIDTH, Options, threshold_text
+from ..options.params import MAX_SHOWN, MAX_WIDTH, MIN_WIDTH, Options, threshold_text
 from .common import (
     EdgecliClickError,
     edge_options,
@@ -61,7 +62,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     nearest-neighbour; frames are decoded on the CPU.
     """
     keep_standard_streams_open()
-    from ..preview import preview as make_preview
+    from ..pipeline.preview import preview as make_preview
 
     thresholds = preview_thresholds(thresholds, fields["operator"], click.get_current_context())
 

@@ -22,14 +22,8 @@ from ..errors import (
     ExpectationError,
     OptionError,
 )
-from ..params import (
-    DECODES,
-    ON_ERROR,
-    Options,
-    check_path,
-    parse_devices,
-)
-from ..shards import parse_shard
+from ..options.params import DECODES, ON_ERROR, Options, check_path, parse_devices
+from ..options.shards import parse_shard
 from .common import (
     EdgecliClickError,
     edge_options,
@@ -165,7 +159,7 @@ def stop_on_signals():
 )
 @click.option(
     "--shard",
-    metavar="I/N",  # a str, parsed by edgecli.shards: a bad value is one Error: line, exit 2
+    metavar="I/N",  # a str, parsed by edgecli.options.shards: a bad value is an Error: line, exit 2
     default=None,
     help="Run only part I of N (0 <= I < N) of the sources, split by size; N such runs "
     "into one folder make the whole run.",
@@ -300,7 +294,7 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
         # Decoders warn about the corrupt files we already report in one line each.
         warnings.simplefilter("ignore")
-    from ..allocator import keep_freed_memory
+    from ..pipeline.allocator import keep_freed_memory
 
     keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
     # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
@@ -333,7 +327,7 @@ def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv,
         if options.shard is not None:
             raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
     if scheduler is not None or len(gpus) > 1:
-        from ..cluster import run_on_cluster as run_pipeline  # imports Dask
+        from ..cluster.run import run_on_cluster as run_pipeline  # imports Dask
 
         if timings_csv is not None:
             raise OptionError("--timings-csv cannot be combined with --scheduler")
@@ -350,7 +344,7 @@ def check_golden_options(write_expected, expect, shard) -> None:
         flag = "--write-expected" if write_expected is not None else "--expect"
         raise OptionError(f"{flag} takes a whole run's folder; run it without --shard")
     if expect is not None:
-        from ..golden import read_manifest
+        from ..output.golden import read_manifest
 
         read_manifest(Path(check_path("--expect path", expect)))
 
@@ -359,7 +353,7 @@ def compare_golden(summary, expect, warn) -> None:
     """--expect: the output folder checked against a manifest, each difference on a line of
     its own before the error (exit 5). (--write-expected's manifest is one of the run's
     reports: :func:`edgecli.pipeline.run`.)"""
-    from .. import golden
+    from ..output import golden
 
     try:
         golden.check(Path(expect), Path(summary.output), summary.params)

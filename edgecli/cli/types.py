@@ -1,6 +1,6 @@
 """The command line's own value types: whole numbers, sizes in bytes, a threshold or its rule,
 a list of thresholds; each bad value a usage error (exit 2) naming the option. Every number
-is read by :mod:`edgecli.numerals`' rule: ASCII digits only."""
+is read by :mod:`edgecli.options.numerals`' rule: ASCII digits only."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from fractions import Fraction
 import click
 
 from ..errors import OptionError
-from ..numerals import is_decimal, is_whole_number
-from ..params import parse_pair, parse_rule
+from ..options.numerals import is_decimal, is_whole_number
+from ..options.params import parse_pair, parse_rule
 
 
 class WholeNumber(click.ParamType):
@@ -57,8 +57,8 @@ class ByteSize(click.ParamType):
 
 class Threshold(click.ParamType):
     """``-t``: a whole number >= 0, ``auto`` or a share of edge pixels such as ``5%``; or
-    Canny's ``LOW,HIGH`` (:func:`edgecli.params.parse_pair`). Which operator takes which is
-    :class:`edgecli.params.Options`' to say."""
+    Canny's ``LOW,HIGH`` (:func:`edgecli.options.params.parse_pair`). Which operator takes which is
+    :class:`edgecli.options.params.Options`' to say."""
 
     name = "T|LOW,HIGH|auto|P%"
 

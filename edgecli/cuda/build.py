@@ -1,12 +1,12 @@
-"""Compiling and loading the kernels: NVRTC for the device at hand, a cache on disk.
+"""Compiling and loading CUDA sources: NVRTC for the device at hand, a cache on disk.
 
-``cuda/edges.cu`` (and ``canny.cu``, ``decode.cu``) are compiled once per variant and
-machine, kept in edgecli's cache (:func:`edgecli.cuda.kernel.kernel_cache_dir`) and loaded once
-per process: :func:`load_kernel` for the edge kernel (memoized on device and variant, with the
-persistent grid that fits the device), :func:`load_canny` for the Canny kernels,
-:func:`load_kernels` for any file's kernels. Also what a device is
-(:func:`compute_capability`, :func:`device_description`) and whether the kernel runs on it
-(:func:`unusable_reason`). Imports CuPy.
+A ``.cu`` file of the top-level ``cuda/`` (found by :mod:`edgecli.cuda.compiling`) is compiled
+with its ``-D`` definitions once per machine, kept in edgecli's cache
+(:func:`edgecli.cuda.compiling.kernel_cache_dir`) and loaded once per process:
+:func:`load_kernels` for any file's kernels, :func:`kernels_on` for a file without variants
+(the decoders' ``decode.cu``, ``inflate.cu``, ``png.cu``). Also what a device is
+(:func:`compute_capability`, :func:`device_arch`, :func:`device_description`). The edge
+kernels' variants are loaded by :mod:`edgecli.edges.kernels`. Imports CuPy.
 """
 
 from __future__ import annotations
@@ -14,71 +14,28 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import cupy
 
-from ..errors import KernelBuildError, KernelResourceError, OutputError
-from ..sinks import write_atomic
-from .canny import CannyKernels
-from .kernel import (
+from ..errors import KernelBuildError, OutputError
+from ..output.sinks import write_atomic
+from .compiling import (
     ARCH_ENV,
-    CANNY_FILE,
-    CANNY_KERNELS,
     CUDA13_MIN_ARCH,
-    KERNEL_FILE,
-    KERNEL_NAME,
-    MIN_COMPUTE_CAPABILITY,
-    PACK_KERNEL_NAME,
-    SHARED_BYTES,
-    THREADS,
-    TILE_H,
-    TILE_W,
-    Variant,
-    blocks_per_sm,
     cache_key,
-    canny_defines,
     compile_options,
-    forced_arch,
     kernel_cache_dir,
-    kernel_defines,
     kernel_source,
 )
 
-
-@dataclass(frozen=True)
-class LoadedKernel:
-    """One compiled variant on one device, with the persistent grid size that fits it."""
-
-    function: cupy.RawKernel
-    pack: cupy.RawKernel  # pack_rows_1bit, from the same module (launch_pack_rows)
-    variant: Variant
-    device: int
-    target: str  # what NVRTC compiled for: "sm_90" (machine code) or "compute_75" (PTX)
-    resident_blocks: int  # the persistent grid: blocks_per_sm an SM, over every SM
-    fitting_blocks: int  # blocks the whole device could run at once (the occupancy limit)
+_named: dict[tuple[int, str, tuple[str, ...]], dict] = {}
+_named_lock = threading.Lock()
 
 
-_kernels: dict[tuple[int, Variant, int | None], LoadedKernel] = {}
-_kernels_lock = threading.Lock()
-
-
-def load_kernel(device: int, variant: Variant) -> LoadedKernel:
-    """The kernel ``variant`` for ``device``: compiled once per machine (then read from disk),
-    loaded once per process. Honours :data:`edgecli.cuda.kernel.ARCH_ENV`."""
-    key = (device, variant, forced_arch())
-    with _kernels_lock:
-        loaded = _kernels.get(key)
-        if loaded is None:
-            loaded = _load(device, variant, key[2])
-            _kernels[key] = loaded
-    return loaded
-
-
-def _device_arch(device: int, forced: int | None) -> int:
+def device_arch(device: int, forced: int | None) -> int:
     """The compute capability of ``device`` as a number (90); KernelBuildError where
-    :data:`edgecli.cuda.kernel.ARCH_ENV` forces a newer one."""
+    :data:`edgecli.cuda.compiling.ARCH_ENV` forces a newer one."""
     major, minor = compute_capability(device)
     arch = 10 * major + minor
     if forced is not None and forced > arch:
@@ -89,63 +46,12 @@ def _device_arch(device: int, forced: int | None) -> int:
     return arch
 
 
-def _load(device: int, variant: Variant, forced: int | None) -> LoadedKernel:
-    arch = _device_arch(device, forced)
-    with cupy.cuda.Device(device):
-        attributes = cupy.cuda.Device(device).attributes
-        limit = attributes["MaxSharedMemoryPerBlockOptin"]
-        if SHARED_BYTES > limit:
-            raise KernelResourceError(
-                f"{KERNEL_FILE} needs {SHARED_BYTES} bytes of shared memory per block; CUDA "
-                f"device {device} allows {limit}"
-            )
-        function, pack, target = _module(variant, forced or arch, ptx=forced is not None)
-        # Past 48 KB a kernel must opt in to its dynamic shared memory.
-        function.max_dynamic_shared_size_bytes = SHARED_BYTES
-        fitting = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            function.kernel.ptr, THREADS, SHARED_BYTES
-        )
-        if fitting < 1:
-            raise KernelResourceError(
-                f"{KERNEL_FILE} ({variant.name}) needs more registers per block than CUDA "
-                f"device {device} has"
-            )
-        sms = attributes["MultiProcessorCount"]
-    per_sm = blocks_per_sm(variant, fitting)
-    return LoadedKernel(function, pack, variant, device, target, per_sm * sms, fitting * sms)
-
-
-_canny: dict[tuple[int, str, int | None], CannyKernels] = {}
-
-
-def load_canny(device: int, norm: str) -> CannyKernels:
-    """``canny.cu``'s kernels for ``norm`` on ``device``: compiled once per machine (then read
-    from disk), loaded once per process. Honours :data:`edgecli.cuda.kernel.ARCH_ENV`."""
-    forced = forced_arch()
-    key = (device, norm, forced)
-    with _kernels_lock:
-        loaded = _canny.get(key)
-        if loaded is None:
-            arch = _device_arch(device, forced)
-            with cupy.cuda.Device(device):
-                functions, _ = load_kernels(
-                    CANNY_FILE, CANNY_KERNELS, canny_defines(norm), forced or arch,
-                    ptx=forced is not None, label=norm,
-                )  # fmt: skip
-            named = dict(zip(CANNY_KERNELS, functions, strict=True))
-            loaded = _canny[key] = CannyKernels.from_functions(named, norm, device)
-    return loaded
-
-
-_named: dict[tuple[int, str, tuple[str, ...]], dict] = {}
-
-
 def kernels_on(device: int, name: str, kernels: tuple[str, ...]) -> dict:
     """The ``kernels`` of the CUDA file ``name`` (one without variants) on ``device``, by
     name: compiled once per machine (then read from disk), loaded once per process, whichever
     thread asks first."""
     key = (device, name, kernels)
-    with _kernels_lock:
+    with _named_lock:
         loaded = _named.get(key)
         if loaded is None:
             major, minor = compute_capability(device)
@@ -153,16 +59,6 @@ def kernels_on(device: int, name: str, kernels: tuple[str, ...]) -> dict:
                 functions, _ = load_kernels(name, kernels, (), 10 * major + minor)
             loaded = _named[key] = dict(zip(kernels, functions, strict=True))
     return loaded
-
-
-def _module(variant: Variant, arch: int, *, ptx: bool):
-    """The two kernels of ``variant`` compiled for ``arch``, loaded on the current device, and
-    the target they were compiled for."""
-    (function, pack), target = load_kernels(
-        KERNEL_FILE, (KERNEL_NAME, PACK_KERNEL_NAME), kernel_defines(variant), arch, ptx=ptx,
-        label=variant.name,
-    )  # fmt: skip
-    return function, pack, target
 
 
 def load_kernels(
@@ -267,53 +163,6 @@ def _nvrtc_compile(
 def compute_capability(device: int) -> tuple[int, int]:
     props = cupy.cuda.runtime.getDeviceProperties(device)
     return props["major"], props["minor"]
-
-
-def unusable_reason(
-    device: int = 0, variant: Variant | None = None, canny_norm: str | None = None
-) -> str | None:
-    """None when CUDA device ``device`` can run the kernel (``variant``, by default the default
-    one, which is then compiled and cached) and, with ``canny_norm``, the Canny kernels of that
-    norm; else a one-line reason. Never raises."""
-    try:
-        try:
-            count = cupy.cuda.runtime.getDeviceCount()
-        except cupy.cuda.runtime.CUDARuntimeError as exc:
-            return f"no usable CUDA driver or device ({exc})"
-        if count == 0:
-            return "no CUDA device found"
-        if not 0 <= device < count:
-            return f"CUDA device {device} does not exist ({count} present: 0..{count - 1})"
-        capability = compute_capability(device)
-        if capability < MIN_COMPUTE_CAPABILITY:
-            need = "{}.{}".format(*MIN_COMPUTE_CAPABILITY)
-            return (
-                f"{device_description(device)} has compute capability "
-                f"{capability[0]}.{capability[1]}; the kernel needs {need} or newer (Volta)"
-            )
-        load_kernel(device, variant or Variant())
-        if canny_norm is not None:
-            load_canny(device, canny_norm)
-    except (KernelBuildError, KernelResourceError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "install edgecli[" in first:
-            return first
-        return f"{first} (NVRTC comes with edgecli's cuda12/cuda13 extra)"
-    except Exception as exc:  # anything CUDA can throw at start-up: report, never raise
-        return f"CUDA unusable: {type(exc).__name__}: {exc}".splitlines()[0]
-    return None
-
-
-def kernel_description(kernel: LoadedKernel) -> str:
-    """What ``edgecli info`` says of a loaded kernel: its form, how it stages rows on this
-    device, and what NVRTC compiled it for."""
-    arch = int(kernel.target.split("_")[1])
-    staging = "cp.async" if arch >= 80 else "16-byte loads"
-    code = "machine code" if kernel.target.startswith("sm_") else "PTX, compiled by the driver"
-    return (
-        f"portable shared-memory form ({TILE_W}x{TILE_H} tiles, rows staged with {staging}), "
-        f"{kernel.target} {code}"
-    )
 
 
 def device_description(device: int) -> str:

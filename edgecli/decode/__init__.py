@@ -9,5 +9,5 @@ planes into BGR as libjpeg-turbo does; :mod:`.streams` describes a video's strea
 it (its file: :mod:`.mp4`, :mod:`.matroska`; its codec's headers: :mod:`.h264`, :mod:`.hevc`,
 :mod:`.vp9`, :mod:`.av1`, read bit by bit with :mod:`.bits`), :mod:`.yuv` is swscale's YUV to
 BGR, and :mod:`.nvdec` plans from both how NVDEC's frames become cv2's. Which frames a run
-has is :mod:`edgecli.sources`'. Nothing here is imported by ``import edgecli``.
+has is :mod:`edgecli.inputs.sources`'. Nothing here is imported by ``import edgecli``.
 """

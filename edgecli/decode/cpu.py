@@ -1,8 +1,8 @@
 """Decoding on the CPU: a file's bytes or a video's frames to the contract's frames (8-bit BGR,
 H x W x 3, as ``cv2.imread(path, cv2.IMREAD_COLOR)`` or ``cv2.VideoCapture.read()`` yields them:
 alpha dropped, gray replicated, 16-bit scaled to 8), sizes read from headers before decoding,
-and files read whole in the fewest system calls. :mod:`edgecli.sources` says which frames a run
-has; the GPU's decoders are :mod:`.gpu`.
+and files read whole in the fewest system calls. :mod:`edgecli.inputs.sources` says which frames a
+run has; the GPU's decoders are :mod:`.gpu`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..errors import FrameError
-from ..png import PNG_SIGNATURE
+from ..output.png import PNG_SIGNATURE
 from .jpeg_header import scan_damage
 from .mp4 import MP4_CONTAINERS, frame_count
 from .png_layout import png_damage
@@ -33,6 +33,9 @@ VIDEO_EXTENSIONS = (
     ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
     ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
 )  # fmt: skip
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+# What a folder INPUT takes: every file a file INPUT takes, by its extension.
+FOLDER_EXTENSIONS = IMAGE_EXTENSIONS + ANIMATION_EXTENSIONS + VIDEO_EXTENSIONS
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
 EXACT_COUNT_CONTAINERS = (*MP4_CONTAINERS, ".avi")
 # Containers with no frame count (cv2 estimates one from the duration and the frame rate,

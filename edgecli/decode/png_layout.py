@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import native
-from ..png import PNG_SIGNATURE
+from ..output.png import PNG_SIGNATURE
 from .jpeg_header import exif_orientation
 
 # Colour type -> (name, samples a pixel, the bit depths the PNG specification allows with it).

@@ -69,7 +69,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..cache import cache_dir, cached_verdict, opencv_build_key
+from ..output.cache import cache_dir, cached_verdict, opencv_build_key
 from .streams import Colour
 
 TABLE_SHAPE = (256, 256, 256, 3)

@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FrameError
-from ..params import Options
-from ..protocols import DecodedBatch, SlabRing
-from ..sources import (
-    Frame,
-)
-from ..timing import StageClock, WaitClock
+from ..inputs.sources import Frame
+from ..options.params import Options
+from ..output.timing import StageClock, WaitClock
 from ..workers import Lane
+from .protocols import DecodedBatch, SlabRing
 from .writer import Writer
 
 

@@ -19,12 +19,12 @@ from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header, scan_
 from ..decode.plan import PNG_SUFFIX
 from ..decode.png_layout import EncodedPng, PngDamage, gpu_reason, read_layout
 from ..errors import FrameError
-from ..memory import FrameBudget
-from ..params import Options
-from ..png import PNG_SIGNATURE
-from ..sources import Frame
-from ..timing import StageClock, WaitClock
+from ..inputs.sources import Frame
+from ..options.params import Options
+from ..output.png import PNG_SIGNATURE
+from ..output.timing import StageClock, WaitClock
 from ..workers import Raised, start_thread
+from .memory import FrameBudget
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,8 @@ class FrameReader:
     ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
     be avoided.
 
-    Under an active ``budget`` (:mod:`edgecli.memory`) each frame reserves its cost: a still
-    image from its header, before its decode is submitted (while it does not fit, the frames
+    Under an active ``budget`` (:mod:`edgecli.pipeline.memory`) each frame reserves its cost: a
+    still image from its header, before its decode is submitted (while it does not fit, the frames
     decoded already are handed on first, then the main thread waits); a sequence's frame on
     its reader, once decoded, before it is queued, once its turn has come. The next sequence,
     read ahead, reserves nothing for its few frames (FOLLOWING_DEPTH and one being decoded):
@@ -174,11 +174,12 @@ class FrameReader:
         self.skipped_existing = 0
         self._skipped_lock = threading.Lock()  # readers count from their own threads
 
-    def _skipped(self) -> None:
+    def count_skipped(self) -> None:
+        """Count one output skipped as whole already (--skip-existing); any thread may."""
         with self._skipped_lock:
             self.skipped_existing += 1
 
-    def _decode(self, source, read: Callable | None = None) -> Frame | Failure:
+    def decode(self, source, read: Callable | None = None) -> Frame | Failure:
         """``source`` decoded on the CPU (or what ``read(source)`` makes of it), a Failure
         where it cannot be; either way its reservation goes with an error."""
         try:
@@ -214,7 +215,7 @@ class FrameReader:
                 yield self.failure(frame)
                 continue
             if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
-                self._skipped()
+                self.count_skipped()
                 continue
             self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
             height, width = frame.pixels.shape[:2]
@@ -227,7 +228,7 @@ class FrameReader:
                     continue
             yield frame
 
-    def _cost(self, header_pixels: Callable[[], int | None]) -> int:
+    def image_cost(self, header_pixels: Callable[[], int | None]) -> int:
         """A still image's cost from its header (read only under a budget); 0 for one over
         --max-pixels, which its decode refuses, saying so, before allocating it."""
         if not self.budget.active:
@@ -235,14 +236,14 @@ class FrameReader:
         pixels = header_pixels()
         return 0 if pixels is None or pixels > self.options.max_pixels else self.budget.cost(pixels)
 
-    def _sequence(self, source, depth: int, turn: threading.Event) -> RunAhead:
+    def read_sequence(self, source, depth: int, turn: threading.Event) -> RunAhead:
         """A reader of one sequence's items, started now, at most ``depth`` items ahead;
         its frames reserve their memory once ``turn`` is set."""
         items = self._sequence_items(source, turn)
         # Left early (a stop, an error), the run frees no more room: end the reader's wait.
         return RunAhead(items, depth, "edgecli-reader", self.waits, "decode", self.budget.cancel)
 
-    def _read_for_gpu(self, source) -> Frame | object:
+    def read_for_gpu(self, source) -> Frame | object:
         """A still image read on the pool: an EncodedJpeg or EncodedPng for the GPU's decoder
         of its kind where that decodes the file exactly, else the CPU's frame (from the bytes
         read). Its time is the CPU's "decode" in the one case, as reading the file is part of
@@ -300,7 +301,7 @@ class FrameReader:
             videos = [s for s in sources if s.multi_frame and s.kind == "video"]
             if videos:
                 sources = [s for s in sources if not (s.multi_frame and s.kind == "video")]
-                fleet = self.gpu.fleet(videos, self.wanted, self._skipped, self.clock)
+                fleet = self.gpu.fleet(videos, self.wanted, self.count_skipped, self.clock)
         return self._frames(sources, fleet)
 
     def _frames(self, sources: list, fleet) -> Iterator[Frame | Failure | object]:
@@ -399,7 +400,7 @@ class _InOrder:
         reader, sources = self.reader, self.sources
         if self.following is None:
             turn = threading.Event()
-            self.current = reader._sequence(source, reader.window, turn)
+            self.current = reader.read_sequence(source, reader.window, turn)
         else:
             self.current, turn, self.following = self.following, self.following_turn, None
         # Its turn: its frames reserve memory from now on, and it reads at full depth. Read
@@ -410,7 +411,9 @@ class _InOrder:
         self.current.widen(reader.window)
         if i + 1 < len(sources) and sources[i + 1].multi_frame:
             self.following_turn = threading.Event()
-            self.following = reader._sequence(sources[i + 1], FOLLOWING_DEPTH, self.following_turn)
+            self.following = reader.read_sequence(
+                sources[i + 1], FOLLOWING_DEPTH, self.following_turn
+            )
         while self.pending:  # the images before it come first
             yield from self._oldest()
         yield from self._flush()
@@ -430,7 +433,7 @@ class _InOrder:
         if reader.wanted(source.out_name, header_pixels):
             try:
                 weigh = not for_gpu or reader.options.max_memory is not None
-                cost = reader._cost(header_pixels) if weigh else 0
+                cost = reader.image_cost(header_pixels) if weigh else 0
                 while not reader.budget.try_reserve(source.out_name, cost, str(source.path)):
                     if not self.pending:  # all it waits for is downstream: given back
                         reader.budget.reserve(source.out_name, cost, str(source.path))
@@ -441,11 +444,11 @@ class _InOrder:
                 return
             if for_gpu:
                 self.pending.append(
-                    reader.read_pool.submit(reader._decode, source, reader._read_for_gpu)
+                    reader.read_pool.submit(reader.decode, source, reader.read_for_gpu)
                 )
             else:
-                self.pending.append(reader.pool.submit(reader._decode, source))
+                self.pending.append(reader.pool.submit(reader.decode, source))
         else:
-            reader._skipped()
+            reader.count_skipped()
         while len(self.pending) >= reader.window:
             yield from self._oldest()

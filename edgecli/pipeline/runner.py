@@ -9,16 +9,16 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .. import resume
-from ..backends import select_backend
-from ..claims import claimed
-from ..decode.plan import open_early
+from ..decode.plan import open_early, plan
+from ..edges.backends import select_backend
 from ..errors import CudaUnavailableError, FrameError, OutputError
-from ..memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
-from ..overwrites import refuse_overwriting_inputs, refuse_special_outputs
-from ..params import Options, check_path
-from ..shards import format_shard, shard_of
-from ..sinks import (
+from ..inputs.overwrites import refuse_overwriting_inputs, refuse_special_outputs
+from ..inputs.sources import Frame, count_frames, discover_inputs, input_list, select_frames
+from ..options.params import Options, check_path
+from ..options.shards import format_shard, shard_of
+from ..output import resume
+from ..output.claims import claimed
+from ..output.sinks import (
     check_output_name,
     discard_reports,
     open_reports,
@@ -26,18 +26,12 @@ from ..sinks import (
     remove_stale_temporaries,
     write_reports,
 )
-from ..sources import (
-    Frame,
-    count_frames,
-    discover_inputs,
-    input_list,
-    select_frames,
-)
-from ..threshold import resolve as resolve_threshold
-from ..timing import HANDOFF, StageClock, Summary
+from ..output.timing import HANDOFF, StageClock, Summary
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
+from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .reader import FOLLOWING_DEPTH, Failure, FrameReader
+from .threshold import resolve as resolve_threshold
 from .writer import Writer
 
 # Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
@@ -58,8 +52,8 @@ COPY, ENCODE, DECODE = 0, 1, 2
 
 
 def frame_budget(options: Options, backend, workers: int, window: int) -> FrameBudget:
-    """The run's memory budget for frames in flight (:mod:`edgecli.memory`): --max-memory, or
-    a share of the memory available now. It is left inactive (no header is read for it) where
+    """The run's memory budget for frames in flight (:mod:`edgecli.pipeline.memory`): --max-memory,
+    or a share of the memory available now. It is left inactive (no header is read for it) where
     even the most frames the queues can hold, each of --max-pixels, fit in it."""
     per_pixel = HOST_BYTES_PER_PIXEL if backend.runs_on_host else DECODED_BYTES_PER_PIXEL
     limit = options.max_memory or default_budget()
@@ -147,7 +141,7 @@ def checked_sources(
     """The sources of the whole run, once they are known not to collide, no output (a PNG,
     a frame name, a report in ``reports``) would overwrite an input, and no output name holds
     a link, device or FIFO; ``notify`` hears of what a folder scan leaves out (links that
-    loop or lead nowhere, earlier output folders: :func:`edgecli.sources.folder_files`)."""
+    loop or lead nowhere, earlier output folders: :func:`edgecli.inputs.sources.folder_files`)."""
     sources = discover_inputs(
         inputs, recursive=options.recursive, exclude=Path(output), notify=notify
     )
@@ -194,15 +188,15 @@ def run(
     started, frames in flight are finished (each PNG appears whole or not at all), and the
     summary says it was interrupted. ``timings_csv`` names a file for one row per frame,
     ``json_summary`` one for the summary as JSON, ``write_expected`` one for the manifest of
-    the outputs (:mod:`edgecli.golden`; not for an interrupted run): each is written at the
-    end, only if the run returns, by the rules of :class:`edgecli.sinks.ReportFile` (their
+    the outputs (:mod:`edgecli.output.golden`; not for an interrupted run): each is written at the
+    end, only if the run returns, by the rules of :class:`edgecli.output.sinks.ReportFile` (their
     names are checked against the inputs, and their temporaries made, before any frame is
     read).
     ``backend``, if given, is used instead of the one ``options.backend`` selects: a
-    stand-in from :mod:`edgecli.testing`, say, in a test or a benchmark. ``sources``, if
+    stand-in from :mod:`tests.standins`, say, in a test or a benchmark. ``sources``, if
     given, are this process's sources of ``inputs``, already listed, checked against the
     output folder and (with ``options.shard``) split: a cluster's client does that once for
-    all its tasks (:mod:`edgecli.cluster`), which then skip it.
+    all its tasks (:mod:`edgecli.cluster.run`), which then skip it.
     """
     started = time.perf_counter()
     notify = notify or (lambda message: None)  # information: which backend, and why
@@ -276,7 +270,8 @@ def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
     def manifest() -> bytes | None:
         if summary.interrupted:
             return None
-        from .. import __version__, golden
+        from ..output import golden
+        from ..version import __version__
 
         out_dir = Path(summary.output)
         made = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
@@ -291,21 +286,34 @@ def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
 
 def gpu_decoders(options: Options, backend, sources: list):
     """A function that opens the run's GPU decoders, or None where every frame is decoded
-    on the CPU (--decode cpu, the CPU backend, no JPEG or video among the sources).
-    CudaUnavailableError (exit 4) for --decode gpu where no GPU decoder can run."""
+    on the CPU (--decode cpu, the CPU backend, no JPEG or video among the sources). The plan
+    of what decodes where is made here, once (:func:`edgecli.decode.plan.plan`), and handed to
+    the decoders it opens. CudaUnavailableError (exit 4) for --decode gpu where no GPU decoder
+    can run."""
     if options.decode == "cpu":
         return None
-    plan = getattr(backend, "gpu_decoders", None)
-    if plan is None:
+    if backend.runs_on_host:  # the CPU backend: frames stay on the host
         if options.decode == "gpu" and options.backend == "cpu":
             raise CudaUnavailableError("--decode gpu needs the CUDA backend, not --backend cpu")
         if options.decode == "gpu":
-            from ..backends import cuda_unusable_reason
+            from ..edges.backends import cuda_unusable_reason
 
             why = cuda_unusable_reason(options.device, options) or "a stand-in backend runs"
             raise CudaUnavailableError(f"--decode gpu needs the CUDA backend: {why}")
         return None
-    return plan(options, sources)
+    stand_in = getattr(backend, "gpu_decoders", None)
+    if stand_in is not None:  # a stand-in GPU backend brings its own decoders (tests.standins)
+        return stand_in(options, sources)
+    chosen = plan(options, sources)
+    if chosen is None:
+        return None
+
+    def open_decoders():
+        from ..decode.gpu.decoders import GpuDecoders  # imports CuPy: only where one runs
+
+        return GpuDecoders(chosen)
+
+    return open_decoders
 
 
 def _empty_shard(

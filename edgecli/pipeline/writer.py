@@ -9,16 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..memory import FrameBudget
-from ..params import Options
-from ..png import encode_png
-from ..sinks import (
-    write_atomic,
-)
-from ..sources import (
-    Frame,
-)
-from ..timing import WaitClock
+from ..inputs.sources import Frame
+from ..options.params import Options
+from ..output.png import encode_png
+from ..output.sinks import write_atomic
+from ..output.timing import WaitClock
+from .memory import FrameBudget
 
 
 class Writer:

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import cupy
 import numpy as np
 
-from ...cuda.ring import empty_pinned
+from ...cuda.pinned import empty_pinned
 from ..png_layout import PALETTE, EncodedPng
 from . import inflate, png
 from .slots import BatchDecoder, DeviceBatch, Slot, SlotRing

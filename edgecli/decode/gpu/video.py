@@ -128,8 +128,8 @@ class _Filler:
         self.wait()
         elapsed_ms = (time.perf_counter() - self.began) * 1e3
         decoder = NVDEC if self.plan.exact else NVDEC_APPROX
-        self.fleet._put(self.names, self.sources, self.frames, ready, self.slot, decoder,
-                        elapsed_ms, "gpu_decode")  # fmt: skip
+        self.fleet.put_batch(self.names, self.sources, self.frames, ready, self.slot, decoder,
+                             elapsed_ms, "gpu_decode")  # fmt: skip
 
 
 class VideoFleet:
@@ -367,10 +367,12 @@ class VideoFleet:
         ready.record(stream)
         elapsed_ms = (time.perf_counter() - began) * 1e3
         names = [f.out_name for f in batch]
-        self._put(names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms, "upload")
+        self.put_batch(
+            names, [f.source for f in batch], frames, ready, slot, CPU, elapsed_ms, "upload"
+        )
         batch.clear()
 
-    def _put(self, names, sources, frames, ready, slot, decoder, elapsed_ms, stage) -> None:
+    def put_batch(self, names, sources, frames, ready, slot, decoder, elapsed_ms, stage) -> None:
         """A batch to the consumer; ``elapsed_ms``: the session's time on it, as ``stage``."""
         if not names:
             slot.free.set()
