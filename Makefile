@@ -23,7 +23,7 @@ DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
 	bench-e2e bench-canny bench-soak bench-jpeg-scans bench-png bench-png-threads \
-	bench-png-native bench-png-decode bench-cpu bench-scale sample-frames clean turbojpeg
+	bench-pays bench-png-decode bench-cpu bench-scale sample-frames clean turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -125,10 +125,10 @@ bench-png: $(DEV_STAMP)
 bench-png-threads: $(DEV_STAMP)
 	$(PY) benchmarks/png_threads.py sample_frames
 
-# PNGs encoded and written in C (edgecli._native) against the same work in Python, whole
-# processes on bench_data/ (make bench-media), into /tmp and tmpfs.
-bench-png-native: $(DEV_STAMP)
-	$(PY) benchmarks/png_native.py --roots /tmp /dev/shm
+# What pays: whole runs with the GPU deflate and edgecli._native each on and off, on
+# bench_data/ (make bench-media), into tmpfs.
+bench-pays: $(DEV_STAMP)
+	$(PY) benchmarks/pays.py
 
 # Scale-out overhead: one process against two --shard processes and --scheduler local:2.
 bench-scale: $(DEV_STAMP)

@@ -12,6 +12,8 @@ Environment, read by this wrapper only (edgecli never sees a difference):
   edgecli starts; ``write:N`` lets the run go until its Nth PNG write, which then waits
   forever on its worker thread, the rest of the pipeline stuck behind it (the write is
   replaced in this process only, where edgecli's writer looks it up).
+- ``BENCH_SETTING``: a line of Python run before edgecli starts, a variant that ``pays.py``
+  compares (a module constant set, an interpreter setting).
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ def main() -> None:
         stall_at_write(int(stall.split(":", 1)[1]))
     elif stall:
         raise SystemExit(f"SOAK_STALL={stall!r}: expected start or write:N")
+    setting = os.environ.get("BENCH_SETTING", "")
+    if setting:
+        exec(setting, {})  # noqa: S102 - the benchmark's own line, not input
     from edgecli.cli import console
 
     console()
