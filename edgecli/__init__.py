@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from .version import __version__
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (2-3 ms)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without the import of typing at start-up
 
 # The public names, imported when first used (PEP 562): importing the package then costs
 # next to nothing, so the command's own code (edgecli.cli) runs, and can take Ctrl-C over,
-# before the 40-50 ms these modules take to import.
+# before these modules (and through them NumPy and OpenCV) are imported.
 _LAZY = {
     "CudaUnavailableError": "errors",
     "EdgecliError": "errors",
@@ -115,7 +115,8 @@ def detect_edges(
 
 
 def process(input, output, **options):
-    """Run the whole job (decode, detect, write PNGs) and return its :class:`Summary`.
+    """Run the whole job (decode, detect, write PNGs) and return its
+    :class:`~edgecli.output.timing.Summary`.
 
     ``input`` is a folder, a video, an image, a multi-frame image or a glob, or a list of
     them (read in order); ``output`` is the folder to write into. Keyword options are the

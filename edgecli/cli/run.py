@@ -298,8 +298,8 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
 
     keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
     # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
-    # most this long: at the GPU decoders' rates 16 encoders queue behind it, and 0.5 ms where
-    # Python's default is 5 ms ran 2400 GPU-decoded frames 1.25-1.65x faster (RESULTS.md).
+    # most this long: at the GPU decoders' rates every encoder thread queues behind it, and
+    # Python's default (5 ms) leaves them waiting far longer than a PNG takes to compress.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 

@@ -55,8 +55,8 @@ CONNECT_TIMEOUT_S = 10.0
 # Tasks per Dask worker of a running scheduler: enough that a fast worker takes more shards
 # than a slow one, few enough that each task's start (its threads, rings and decoders) stays
 # small. The workers of a cluster edgecli starts on one host are alike, so each takes one
-# shard: on the H200, 2400 JPEGs on local:2 ended 1 s sooner with 1 task a worker than with 4
-# (each task's start cost its worker 0.3-0.4 s), and 2 were between.
+# shard: there a second task would only pay a task's start again, with no slower worker to
+# take shards from.
 TASKS_PER_WORKER = {"tcp": 4, "local": 1, "devices": 1}
 # Retries of a task that raised something other than an edgecli error (which is returned,
 # not raised, so a corrupt frame is not decoded three times). A task whose worker died is
@@ -468,7 +468,7 @@ def _run_tasks(
     n_workers = max(1, len(client.scheduler_info()["workers"]))
     n = max(1, min(len(sources), TASKS_PER_WORKER[kind] * n_workers))
     # Listed and checked once, here: each task gets its own shard's sources, and lists nothing
-    # (2400 linked files took 0.45 s to list and check on the H200 host: 8 tasks paid it 8 times).
+    # (were each task to list and check the inputs, every task would pay for all of them).
     shards = partition(sources, n)
     stop_name = f"edgecli-stop-{os.getpid()}-{started}"
     futures = [

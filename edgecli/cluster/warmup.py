@@ -4,9 +4,9 @@ worker starts, on a thread of its own, while the client lists the sources.
 
 The worker process imports the pipeline (NumPy, OpenCV) and, where its tasks will run on a
 GPU, starts CuPy on it, compiles or loads the options' kernel variant and opens the JPEG
-engines' decoder, which is kept for the first task (:mod:`edgecli.decode.engines`). On the
-H200 host that was 1.5-1.7 s of each worker's first task. What it cannot do is left for the
-task, which then says why, as a run would.
+engines' decoder, which is kept for the first task (:mod:`edgecli.decode.engines`): all of it
+slow, and otherwise paid by each worker's first task. What it cannot do is left for the task,
+which then says why, as a run would.
 """
 
 from __future__ import annotations

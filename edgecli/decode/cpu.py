@@ -71,8 +71,7 @@ def declared_pixels(source: Path | bytes) -> int | None:
     without decoding; None if unknown.
 
     PNG and JPEG headers are read here, in a few small reads: the decoding threads share
-    the GIL, and PIL's parsers, which read the other formats, hold it for tens of
-    microseconds a frame (benchmarks/RESULTS.md).
+    the GIL, and PIL's parsers, which read the other formats, hold it while they parse.
     """
     try:
         with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
@@ -143,9 +142,8 @@ def read_file(path: Path) -> bytes:
     """The bytes of one input file, or FrameError naming it and why they cannot be had.
 
     Four system calls (open, fstat, read, close), where ``stat``, ``os.access`` and
-    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, and a
-    worker waits for it a fraction of a millisecond when 16 of them share it at JPEG's frame
-    rate (benchmarks/RESULTS.md).
+    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, a wait
+    that grows with the number of worker threads sharing it.
     """
     source = str(path)
     try:

@@ -1,5 +1,5 @@
 """The GPU's decoding libraries opened: nvJPEG's decoders (opened early, on a thread of their
-own, and kept between runs: opening one takes 0.6-0.9 s) and PyNvVideoCodec for NVDEC; and
+own, and kept between runs: opening one is slow) and PyNvVideoCodec for NVDEC; and
 whether each can run here. No CuPy; each library is loaded only when asked for.
 """
 
@@ -39,8 +39,8 @@ def jpeg_unusable_reason(backend: str, keep: bool = False, device: int = 0) -> s
 def open_jpeg_decoder(backend: str, device: int) -> Future:
     """Open nvJPEG's ``backend`` decoder for ``device`` on a thread of its own, to be kept for
     :func:`take_jpeg_decoder`; the Future of :func:`jpeg_unusable_reason`'s answer. Opening
-    takes 0.6-0.9 s on the H200 host, which this lets the run spend importing and starting
-    CuPy instead of waiting. A decoder opening, or opened, for that device is not opened
+    is slow, and this lets the run spend that time importing and starting CuPy instead of
+    waiting. A decoder opening, or opened, for that device is not opened
     twice; one that could not open is tried again."""
     with _kept_lock:
         future = _opening.get((backend, device))
@@ -81,8 +81,8 @@ def take_jpeg_decoder(backend: str, device: int = 0):
 
 def keep_jpeg_decoder(decoder, backend: str, device: int) -> None:
     """A run's decoder, kept open for the process's next run (a Dask worker's next task, a
-    script's next call) rather than closed: opening one takes 0.6-0.9 s, and it holds only
-    its own small buffers meanwhile."""
+    script's next call) rather than closed: opening one is slow, and it holds only its own
+    small buffers meanwhile."""
     with _kept_lock:
         _kept.setdefault((backend, device), []).append(decoder)
 

@@ -37,8 +37,7 @@ from .writer import Writer
 # Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
 # batches later, which gives its PNG encoders that long to finish reading it. With none spare,
 # the slab just collected would be the next one to fill, and the main thread would wait for all
-# of its encodes before every submit (benchmarks/RESULTS.md, "Settings": 4 spare measured no
-# faster than 2).
+# of its encodes before every submit; past two, more would only hold more pinned memory.
 SPARE_SLABS = 2
 
 # Decoded frames read ahead of the main thread, and edge maps waiting for their PNGs, at most,
@@ -67,7 +66,7 @@ def frame_budget(options: Options, backend, workers: int, window: int) -> FrameB
 
 class _NoBar:
     """The progress of a run that shows none (-q, a library call): nothing drawn, and no tqdm
-    imported (20-30 ms of a run's start-up, ``python -X importtime``)."""
+    imported (a share of a short run's start-up that a bar nobody sees need not cost)."""
 
     def update(self, n: int = 1) -> None:
         pass
@@ -91,10 +90,10 @@ _BAR = {"unit": "frame", "dynamic_ncols": True, "leave": False}
 
 
 class _CountingBar:
-    """A progress bar whose total is counted on a thread of its own: an MP4's frame count is
-    read from its sample table, but another video's comes from opening it in cv2 (40-70 ms a
-    clip, ``sources.count_frames``), which the run does not wait for. Until the count is in,
-    the bar counts frames without a total."""
+    """A progress bar whose total is counted on a thread of its own: an MP4's frame count is read
+    from its sample table, but another video's comes from opening a decoder in cv2
+    (:func:`edgecli.inputs.sources.count_frames`), which the run does not wait for. Until the count
+    is in, the bar counts frames without a total."""
 
     def __init__(self, bar, sources: list):
         self.bar = bar
