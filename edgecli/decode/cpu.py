@@ -113,7 +113,7 @@ def _jpeg_pixels(handle) -> int | None:
 
 
 def _pil_pixels(file: Path | io.BytesIO) -> int | None:
-    from PIL import Image
+    from PIL import Image  # only the other formats need it: kept off every run's start-up
 
     try:
         with Image.open(file) as image:
@@ -490,7 +490,7 @@ def opencv_silenced():
 
 
 def animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
-    import imageio.v3 as iio
+    import imageio.v3 as iio  # slow to import, and only animations need it
 
     check_size(str(path), declared_pixels(path), max_pixels)
     index = 0  # the frame being read: an error while fetching it names this one
@@ -508,7 +508,7 @@ def animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
 def page_count(path: Path) -> int | None:
     """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
     count them (frames past the first are corrupt or cut off)."""
-    from PIL import Image
+    from PIL import Image  # only the other formats need it: kept off every run's start-up
 
     try:
         image = Image.open(path)

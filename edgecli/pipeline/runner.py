@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..decode.plan import open_early, plan
+from ..edges import backends
 from ..edges.backends import select_backend
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..inputs.overwrites import refuse_overwriting_inputs, refuse_special_outputs
 from ..inputs.sources import Frame, count_frames, discover_inputs, input_list, select_frames
 from ..options.params import Options, check_path
 from ..options.shards import format_shard, shard_of
-from ..output import resume
+from ..output import golden, resume
 from ..output.claims import claimed
 from ..output.sinks import (
     check_output_name,
@@ -27,6 +28,7 @@ from ..output.sinks import (
     write_reports,
 )
 from ..output.timing import HANDOFF, StageClock, Summary
+from ..version import __version__
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
@@ -79,7 +81,7 @@ def _progress_bar(sources: list, shown: bool):
     """The run's progress bar: tqdm's over the run's frames where ``shown``, else none."""
     if not shown:
         return _NoBar()
-    from tqdm import tqdm
+    from tqdm import tqdm  # only where a bar is drawn: see _NoBar
 
     if not any(source.multi_frame for source in sources):  # a frame a file: nothing to open
         return tqdm(total=len(sources), **_BAR)
@@ -125,7 +127,7 @@ class _CountingBar:
 def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     """``say``, printing above the progress bar rather than onto its line: the bar is cleared
     first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # only where a bar is drawn: see _NoBar
 
     def said(message: str) -> None:
         with tqdm.external_write_mode(file=sys.stderr):
@@ -269,9 +271,6 @@ def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
     def manifest() -> bytes | None:
         if summary.interrupted:
             return None
-        from ..output import golden
-        from ..version import __version__
-
         out_dir = Path(summary.output)
         made = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
         return golden.manifest_bytes(made)
@@ -295,9 +294,8 @@ def gpu_decoders(options: Options, backend, sources: list):
         if options.decode == "gpu" and options.backend == "cpu":
             raise CudaUnavailableError("--decode gpu needs the CUDA backend, not --backend cpu")
         if options.decode == "gpu":
-            from ..edges.backends import cuda_unusable_reason
-
-            why = cuda_unusable_reason(options.device, options) or "a stand-in backend runs"
+            reason = backends.cuda_unusable_reason(options.device, options)
+            why = reason or "a stand-in backend runs"
             raise CudaUnavailableError(f"--decode gpu needs the CUDA backend: {why}")
         return None
     stand_in = getattr(backend, "gpu_decoders", None)
