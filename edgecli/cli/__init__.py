@@ -99,9 +99,8 @@ def console() -> None:
     By the time a command returns, every file it writes is closed and renamed into place and
     its workers are done; what a normal exit adds is the interpreter's teardown (modules and
     caches freed one by one, CuPy's memory pools handed back), a visible share of a short GPU
-    run, for nothing the user sees. An exception
-    other than SystemExit (a bug) still ends in Python's own report, but Ctrl-C at any moment
-    is exit 130 and one line."""
+    run, for nothing the user sees. An exception other than SystemExit (a bug) still ends in
+    Python's own report, but Ctrl-C at any moment is exit 130 and one line."""
     try:
         main(prog_name="edgecli")
     except SystemExit as exc:

@@ -42,8 +42,8 @@ def open_jpeg_decoder(backend: str, device: int) -> Future:
     """Open nvJPEG's ``backend`` decoder for ``device`` on a thread of its own, to be kept for
     :func:`take_jpeg_decoder`; the Future of :func:`jpeg_unusable_reason`'s answer. Opening
     is slow, and this lets the run spend that time importing and starting CuPy instead of
-    waiting. A decoder opening, or opened, for that device is not opened
-    twice; one that could not open is tried again."""
+    waiting. A decoder opening, or opened, for that device is not opened twice; one that
+    could not open is tried again."""
     with _kept_lock:
         future = _opening.get((backend, device))
         if future is not None and not (future.done() and future.result() is not None):

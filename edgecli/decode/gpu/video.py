@@ -24,8 +24,8 @@ from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 NVDEC = "nvdec"
 NVDEC_APPROX = "nvdec-approx"  # --decode gpu's frames where the conversion is not cv2's
 # Decoder sessions at once. NVDEC alone decodes more with each session added, but in a whole
-# run the PNGs set the pace, and there 4 sessions finish sooner than 8, whose frames only wait
-# on the GPU (measured: benchmarks/RESULTS.md, "GPU decoding").
+# run the PNGs set the pace: past 4 sessions a run is no faster, and each session holds a ring
+# of batches in GPU memory (measured: benchmarks/RESULTS.md, "GPU decoding").
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
@@ -41,7 +41,7 @@ class SessionDecoder:
     would, and no decoder's slow teardown is paid between videos. Its frames equal a new
     decoder's, at any size, up or down. A SimpleDecoder, not the library's ThreadedDecoder
     (which decodes ahead on a thread of its own): that one is not reliable with several
-    sessions at once, and its lead gains little."""
+    sessions at once, and decoding ahead gains little."""
 
     def __init__(self, device: int):
         self.device = device
