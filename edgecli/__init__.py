@@ -11,13 +11,15 @@ Nothing here imports CuPy; the CUDA backend is loaded only when it is used.
 
 from __future__ import annotations
 
+from importlib import import_module  # loaded with the interpreter: costs nothing
+
 from .version import __version__
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (2-3 ms)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without the import of typing at start-up
 
 # The public names, imported when first used (PEP 562): importing the package then costs
 # next to nothing, so the command's own code (edgecli.cli) runs, and can take Ctrl-C over,
-# before the 40-50 ms these modules take to import.
+# before these modules (and through them NumPy and OpenCV) are imported.
 _LAZY = {
     "CudaUnavailableError": "errors",
     "EdgecliError": "errors",
@@ -68,8 +70,6 @@ __all__ = [
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
     value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
     globals()[name] = value
     return value
@@ -102,6 +102,7 @@ def detect_edges(
     ``(low, high)`` (numbers >= 0, in either order; default (100, 200)); ``border`` stays
     'replicate', as cv2.Canny's.
     """
+    # Imported at the first call, as _LAZY's names are: NumPy and OpenCV come with them.
     from .edges.backends import select_backend
     from .edges.reference import as_bgr_frames
     from .options.params import Options
@@ -115,7 +116,8 @@ def detect_edges(
 
 
 def process(input, output, **options):
-    """Run the whole job (decode, detect, write PNGs) and return its :class:`Summary`.
+    """Run the whole job (decode, detect, write PNGs) and return its
+    :class:`~edgecli.output.timing.Summary`.
 
     ``input`` is a folder, a video, an image, a multi-frame image or a glob, or a list of
     them (read in order); ``output`` is the folder to write into. Keyword options are the
@@ -123,6 +125,7 @@ def process(input, output, **options):
     sources (:mod:`edgecli.options.shards`). (The command line also calls :func:`keep_freed_memory`
     first; a script may too.)
     """
+    # Imported at the first call, as _LAZY's names are: NumPy and OpenCV come with them.
     from .options.params import Options
     from .pipeline import run
 

@@ -30,8 +30,8 @@ def _exit_while_importing(signum, frame) -> None:
 
 
 def _take_sigint_while_importing():
-    """The handler for SIGINT while this module loads (its imports, 70-80 ms: click, the
-    commands; then the group's definition), and the one to put back after; None where SIGINT
+    """The handler for SIGINT while this module loads (its imports: click, the commands;
+    then the group's definition), and the one to put back after; None where SIGINT
     is not Python's own (ignored, as in a cluster's worker, or another program's) or this is
     not the main thread."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -98,10 +98,9 @@ def console() -> None:
 
     By the time a command returns, every file it writes is closed and renamed into place and
     its workers are done; what a normal exit adds is the interpreter's teardown (modules and
-    caches freed one by one, CuPy's memory pools handed back): 0.16-0.20 s of a GPU run on the
-    H200 host (benchmarks/RESULTS.md, "GPU decoding"), for nothing the user sees. An exception
-    other than SystemExit (a bug) still ends in Python's own report, but Ctrl-C at any moment
-    is exit 130 and one line."""
+    caches freed one by one, CuPy's memory pools handed back), a visible share of a short GPU
+    run, for nothing the user sees. An exception other than SystemExit (a bug) still ends in
+    Python's own report, but Ctrl-C at any moment is exit 130 and one line."""
     try:
         main(prog_name="edgecli")
     except SystemExit as exc:

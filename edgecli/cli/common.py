@@ -29,7 +29,7 @@ def notifier(*, quiet: bool, verbose: bool):
     """The ``notify`` of a command: information said with :func:`say`, none under ``quiet``,
     and a :class:`edgecli.edges.backends.Detail` (what is expected anyway) only under
     ``verbose``."""
-    from ..edges.backends import Detail
+    from ..edges.backends import Detail  # NumPy and OpenCV: not at the CLI's start-up
 
     def notify(message: str) -> None:
         if not quiet and (verbose or not isinstance(message, Detail)):

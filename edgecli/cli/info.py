@@ -25,8 +25,9 @@ CUPY_WHEELS = ("cupy-cuda13x", "cupy-cuda12x")
 )
 def info(device: int) -> None:
     """Print versions, and whether the CUDA backend is usable here (and if not, why)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # slow, and only info needs it
 
+    # The stages (NumPy, OpenCV) load once a command runs, not at every command's start-up.
     from .. import native
     from ..edges.backends import NO_GPU, cuda_unusable_reason
 
@@ -41,6 +42,7 @@ def info(device: int) -> None:
     click.echo(f"png encoding and writing: {native.description()}")
     reason = cuda_unusable_reason(device)
     if reason is None:
+        # The kernels, through CuPy: only where CUDA is usable.
         from ..cuda import build
         from ..edges import kernels
         from ..edges.variants import Variant
@@ -50,7 +52,7 @@ def info(device: int) -> None:
         click.echo(f"cuda: usable: {name}, compute capability {major}.{minor}")
         kernel = kernels.load_kernel(device, Variant())
         click.echo(f"kernel: {kernels.kernel_description(kernel)}")
-        from ..edges import cuda_deflate
+        from ..edges import cuda_deflate  # imports CuPy
 
         click.echo(f"png compression (--png-bits 1): {cuda_deflate.description(device)}")
         for line in decoder_lines():
@@ -63,13 +65,14 @@ def info(device: int) -> None:
 
 def decoder_lines() -> list[str]:
     """What ``edgecli info`` says of the GPU decoders (with a usable CUDA device)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # slow, and only info needs it
 
+    # Loaded once a command runs, not at every command's start-up.
     from ..decode.engines import jpeg_unusable_reason, video_unusable_reason
 
     why = jpeg_unusable_reason("hardware")
     if why is None:
-        from ..decode.nvjpeg import version as nvjpeg_version
+        from ..decode.nvjpeg import version as nvjpeg_version  # as the engines, above
 
         jpeg = f"GPU, the JPEG engines (nvJPEG {nvjpeg_version()})"
     else:

@@ -62,7 +62,7 @@ def preview(inputs, output, html, thresholds, count, width, quiet, **fields) -> 
     nearest-neighbour; frames are decoded on the CPU.
     """
     keep_standard_streams_open()
-    from ..pipeline.preview import preview as make_preview
+    from ..pipeline.preview import preview as make_preview  # NumPy, OpenCV: not at start-up
 
     thresholds = preview_thresholds(thresholds, fields["operator"], click.get_current_context())
 

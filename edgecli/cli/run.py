@@ -284,7 +284,7 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
     """This process set up for a run: the CUDA driver started early (one GPU), FFmpeg's and
     OpenCV's own logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
     if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
-        from ..cuda.driver import start_driver
+        from ..cuda.driver import start_driver  # ctypes: not at every command's start-up
 
         start_driver(fields["device"])  # the CUDA driver starts while the rest is imported
     if not verbose:
@@ -294,12 +294,12 @@ def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> N
         os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
         # Decoders warn about the corrupt files we already report in one line each.
         warnings.simplefilter("ignore")
-    from ..pipeline.allocator import keep_freed_memory
+    from ..pipeline.allocator import keep_freed_memory  # edgecli.pipeline: NumPy, OpenCV
 
     keep_freed_memory()  # this process is ours: frames' buffers reused, not faulted in anew
     # A thread back from a system call or zlib waits for the GIL until its holder lets go, at
-    # most this long: at the GPU decoders' rates 16 encoders queue behind it, and 0.5 ms where
-    # Python's default is 5 ms ran 2400 GPU-decoded frames 1.25-1.65x faster (RESULTS.md).
+    # most this long: at the GPU decoders' rates every encoder thread queues behind it, and
+    # Python's default (5 ms) leaves them waiting far longer than a PNG takes to compress.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
@@ -309,7 +309,7 @@ def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv,
     make a cluster of one worker a GPU where this process sees a GPU; where it sees none,
     one run, which says why CUDA is unusable (a notice under --backend auto, exit 4 under
     --backend cuda) rather than workers named for GPUs that are not there."""
-    from ..pipeline import run as run_pipeline
+    from ..pipeline import run as run_pipeline  # NumPy, OpenCV: not at the CLI's start-up
 
     extra = {"timings_csv": timings_csv}
     # One device needs no look at the others (cuInit on this thread: start-up time).
@@ -327,7 +327,7 @@ def choose_runner(devices: list[int] | None, scheduler: str | None, timings_csv,
         if options.shard is not None:
             raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
     if scheduler is not None or len(gpus) > 1:
-        from ..cluster.run import run_on_cluster as run_pipeline  # imports Dask
+        from ..cluster.run import run_on_cluster as run_pipeline  # NumPy, OpenCV; Dask once it runs
 
         if timings_csv is not None:
             raise OptionError("--timings-csv cannot be combined with --scheduler")
@@ -344,7 +344,7 @@ def check_golden_options(write_expected, expect, shard) -> None:
         flag = "--write-expected" if write_expected is not None else "--expect"
         raise OptionError(f"{flag} takes a whole run's folder; run it without --shard")
     if expect is not None:
-        from ..output.golden import read_manifest
+        from ..output.golden import read_manifest  # a stage: not at the CLI's start-up
 
         read_manifest(Path(check_path("--expect path", expect)))
 
@@ -353,7 +353,7 @@ def compare_golden(summary, expect, warn) -> None:
     """--expect: the output folder checked against a manifest, each difference on a line of
     its own before the error (exit 5). (--write-expected's manifest is one of the run's
     reports: :func:`edgecli.pipeline.run`.)"""
-    from ..output import golden
+    from ..output import golden  # a stage: not at the CLI's start-up
 
     try:
         golden.check(Path(expect), Path(summary.output), summary.params)
@@ -378,7 +378,7 @@ def gpu_ids(devices: list[int] | None) -> list[str]:
     """The CUDA_VISIBLE_DEVICES ids of ``--device``'s GPUs (None: all of them): this
     process's own ids where it sees the device, else the index as given (a worker then says
     what is wrong with it, as a plain run would); none where it sees no GPU at all."""
-    from ..cuda.driver import visible_devices
+    from ..cuda.driver import visible_devices  # ctypes: not at every command's start-up
 
     visible = visible_devices()
     if devices is None or not visible:

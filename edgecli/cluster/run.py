@@ -24,10 +24,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
+
+from tqdm import tqdm
 
 from ..errors import ClusterError, EdgecliError, OptionError, ResourceError
 from ..inputs.sources import input_list
@@ -43,7 +46,7 @@ from ..output.sinks import (
     remove_stale_temporaries,
     write_reports,
 )
-from ..pipeline import listed_run, report_contents
+from ..pipeline import listed_run, report_contents, run
 from ..pipeline.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from . import warmup
 from .summary import ClusterSummary, merge
@@ -55,8 +58,8 @@ CONNECT_TIMEOUT_S = 10.0
 # Tasks per Dask worker of a running scheduler: enough that a fast worker takes more shards
 # than a slow one, few enough that each task's start (its threads, rings and decoders) stays
 # small. The workers of a cluster edgecli starts on one host are alike, so each takes one
-# shard: on the H200, 2400 JPEGs on local:2 ended 1 s sooner with 1 task a worker than with 4
-# (each task's start cost its worker 0.3-0.4 s), and 2 were between.
+# shard: there a second task would only pay a task's start again, with no slower worker to
+# take shards from.
 TASKS_PER_WORKER = {"tcp": 4, "local": 1, "devices": 1}
 # Retries of a task that raised something other than an edgecli error (which is returned,
 # not raised, so a corrupt frame is not decoded three times). A task whose worker died is
@@ -93,7 +96,7 @@ def run_shard(
     ``stop_name`` names the Dask Event the client sets on SIGINT: the task then stops as a
     plain run does (no new frame started, frames in flight finished) and returns its summary.
     """
-    from distributed import Event, get_worker
+    from distributed import Event, get_worker  # optional: there in every Dask worker
 
     started = time.perf_counter()
     stop, ended = threading.Event(), threading.Event()
@@ -113,8 +116,6 @@ def run_shard(
 
         threading.Thread(target=watch, name="edgecli-stop-watch", daemon=True).start()
     try:
-        from ..pipeline import run
-
         summary = run(inputs, output, options, backend=backend, stop=stop, sources=sources)
     except EdgecliError as exc:
         return {"error": str(exc), "exit_code": exc.exit_code}
@@ -147,7 +148,7 @@ def task_options(options: Options, kind: str, n_workers: int, i: int, n: int) ->
 def connect(kind: str, target: int | str, connect_timeout: float, warm_up: dict | None = None):
     """A Dask client, and the LocalCluster it started (None for a running scheduler); the
     workers of a cluster started here begin with ``warm_up`` (:mod:`edgecli.cluster.warmup`)."""
-    try:
+    try:  # optional (edgecli[cluster]), and slow to import: only a cluster run needs them
         import dask
         from distributed import Client
     except ImportError:
@@ -185,6 +186,7 @@ def connect(kind: str, target: int | str, connect_timeout: float, warm_up: dict 
 def _start_cluster(kind: str, target, warm_up: dict | None):
     """A LocalCluster of ``target`` workers (``local``) or one worker a GPU of ``target``
     (``devices``), each preloading :mod:`edgecli.cluster.warmup` with ``warm_up``."""
+    # Optional: Dask, which connect() has found.
     import dask
     from distributed import LocalCluster
 
@@ -225,7 +227,7 @@ def _start_cluster(kind: str, target, warm_up: dict | None):
 def _started_within(bound_s: float, start: Callable, what: str):
     """``start()``'s cluster, if it starts within ``bound_s`` seconds; else a ResourceError,
     once the worker processes it started are killed."""
-    import psutil
+    import psutil  # comes with distributed, which a cluster run has
 
     before = {child.pid for child in psutil.Process().children()}
     outcome: dict = {}
@@ -267,7 +269,7 @@ def _kill_workers_started(before: set[int]) -> None:
     """Kill, with their own children, the worker processes this process started since its
     children were ``before``: those multiprocessing started (Dask's nannies spawn or fork
     them), never another process a thread of this one (or of a library's caller) started."""
-    import psutil
+    import psutil  # comes with distributed, which a cluster run has
 
     me = psutil.Process()
     own_command = me.cmdline()
@@ -339,7 +341,7 @@ def _stderr_of_children(file):
 def gpu_cluster(devices: list[str], preload: dict):
     """A cluster of one worker process a GPU of ``devices`` (CUDA_VISIBLE_DEVICES ids), each
     seeing only its own GPU, as its device 0, and starting with ``preload``."""
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Nanny, Scheduler, SpecCluster  # optional: connect() found it
 
     workers = {
         f"gpu-{device}": {
@@ -438,8 +440,6 @@ def _list_and_connect(inputs, output, options, reports, notify, kind, target, co
     listing = (inputs, output, options, reports, notify)
     if kind == "tcp":
         return *listed_run(*listing), *connect(kind, target, connect_timeout)
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(1, thread_name_prefix="edgecli-listing") as pool:
         listed = pool.submit(listed_run, *listing)
         try:
@@ -468,7 +468,7 @@ def _run_tasks(
     n_workers = max(1, len(client.scheduler_info()["workers"]))
     n = max(1, min(len(sources), TASKS_PER_WORKER[kind] * n_workers))
     # Listed and checked once, here: each task gets its own shard's sources, and lists nothing
-    # (2400 linked files took 0.45 s to list and check on the H200 host: 8 tasks paid it 8 times).
+    # (were each task to list and check the inputs, every task would pay for all of them).
     shards = partition(sources, n)
     stop_name = f"edgecli-stop-{os.getpid()}-{started}"
     futures = [
@@ -506,8 +506,7 @@ def _gather(client, futures: list, stop_name: str, *, progress, warn, stop) -> l
     """The results of the tasks ``futures`` that ran, in shard order, as they finish (with a
     progress bar of tasks and frames); on ``stop``, the tasks running are told to finish
     their frames in flight; on an error, the rest are cancelled."""
-    from distributed import Event, as_completed
-    from tqdm import tqdm
+    from distributed import Event, as_completed  # optional: connect() found it
 
     n = len(futures)
     order = {f.key: i for i, f in enumerate(futures)}

@@ -4,9 +4,9 @@ worker starts, on a thread of its own, while the client lists the sources.
 
 The worker process imports the pipeline (NumPy, OpenCV) and, where its tasks will run on a
 GPU, starts CuPy on it, compiles or loads the options' kernel variant and opens the JPEG
-engines' decoder, which is kept for the first task (:mod:`edgecli.decode.engines`). On the
-H200 host that was 1.5-1.7 s of each worker's first task. What it cannot do is left for the
-task, which then says why, as a run would.
+engines' decoder, which is kept for the first task (:mod:`edgecli.decode.engines`): all of it
+slow, and otherwise paid by each worker's first task. What it cannot do is left for the task,
+which then says why, as a run would.
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ import json
 import os
 import threading
 
+from ..decode import engines
+from ..options.params import Options
+
 WARM_UP_ENV = "EDGECLI_WARM_UP"  # what to start: {"cuda": bool, "jpeg": bool, "norm", "border"}
 
 
 def settings(options, kind: str, inputs: list[str]) -> dict:
     """What a worker of a ``kind`` cluster (``local``, ``devices``) should start for a run
     of ``inputs`` with ``options`` (as :func:`edgecli.cluster.run.task_options` sets them)."""
-    from ..decode.plan import engines_wanted
+    from ..decode.plan import engines_wanted  # NumPy, OpenCV: kept out of a worker's preload
 
     cuda = options.backend == "cuda" or (kind == "devices" and options.backend == "auto")
     jpeg = cuda and engines_wanted(options, inputs)
@@ -36,17 +39,14 @@ def dask_setup(worker) -> None:
 
 def warm_up(wanted: dict) -> None:
     try:
-        from .. import pipeline  # noqa: F401 -- NumPy, OpenCV, the pipeline's modules
+        from .. import pipeline  # noqa: F401 -- on this thread: NumPy, OpenCV, the pipeline
 
         if not wanted.get("cuda"):
             return
-        from ..edges.backends import cuda_unusable_reason
-        from ..options.params import Options
+        from ..edges.backends import cuda_unusable_reason  # on this thread, as the pipeline
 
         options = Options(norm=wanted["norm"], border=wanted["border"])
         if cuda_unusable_reason(0, options) is None and wanted.get("jpeg"):
-            from ..decode import engines
-
             engines.open_jpeg_decoder("hardware", 0)
     except Exception:  # noqa: S110 -- the task meets the same problem, and reports it
         pass

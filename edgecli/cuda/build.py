@@ -128,7 +128,7 @@ def _nvrtc_compile(
     """Compile with the NVRTC CuPy uses: machine code for ``arch``, or PTX. A GPU newer than
     this NVRTC knows gets PTX for the newest architecture it knows, which the driver compiles
     for it; a GPU older than it supports is refused with what to install."""
-    from cupy.cuda import nvrtc
+    from cupy.cuda import nvrtc  # only a compile needs it, not a kernel read from the cache
 
     try:
         supported = nvrtc.getSupportedArchs()

@@ -1,11 +1,11 @@
 """Start the CUDA driver early, on a thread of its own, while Python imports the rest.
 
-A one-image CUDA run spends about 0.2 s in the driver before any work: ``cuInit`` (about 100 ms
-on the H200 host) and the creation of the device's primary context (about 100 ms), which CuPy
-would do in turn after its own import and those of NumPy and OpenCV (about 0.4 s), all holding
-the main thread. Both driver calls let go of the GIL, so made here on a background thread they
-overlap those imports; CuPy's runtime then finds the driver initialised and the primary context
-made (the one it uses), and goes on at once. Only the standard library is imported here.
+A one-image CUDA run spends a large share of its time in the driver before any work: ``cuInit`` and
+the creation of the device's primary context, which CuPy would do in turn after its own import and
+those of NumPy and OpenCV, all holding the main thread. Both driver calls let go of the GIL, so made
+here on a background thread they overlap those imports; CuPy's runtime then finds the driver
+initialised and the primary context made (the one it uses), and goes on at once. Only the standard
+library is imported here.
 """
 
 from __future__ import annotations

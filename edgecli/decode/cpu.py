@@ -71,8 +71,7 @@ def declared_pixels(source: Path | bytes) -> int | None:
     without decoding; None if unknown.
 
     PNG and JPEG headers are read here, in a few small reads: the decoding threads share
-    the GIL, and PIL's parsers, which read the other formats, hold it for tens of
-    microseconds a frame (benchmarks/RESULTS.md).
+    the GIL, and PIL's parsers, which read the other formats, hold it while they parse.
     """
     try:
         with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as handle:
@@ -114,7 +113,7 @@ def _jpeg_pixels(handle) -> int | None:
 
 
 def _pil_pixels(file: Path | io.BytesIO) -> int | None:
-    from PIL import Image
+    from PIL import Image  # only the other formats need it: kept off every run's start-up
 
     try:
         with Image.open(file) as image:
@@ -143,9 +142,8 @@ def read_file(path: Path) -> bytes:
     """The bytes of one input file, or FrameError naming it and why they cannot be had.
 
     Four system calls (open, fstat, read, close), where ``stat``, ``os.access`` and
-    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, and a
-    worker waits for it a fraction of a millisecond when 16 of them share it at JPEG's frame
-    rate (benchmarks/RESULTS.md).
+    ``Path.read_bytes`` made eleven: each lets go of the GIL and must win it back, a wait
+    that grows with the number of worker threads sharing it.
     """
     source = str(path)
     try:
@@ -492,7 +490,7 @@ def opencv_silenced():
 
 
 def animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
-    import imageio.v3 as iio
+    import imageio.v3 as iio  # slow to import, and only animations need it
 
     check_size(str(path), declared_pixels(path), max_pixels)
     index = 0  # the frame being read: an error while fetching it names this one
@@ -510,7 +508,7 @@ def animation_frames(path: Path, max_pixels: int) -> Iterator[np.ndarray]:
 def page_count(path: Path) -> int | None:
     """Frames in a GIF or TIFF as PIL counts them; None where PIL opens the file but cannot
     count them (frames past the first are corrupt or cut off)."""
-    from PIL import Image
+    from PIL import Image  # only the other formats need it: kept off every run's start-up
 
     try:
         image = Image.open(path)

@@ -1,5 +1,5 @@
 """The GPU's decoding libraries opened: nvJPEG's decoders (opened early, on a thread of their
-own, and kept between runs: opening one takes 0.6-0.9 s) and PyNvVideoCodec for NVDEC; and
+own, and kept between runs: opening one is slow) and PyNvVideoCodec for NVDEC; and
 whether each can run here. No CuPy; each library is loaded only when asked for.
 """
 
@@ -9,6 +9,10 @@ import ctypes
 import os
 import threading
 from concurrent.futures import Future
+from pathlib import Path
+
+from ..cuda.driver import make_current
+from . import nvjpeg
 
 _kept: dict = {}  # decoders opened by a check, by (backend, device), for a run to use
 _opening: dict = {}  # (backend, device) -> the Future of a decoder opening on a thread
@@ -19,8 +23,6 @@ def jpeg_unusable_reason(backend: str, keep: bool = False, device: int = 0) -> s
     """None when nvJPEG's ``backend`` ("hardware", "cuda") opens here, else why not; with
     ``keep``, the decoder opened stays for :func:`take_jpeg_decoder` (on ``device``, which
     must be the calling thread's current one)."""
-    from . import nvjpeg
-
     try:
         decoder = nvjpeg.BatchDecoder(backend)
     except nvjpeg.NvjpegUnavailable as exc:
@@ -39,9 +41,9 @@ def jpeg_unusable_reason(backend: str, keep: bool = False, device: int = 0) -> s
 def open_jpeg_decoder(backend: str, device: int) -> Future:
     """Open nvJPEG's ``backend`` decoder for ``device`` on a thread of its own, to be kept for
     :func:`take_jpeg_decoder`; the Future of :func:`jpeg_unusable_reason`'s answer. Opening
-    takes 0.6-0.9 s on the H200 host, which this lets the run spend importing and starting
-    CuPy instead of waiting. A decoder opening, or opened, for that device is not opened
-    twice; one that could not open is tried again."""
+    is slow, and this lets the run spend that time importing and starting CuPy instead of
+    waiting. A decoder opening, or opened, for that device is not opened twice; one that
+    could not open is tried again."""
     with _kept_lock:
         future = _opening.get((backend, device))
         if future is not None and not (future.done() and future.result() is not None):
@@ -49,8 +51,6 @@ def open_jpeg_decoder(backend: str, device: int) -> Future:
         future = _opening[(backend, device)] = Future()
 
     def opening() -> None:
-        from ..cuda.driver import make_current
-
         try:
             make_current(device)
             future.set_result(jpeg_unusable_reason(backend, keep=True, device=device))
@@ -65,8 +65,6 @@ def take_jpeg_decoder(backend: str, device: int = 0):
     """An nvjpeg.BatchDecoder for ``backend``: one opened for ``device`` by a check or by
     :func:`open_jpeg_decoder` (waited for, if it is still opening; RuntimeError with its
     reason if it could not open), or a new one, opened on the calling thread."""
-    from . import nvjpeg
-
     with _kept_lock:
         opening = _opening.pop((backend, device), None)
     if opening is not None:
@@ -81,16 +79,14 @@ def take_jpeg_decoder(backend: str, device: int = 0):
 
 def keep_jpeg_decoder(decoder, backend: str, device: int) -> None:
     """A run's decoder, kept open for the process's next run (a Dask worker's next task, a
-    script's next call) rather than closed: opening one takes 0.6-0.9 s, and it holds only
-    its own small buffers meanwhile."""
+    script's next call) rather than closed: opening one is slow, and it holds only its own
+    small buffers meanwhile."""
     with _kept_lock:
         _kept.setdefault((backend, device), []).append(decoder)
 
 
 def nvjpeg_missing() -> str | None:
     """Why libnvjpeg cannot be loaded, or None (a quick check: nothing is opened)."""
-    from . import nvjpeg
-
     try:
         nvjpeg.library()
     except nvjpeg.NvjpegUnavailable as exc:
@@ -164,8 +160,6 @@ def nvdec_missing(device: int, codec: str, chroma: str, depth: int) -> str | Non
 
 def _query_caps(device: int, codec: str, chroma: str, depth: int):
     """cuvidGetDecoderCaps' answer (a _DecodeCaps), or why there is none."""
-    from ..cuda.driver import make_current
-
     try:
         library = ctypes.CDLL("libnvcuvid.so.1")
     except OSError:
@@ -185,10 +179,8 @@ def import_nvc():
     """PyNvVideoCodec, with its own logger quiet (it prints an [ERROR] line per damaged
     packet, and a line per frame read past the end) and, where edgecli's CLI quiets FFmpeg
     (without -v), the FFmpeg libraries it bundles too."""
-    from pathlib import Path
-
     os.environ.setdefault("LOGGER_LEVEL", "FATAL")  # read by its logger at import
-    import PyNvVideoCodec
+    import PyNvVideoCodec  # optional: absent without the cuda12/cuda13 extras
 
     if os.environ.get("OPENCV_FFMPEG_LOGLEVEL") == "-8":
         for found in Path(PyNvVideoCodec.__file__).parent.glob("libavutil.so*"):

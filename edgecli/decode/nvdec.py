@@ -34,10 +34,10 @@ from .streams import Colour, VideoStream
 from .video_file import describe
 
 # (codec, container) whose frames PyNvVideoCodec's SimpleDecoder returned in cv2's order and
-# count on the H200 host, B-frames, odd sizes, cut segments and seeks included (RESULTS.md):
+# count on a GPU host, B-frames, odd sizes, cut segments and seeks included:
 # these are decoded by it, and cut at keyframes for sessions side by side.
 SIMPLE_DECODER = frozenset({("h264", "mp4")})
-# (codec, container) whose frames NVDEC returned in cv2's order and count on the H200 host:
+# (codec, container) whose frames NVDEC returned in cv2's order and count on a GPU host:
 # H.264 in MP4 through the SimpleDecoder, and every pair through PyNvVideoCodec's demuxer and a
 # decoder fed packet by packet (benchmarks/nvdec_order.py; B-frames, open GOPs, variable frame
 # rates, audio tracks, rotations and truncated files included). The SimpleDecoder repeats or

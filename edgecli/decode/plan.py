@@ -124,7 +124,7 @@ def plan(options, sources: list) -> DecodePlan | None:
     Under ``auto`` the JPEG engines open while the run starts, and JPEGs decode on the CPU
     until they are open (or for the whole run, if they cannot open); ``gpu`` opens them here,
     so that a GPU without them is known before anything is written, except for a run of
-    videos only, which would wait 0.6-0.9 s for nothing."""
+    videos only, which would wait for their slow opening for nothing."""
     wants_gpu = options.decode == "gpu"
     jpegs = _jpegs(sources)
     has_video = any(s.multi_frame and s.kind == "video" for s in sources)
@@ -135,7 +135,7 @@ def plan(options, sources: list) -> DecodePlan | None:
         if reason is None:
             jpeg_backend = "hardware"
         elif _opened("cuda", options.device) is None:
-            jpeg_backend = "cuda"  # not exact (benchmarks/RESULTS.md): only when asked for
+            jpeg_backend = "cuda"  # its IDCT is not libjpeg-turbo's: only when asked for
         else:
             missing.append(f"JPEG: {reason}")
     elif jpegs >= JPEG_MIN_FILES:
@@ -151,8 +151,8 @@ def plan(options, sources: list) -> DecodePlan | None:
         if reason:
             missing.append(f"video: {reason}")
     # The PNG decoder is CUDA kernels (inflate.cu, png.cu): any GPU the edge kernel runs on
-    # runs them. Until they are measured against the CPU decoders on the GPU host, only
-    # --decode gpu asks for them.
+    # runs them. They are exact but not shown to beat the CPU's decoders, so only --decode gpu
+    # asks for them.
     png = wants_gpu and _pngs(sources) > 0
     if wants_gpu and jpeg_backend is None and not video and not png:
         raise CudaUnavailableError(

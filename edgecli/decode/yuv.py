@@ -51,9 +51,8 @@ measured):
 - Checking: one 4096x4096 frame holds every (Y, U, V) once. edgecli writes it, with the tags of
   the conversion, as a raw I420 frame in a Matroska file (:func:`write_matroska`; no encoder
   needed) and reads it back through cv2; then small frames carry every other tag value that
-  :func:`conversion_for` maps to that conversion. 0.4-0.6 s a conversion on the 2-core
-  development machine (most of it the 2**24 frame: 0.25 s to write and read it back, 0.15 s for
-  the closed form's table); the verdicts are cached per OpenCV version, build and CPU feature set
+  :func:`conversion_for` maps to that conversion. The 2**24 frame makes the check too slow to
+  repeat every run, so the verdicts are cached per OpenCV version, build and CPU feature set
   under ``$XDG_CACHE_HOME/edgecli/``.
 """
 

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cuda import driver
 from ..errors import CudaUnavailableError
 from ..options.params import Options
 from . import cpu
 from .canny import cv2_canny_is_exact
+from .variants import Variant
 
 
 class CpuBackend:
@@ -47,17 +49,14 @@ def cuda_unusable_reason(device: int = 0, options: Options | None = None) -> str
     """None when the CUDA backend can run on ``device``, else a one-line reason (starting
     with NO_GPU where the machine has none). With ``options``, the check compiles the kernel
     variant those options use (and only that one), and the Canny kernels for --operator canny."""
-    from ..cuda.driver import absence_reason
-
-    absent = absence_reason()
+    absent = driver.absence_reason()
     if absent is not None:
         return f"{NO_GPU} ({absent})"
     try:
-        import cupy  # noqa: F401
+        import cupy  # noqa: F401 -- optional: absent without the cuda12/cuda13 extras
     except ImportError as exc:  # CuPy, or a library it loads, is missing
         return f"CuPy is not importable ({exc}); install edgecli[cuda12] or edgecli[cuda13]"
-    from . import kernels
-    from .variants import Variant
+    from . import kernels  # imports CuPy, now known to be there
 
     if options is None:
         return kernels.unusable_reason(device)
@@ -77,7 +76,7 @@ def select_backend(options: Options) -> BackendChoice:
         return BackendChoice(CpuBackend(options), None)
     reason = cuda_unusable_reason(options.device, options)
     if reason is None:
-        from .cuda_backend import CudaBackend
+        from .cuda_backend import CudaBackend  # imports CuPy: only a CUDA run pays for it
 
         return BackendChoice(CudaBackend(options), None)
     if options.backend == "cuda":

@@ -27,6 +27,7 @@ import threading
 import cv2
 import numpy as np
 
+from ..options.params import canny_limits
 from ..output.cache import cache_dir, cached_verdict, opencv_build_key
 
 CACHE_FILE = "canny-check.json"
@@ -128,8 +129,6 @@ CHECK_THRESHOLDS = ((0, 0), (20, 60), (60, 20), (37.5, 37.5), (10.7, 90.3), (300
 def check_cv2_canny() -> bool:
     """Whether cv2.Canny equals :func:`canny_numpy` on :func:`check_images`, both norms and
     :data:`CHECK_THRESHOLDS`, single-threaded (its IPP path) and on OpenCV's threads."""
-    from ..options.params import canny_limits
-
     threads = cv2.getNumThreads()
     cases = [(image, canny_limits(low, high, l2), l2) for image in check_images()
              for l2 in (False, True) for low, high in CHECK_THRESHOLDS]  # fmt: skip

@@ -2,10 +2,10 @@
 
 :mod:`edgecli.edges.reference` is the readable spec; this module computes the same bits faster:
 
-- Luma: ``cv2.cvtColor(BGR2GRAY)`` where it is verified to give the contract's formula for
-  every one of the 2^24 colours (0.5 ms a 1080p frame against 11 ms for the formula in
-  NumPy), else :func:`edgecli.edges.reference.luma`. OpenCV 5 uses the same 15-bit fixed point,
-  but that is a property of a build, not a promise, so each build is checked once and the
+- Luma: ``cv2.cvtColor(BGR2GRAY)`` where it is verified to give the contract's formula for every one
+  of the 2^24 colours (one pass in SIMD, where the formula in NumPy makes several passes and
+  temporaries), else :func:`edgecli.edges.reference.luma`. OpenCV 5 uses the same 15-bit fixed
+  point, but that is a property of a build, not a promise, so each build is checked once and the
   verdict cached (:func:`cvtcolor_luma_is_exact`).
 - Gradients: ``cv2.Sobel`` to int16, as the reference.
 - l1: ``|Gx| + |Gy|`` <= 2040 in place in int16, then ``cv2.compare`` makes the 0/255 map.
@@ -30,8 +30,8 @@ from .canny import canny
 
 CACHE_FILE = "luma-check.json"
 # Colours checked a step: 2^20 (3 MB of pixels, 4 MB a uint32 temporary) stay in the CPU's
-# caches and are reused, where all 2^24 at once faulted in 300 MB of fresh pages (0.5-0.9 s
-# for the check, against 0.15-0.3 s in steps, on the 2-core development machine).
+# caches and are reused, where all 2^24 at once would fault in 300 MB of fresh pages, which
+# costs more than the check itself.
 CHECK_STEP = 1 << 20
 
 
@@ -66,8 +66,8 @@ _check_lock = threading.Lock()
 @functools.cache
 def cvtcolor_luma_is_exact() -> bool:
     """The verdict of :func:`check_cvtcolor_luma` for this OpenCV build and CPU: from the
-    cache file where it holds one, else checked now (0.2 s, once however many threads ask)
-    and cached. Where the cache cannot be written, each process checks once."""
+    cache file where it holds one, else checked now (once, however many threads ask) and
+    cached. Where the cache cannot be written, each process checks once."""
     with _check_lock:
         return cached_verdict(cache_dir() / CACHE_FILE, opencv_build_key(), check_cvtcolor_luma)
 

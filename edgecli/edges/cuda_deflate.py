@@ -1,11 +1,11 @@
 """1-bit PNGs compressed on the GPU: ``deflate.cu``'s zlib streams, byte for byte zlib's.
 
-The worker threads' share of a PNG was mostly zlib (about 3 ms of a core for a 1080p map of
-many edges); with this, the GPU hands them each frame's zlib stream, and they only add the PNG
-chunks and write. The kernel follows zlib's own choices (``deflate.cu`` says how), so the PNGs
-are the bytes the CPU path writes; :func:`deflater` checks that on the device at hand, once a
-process, against the host's own encoder (``edgecli.output.png``) before the pipeline uses it: where
-they differ (another zlib, such as zlib-ng), the host compresses as before.
+Most of the worker threads' share of a PNG is zlib's; with this, the GPU hands them each frame's
+zlib stream, and they only add the PNG chunks and write. The kernel follows zlib's own choices
+(``deflate.cu`` says how), so the PNGs are the bytes the CPU path writes; :func:`deflater` checks
+that on the device at hand, once a process, against the host's own encoder (``edgecli.output.png``)
+before the pipeline uses it: where they differ (another zlib, such as zlib-ng), the host compresses
+as before.
 
 A frame whose rows zlib might store rather than code (incompressible rows: ``deflate.cu``) comes
 back without a stream, and the host compresses it. Imports CuPy.

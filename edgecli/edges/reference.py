@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import FrameArrayError
 from ..options.params import Options
+from .canny import canny_numpy
 
 LUMA_R, LUMA_G, LUMA_B = 9798, 19235, 3735
 LUMA_SHIFT = 15
@@ -111,8 +112,6 @@ def threshold_magnitude(gx: np.ndarray, gy: np.ndarray, options: Options) -> np.
 def detect_frame(frame_bgr: np.ndarray, options: Options) -> np.ndarray:
     """Edge map of one (H, W, 3) uint8 BGR frame: (H, W) uint8 of 0/255."""
     if options.operator == "canny":
-        from .canny import canny_numpy
-
         return canny_numpy(luma(frame_bgr), *options.canny_limits, options.norm == "l2")
     gx, gy = sobel(luma(frame_bgr), options.border)
     return threshold_magnitude(gx, gy, options)

@@ -32,9 +32,9 @@ THREADS = 32 * WARPS
 STAGE_STRIDE = 416
 SHARED_BYTES = WARPS * (TILE_H + 2) * STAGE_STRIDE  # dynamic shared memory of one block
 # The persistent grid's warps an SM, per norm: where more blocks fit, the grid is held to this
-# many warps an SM (blocks_per_sm). On the H200 (benchmarks/kernel.py --blocks-per-sm), 3 blocks
-# of 4 warps an SM were fastest for l1 (2.71 us a 1080p frame, against 3.13 at 2 and 2.79 at 4)
-# and as fast as 4 for l2 (2.86 and 2.83).
+# many warps an SM (blocks_per_sm): 3 blocks of 4 warps, the fastest count for both norms
+# where it was timed; more resident blocks do not run a frame sooner (benchmarks/kernel.py
+# --blocks-per-sm times every count that fits, on the GPU at hand).
 WARPS_PER_SM = {"l1": 12, "l2": 12}
 
 # deflate.cu (edgecli.edges.cuda_deflate): its kernel, block size and per-block scratch (the size of

@@ -173,8 +173,9 @@ def _kind(mode: int) -> str:
 class _GivenFiles:
     """Files by the folder they lie in (resolved) and their name (lowercase: where the file
     system ignores case, a.PNG is a.png), so that a path written is matched without resolving
-    each one. Paths as strings (Path objects made and hashed took most of a 2400-file
-    listing's time: :func:`edgecli.inputs.sources.folder_files`), each folder resolved once."""
+    each one. Paths as strings (making and hashing a Path object a file would cost more than
+    listing the folder: :func:`edgecli.inputs.sources.folder_files`), each folder resolved
+    once."""
 
     def __init__(self) -> None:
         self.folders: dict[str, dict[str, tuple[Path, str]]] = {}

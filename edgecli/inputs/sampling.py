@@ -9,6 +9,7 @@ so sampling a two-hour video costs a few seeks, not a decode of the whole file.
 
 from __future__ import annotations
 
+from ..decode.cpu import video_frames_at
 from ..errors import FrameError
 from .sources import Frame, count_frames
 
@@ -53,8 +54,6 @@ def sample_frame_sets(sources: list, counts: list[int], max_pixels: int) -> list
 def _frames(source, ordinals: list[int], max_pixels: int) -> list[Frame | None]:
     """The ``ordinals``-th frames (sorted) ``source`` gives the run; None for each that cannot
     be read."""
-    from ..decode.cpu import video_frames_at
-
     if not source.multi_frame:
         try:
             return [source.decode(max_pixels)]

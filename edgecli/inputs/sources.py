@@ -212,10 +212,9 @@ def folder_files(
     is left out that a user may have meant: such a subfolder (its PNGs are edge maps, not
     frames), and each link that loops or leads nowhere."""
     if not recursive:
-        # One scandir: a regular file's type comes with its name, no stat a file. With the
-        # overwrite check's strings (edgecli.inputs.overwrites), listing and checking 2400 files
-        # took 0.041 s where Path.glob and is_file took 0.075, 2400 links 0.071 where 0.129
-        # (2-core machine, medians of 7).
+        # One scandir: a regular file's type comes with its name, no stat a file, and names
+        # stay strings for the overwrite check (edgecli.inputs.overwrites), where Path.glob and
+        # is_file would stat each file and make a Path of each.
         with os.scandir(folder) as entries:
             names = [
                 entry.name
@@ -440,7 +439,7 @@ def _mp4_frame_count(path: Path) -> int | None:
 
 def _video_frame_count(path: Path) -> int:
     """The frames a video says it has (0 where it cannot say): an MP4/QuickTime file's from its
-    sample table (microseconds), any other's from cv2 (it opens a decoder: 40-70 ms)."""
+    sample table, without decoding; any other's from cv2, which opens a decoder."""
     if (frames := _mp4_frame_count(path)) is not None:
         return frames
     capture = cv2.VideoCapture(str(path))
@@ -475,8 +474,8 @@ def select_frames(sources: list, selection: Selection | None) -> list:
 def _rate_and_count(source, want_rate: bool) -> tuple[Fraction | None, int | None]:
     """A multi-frame file's frame rate (videos only) and its frame count where the file states
     it exactly (None where it is only an estimate or unknown). Without ``want_rate``, an MP4's
-    count comes from its sample table, without opening a decoder (cv2 takes 40-70 ms a video
-    to say the same), and its rate is None."""
+    count comes from its sample table, without opening a decoder (as cv2 would to say the
+    same), and its rate is None."""
     if source.kind == "tiff":
         pages, broken = tiff_directories(source.path)
         return None, pages + broken

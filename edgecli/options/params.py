@@ -39,7 +39,8 @@ DEFAULT_MAX_PIXELS = 16384 * 16384
 
 # --batch and --streams above these are refused: each of the streams + 2 slabs of a GPU run
 # holds --batch frames, in pinned host and in device memory, and the readers hold --batch
-# frames more ahead of them. Sweeps found no gain past batches of 32 and 4 streams.
+# frames more ahead of them. Past the point where the GPU is kept busy, larger values only hold
+# more memory.
 MAX_BATCH = 256
 MAX_STREAMS = 32
 # A CUDA device index is a C int.
@@ -54,7 +55,7 @@ MAX_THRESHOLDS = 16
 MAX_SHEET_PIXELS = DEFAULT_MAX_PIXELS
 
 # --workers above this many per usable CPU core is refused: threads past the cores only queue
-# for them, while each holds its frames in memory (99999999999 of them ran a host out of it).
+# for them, while each holds its frames in memory, so an unbounded count could exhaust it.
 MAX_WORKERS_PER_CPU = 4
 
 
@@ -271,8 +272,8 @@ class Options:
     png_bits: int = 1
     recursive: bool = False
     workers: int | None = None  # None: one per usable CPU core
-    # Small batches: a frame waits less for its batch to fill before it is encoded (chosen by
-    # a sweep on the H200, in the history of benchmarks/RESULTS.md, "Settings").
+    # Small batches: a frame waits less for its batch to fill before it is encoded, and larger
+    # ones do not raise the throughput (measured: docs/performance.md).
     batch: int = 4
     streams: int = 4
     device: int = 0

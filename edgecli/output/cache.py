@@ -1,13 +1,17 @@
 """edgecli's folder in the user's cache, for what is worth keeping across runs: compiled
 kernels, and verdicts and tables measured once per OpenCV build (:func:`opencv_build_key`).
-Standard library only, until that key is asked for."""
+No OpenCV until that key is asked for."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+from ..errors import OutputError
+from .sinks import write_atomic
 
 
 def cache_dir() -> Path:
@@ -21,9 +25,7 @@ def opencv_build_key() -> str:
     """What decides cvtColor's arithmetic here: OpenCV's version, its build (compiler, SIMD
     baseline and dispatch), and the CPU features it may use now (its dispatcher picks a code
     path per CPU, and OPENCV_CPU_DISABLE turns some off)."""
-    import hashlib
-
-    import cv2
+    import cv2  # the rest of this module, as edgecli.cuda.compiling uses it, needs no OpenCV
 
     build = hashlib.sha256(cv2.getBuildInformation().encode()).hexdigest()[:16]
     features = "".join("1" if cv2.checkHardwareSupport(i) else "0" for i in range(512))
@@ -44,8 +46,6 @@ def cached_verdict(path: Path, key: str, check: Callable[[], bool]) -> bool:
     else ``check()``'s, added to the file (written atomically, beside what other processes
     added meanwhile; where it cannot be written, the verdict holds for this call only). What
     ``check`` raises is raised, and nothing is cached."""
-    from ..errors import OutputError
-    from .sinks import write_atomic
 
     verdict = _verdicts(path).get(key)
     if isinstance(verdict, bool):

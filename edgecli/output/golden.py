@@ -31,6 +31,9 @@ import hashlib
 import json
 from pathlib import Path
 
+import cv2
+import numpy as np
+
 from ..errors import ExpectationError, InputError
 from .sinks import TEMP_PREFIX, write_report
 
@@ -55,8 +58,6 @@ def output_names(out_dir: Path) -> list[str]:
 
 def pixel_digest(path: Path) -> str:
     """The digest of a PNG's decoded pixels and shape (InputError if it does not decode)."""
-    import cv2
-    import numpy as np
 
     image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     if image is None:

@@ -4,8 +4,9 @@ on disk is whole (what ``--skip-existing`` keeps).
 
 1-bit grayscale is the default: the host packs the rows, or the GPU does on the CUDA path (a
 nonzero pixel is a 1 bit, which reads back as 255), each row has filter type 0 (none), and zlib
-compresses with its run-length strategy, as libpng does for OpenCV's IMWRITE_PNG_BILEVEL: the
-same size within 0.6%, 2.3-3.3x faster than cv2.imencode on one core.
+compresses with its run-length strategy, as libpng does for OpenCV's IMWRITE_PNG_BILEVEL: files
+as small as OpenCV's, without its filter search (measured: benchmarks/RESULTS.md, "PNG
+encoding").
 
 Two encoders make those bytes: :mod:`edgecli.native`'s C (where it was built) lets go of the
 GIL once a PNG, for all of it; the Python code below, used where it is missing, wins the GIL
@@ -90,9 +91,9 @@ def png_rows_1bit(edges: np.ndarray) -> np.ndarray:
     uint8, each a filter byte 0 (none), then the pixels as bits, the first in the most
     significant bit, a nonzero pixel a 1 and the last byte padded with 0 bits.
 
-    ``np.packbits`` holds the GIL: on 16 threads of the H200 host it packed no more maps a
-    second than on one, so the GPU path packs on the device (:class:`PackedEdges`), and
-    :func:`encode_png_1bit` packs in C where edgecli._native is built."""
+    ``np.packbits`` holds the GIL, so threads calling it pack one at a time: the GPU path
+    packs on the device (:class:`PackedEdges`), and :func:`encode_png_1bit` packs in C where
+    edgecli._native is built."""
     height, width = edges.shape
     rows = np.zeros((height, png_row_bytes_1bit(width)), np.uint8)
     rows[:, 1:] = np.packbits(edges, axis=1)

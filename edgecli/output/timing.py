@@ -131,7 +131,7 @@ class StageClock:
 def percentile(values: np.ndarray, q: float) -> float:
     """The ``q``-th percentile of ``values``, interpolated linearly between the two nearest
     ranks, as ``np.percentile``'s default does. (``np.percentile`` itself imports numpy.ma on
-    first use, 70 ms of a one-image run's start-up on the H200 host.)"""
+    first use, a cost that a one-image run's start-up would show.)"""
     ranked = np.sort(values)
     position = (ranked.size - 1) * q / 100
     low = int(position)

@@ -13,7 +13,7 @@ stay in the heap for reuse:
 - ``M_TRIM_THRESHOLD`` 1 GB: a heap gives memory back only when that much of it is free.
 
 The process's memory then stays near its peak instead of shrinking between frames; the peak
-itself is still set by the options (measured: benchmarks/RESULTS.md).
+itself is still set by the options.
 """
 
 from __future__ import annotations

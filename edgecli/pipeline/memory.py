@@ -1,12 +1,12 @@
 """The memory budget for frames in flight: how many bytes of frames a run may hold at once.
 
-Without it, what a run holds is its window of frames times their size, and a frame's size is
-set by its header: at the default --max-pixels one 3 MB PNG of 16384 x 16384 pixels cost 6 GB
-on the CPU backend, and a window of them more than any machine has. So each frame reserves its
-cost before it is decoded, from the size its header declares, and gives it back once its edge
-map is written (the CPU backend) or its pixels are in the GPU's pinned buffers; a frame whose
-cost does not fit waits until others give theirs back (back-pressure), and a frame that could
-never fit, even alone, is a FrameError naming it and both sizes.
+Without it, what a run holds is its window of frames times their size, and a frame's size is set by
+its header: at the default --max-pixels a PNG of a few MB may declare 16384 x 16384 pixels,
+gigabytes on the CPU backend, and a window of them more than any machine has. So each frame reserves
+its cost before it is decoded, from the size its header declares, and gives it back once its edge
+map is written (the CPU backend) or its pixels are in the GPU's pinned buffers; a frame whose cost
+does not fit waits until others give theirs back (back-pressure), and a frame that could never fit,
+even alone, is a FrameError naming it and both sizes.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import threading
 from ..errors import FrameError
 
 # What one frame costs while it is in flight, per pixel. On the host (the CPU backend) it is
-# its file's bytes, its decoded pixels (3 bytes), its luma, int16 gradients and its edge map:
-# one 8192 x 8192 PNG (61 MB) peaked at 584 MB of resident memory on one worker, 7.9 bytes a
-# pixel over the interpreter's own 55 MB (2-core development machine, 2026-12-01); 10 leaves
-# room for what a worker's allocator keeps. On the GPU path the host holds only the decoded
+# its file's bytes, its decoded pixels (3 bytes), its luma (1), int16 gradients (4) and its
+# edge map (1), not all alive at once; 10 covers them and leaves room for what a worker's
+# allocator keeps. On the GPU path the host holds only the decoded
 # pixels until they are copied.
 HOST_BYTES_PER_PIXEL = 10
 DECODED_BYTES_PER_PIXEL = 3

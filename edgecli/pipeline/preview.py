@@ -10,12 +10,18 @@ the share of edge pixels under each tile. By default the thresholds spread aroun
 
 from __future__ import annotations
 
+import base64
 from dataclasses import replace
+from html import escape
 from pathlib import Path
 
+import cv2
 import numpy as np
 
+from ..edges.backends import select_backend
 from ..errors import InputError, OptionError
+from ..inputs.sampling import sample_frame_sets
+from ..inputs.sources import discover_inputs, select_frames
 from ..options.params import (
     MAX_SHEET_PIXELS,
     MAX_SHOWN,
@@ -38,6 +44,8 @@ from ..output.sheet import (
     render,
     tile_width,
 )
+from ..output.sinks import discard_reports, open_reports, write_reports
+from .threshold import AUTO_SAMPLE, canny_pair, resolve
 
 PREVIEW_FRAMES = 4
 # The default thresholds: the automatic one times these (rounded, each once).
@@ -50,9 +58,6 @@ def chosen_thresholds(
     """The numbers to show, ascending, and the rule that chose each one chosen by a rule
     (``auto``, ``5%``): ``thresholds`` as given, each rule replaced by the number it picks from
     ``sample`` as ``run -t`` would; by default a spread around the one ``-t auto`` picks."""
-    from ..options.params import parse_rule
-    from .threshold import canny_pair, resolve
-
     rules: dict = {}  # number (Canny: pair) -> the rule that chose it
     for rule in ["auto"] if thresholds is None else thresholds:
         if parse_rule(rule) is not None:
@@ -82,8 +87,6 @@ def preview(
     Return what they show: ``{"frames": [source, ...], "outputs": [name, ...], "thresholds":
     [...], "auto": T or None, "rules": {T: rule}, "shares": [{T: percent, ...} per frame],
     "backend": ...}``."""
-    from ..output.sinks import discard_reports, open_reports, write_reports
-
     notify = notify or (lambda message: None)
     sheet = _checked_paths(sheet, html)
     reports = open_reports({"sheet": sheet} | ({"page": Path(html)} if html is not None else {}))
@@ -101,10 +104,6 @@ def preview(
 
 def _sheet(inputs, sheet, html, options, thresholds, frames, width, notify) -> tuple[dict, bytes]:
     """What the preview shows, and its sheet as a PNG."""
-    from ..inputs.sampling import sample_frame_sets
-    from ..inputs.sources import discover_inputs, select_frames
-    from .threshold import AUTO_SAMPLE
-
     found = discover_inputs(inputs, recursive=options.recursive, notify=notify)
     sources = select_frames(found, options.selection)
     written = {sheet.resolve(), _resolved(html)}
@@ -183,8 +182,6 @@ def _label(t: int, shown: dict) -> str:
 
 def _sheet_png(sheet: Path, sample: list, edges_at: dict, shown: dict, width: int) -> bytes:
     """The sheet: a row a frame, its source and then its edge map at each threshold."""
-    import cv2
-
     rows = []
     for k, frame in enumerate(sample):
         tiles = [Tile(frame.pixels, "source")]
@@ -201,9 +198,6 @@ def _sheet_png(sheet: Path, sample: list, edges_at: dict, shown: dict, width: in
 def page(png: bytes, shown: dict, options: Options) -> str:
     """The HTML page: the sheet (embedded, so the page is one file) over a table of the share
     of edge pixels, frame by threshold."""
-    import base64
-    from html import escape
-
     heads = "".join(f"<th>{escape(_label(t, shown))}</th>" for t in shown["thresholds"])
     lines = []
     for source, shares in zip(shown["frames"], shown["shares"], strict=True):
@@ -229,8 +223,6 @@ def page(png: bytes, shown: dict, options: Options) -> str:
 def _edges(sample: list, options: Options, thresholds: list, notify):
     """The edge maps of ``sample`` at each threshold, by the backend ``run`` would use (one
     frame at a time: the sample's frames may differ in size); and that backend's name."""
-    from ..edges.backends import select_backend
-
     choice = select_backend(replace(options, threshold=thresholds[0]))
     if choice.notice:
         notify(choice.notice)

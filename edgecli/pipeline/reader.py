@@ -128,10 +128,9 @@ class RunAhead:
 
 
 # Frames the next video (or multi-frame file) is read ahead while the one before it is still
-# being consumed: enough to have it open and decoding, with its slow first frame (on the H200,
-# 60-90 ms after the 60 ms of opening an H.264 clip) done. It reads on at full depth when its
-# turn comes; a whole window here as well held 65 frames more (400 MB of 1080p) on a run of
-# three clips.
+# being consumed: enough to have it open and decoding, with its slow first frame done. It reads
+# on at full depth when its turn comes; a whole window here as well would hold nearly a second
+# window of frames in memory.
 FOLLOWING_DEPTH = 2
 
 
@@ -141,8 +140,8 @@ class FrameReader:
     Still images decode on the pool. A video or multi-frame file decodes in order from its one
     reader, on a thread of its own, so that reader never waits for the consumer; and while one
     is read, the next input, if it is one too, is opened and read ahead by a reader of its own,
-    so that opening it (on the H200 about 130 ms for an H.264 clip: a quarter of the time one
-    reader takes for 240 frames) overlaps the frames before it. The reader being consumed runs
+    so that opening it (a decoder's start costs the time of many frames) overlaps the frames
+    before it. The reader being consumed runs
     at most ``window`` frames ahead, the next one at most ``FOLLOWING_DEPTH`` until its turn
     comes: so the frames held stay those of one window, not two. Frames whose output
     ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
@@ -293,8 +292,8 @@ class FrameReader:
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:
         """Every frame of ``sources``: Frames (decoded on the host), Failures, and batches
         decoded on the GPU (with ``result()``), which come in the order they are ready.
-        The videos' NVDEC sessions start now, not at the first frame asked for: their new
-        decoders take 0.1-0.2 s to give frames, which the caller's own start-up can fill (the
+        The videos' NVDEC sessions start now, not at the first frame asked for: a new decoder
+        is slow to give its first frames, a wait the caller's own start-up can fill (the
         GPU decoders' ``close`` stops them, should no frame ever be asked for)."""
         fleet = None
         if self.gpu is not None and self.gpu.video:

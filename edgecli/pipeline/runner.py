@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..decode.plan import open_early, plan
+from ..edges import backends
 from ..edges.backends import select_backend
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..inputs.overwrites import refuse_overwriting_inputs, refuse_special_outputs
 from ..inputs.sources import Frame, count_frames, discover_inputs, input_list, select_frames
 from ..options.params import Options, check_path
 from ..options.shards import format_shard, shard_of
-from ..output import resume
+from ..output import golden, resume
 from ..output.claims import claimed
 from ..output.sinks import (
     check_output_name,
@@ -27,6 +28,7 @@ from ..output.sinks import (
     write_reports,
 )
 from ..output.timing import HANDOFF, StageClock, Summary
+from ..version import __version__
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
 from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
@@ -37,8 +39,7 @@ from .writer import Writer
 # Slabs beyond the batches on the GPU: a collected batch's slab is refilled only this many
 # batches later, which gives its PNG encoders that long to finish reading it. With none spare,
 # the slab just collected would be the next one to fill, and the main thread would wait for all
-# of its encodes before every submit (benchmarks/RESULTS.md, "Settings": 4 spare measured no
-# faster than 2).
+# of its encodes before every submit; past two, more would only hold more pinned memory.
 SPARE_SLABS = 2
 
 # Decoded frames read ahead of the main thread, and edge maps waiting for their PNGs, at most,
@@ -67,7 +68,7 @@ def frame_budget(options: Options, backend, workers: int, window: int) -> FrameB
 
 class _NoBar:
     """The progress of a run that shows none (-q, a library call): nothing drawn, and no tqdm
-    imported (20-30 ms of a run's start-up, ``python -X importtime``)."""
+    imported (a share of a short run's start-up that a bar nobody sees need not cost)."""
 
     def update(self, n: int = 1) -> None:
         pass
@@ -80,7 +81,7 @@ def _progress_bar(sources: list, shown: bool):
     """The run's progress bar: tqdm's over the run's frames where ``shown``, else none."""
     if not shown:
         return _NoBar()
-    from tqdm import tqdm
+    from tqdm import tqdm  # only where a bar is drawn: see _NoBar
 
     if not any(source.multi_frame for source in sources):  # a frame a file: nothing to open
         return tqdm(total=len(sources), **_BAR)
@@ -91,10 +92,10 @@ _BAR = {"unit": "frame", "dynamic_ncols": True, "leave": False}
 
 
 class _CountingBar:
-    """A progress bar whose total is counted on a thread of its own: an MP4's frame count is
-    read from its sample table, but another video's comes from opening it in cv2 (40-70 ms a
-    clip, ``sources.count_frames``), which the run does not wait for. Until the count is in,
-    the bar counts frames without a total."""
+    """A progress bar whose total is counted on a thread of its own: an MP4's frame count is read
+    from its sample table, but another video's comes from opening a decoder in cv2
+    (:func:`edgecli.inputs.sources.count_frames`), which the run does not wait for. Until the count
+    is in, the bar counts frames without a total."""
 
     def __init__(self, bar, sources: list):
         self.bar = bar
@@ -126,7 +127,7 @@ class _CountingBar:
 def _above_bar(say: Callable[[str], None]) -> Callable[[str], None]:
     """``say``, printing above the progress bar rather than onto its line: the bar is cleared
     first and drawn again after, as ``tqdm.write`` does (``say`` may print any way it likes)."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # only where a bar is drawn: see _NoBar
 
     def said(message: str) -> None:
         with tqdm.external_write_mode(file=sys.stderr):
@@ -270,9 +271,6 @@ def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
     def manifest() -> bytes | None:
         if summary.interrupted:
             return None
-        from ..output import golden
-        from ..version import __version__
-
         out_dir = Path(summary.output)
         made = golden.build_manifest(out_dir, summary.params, summary.decoders, __version__)
         return golden.manifest_bytes(made)
@@ -296,9 +294,8 @@ def gpu_decoders(options: Options, backend, sources: list):
         if options.decode == "gpu" and options.backend == "cpu":
             raise CudaUnavailableError("--decode gpu needs the CUDA backend, not --backend cpu")
         if options.decode == "gpu":
-            from ..edges.backends import cuda_unusable_reason
-
-            why = cuda_unusable_reason(options.device, options) or "a stand-in backend runs"
+            reason = backends.cuda_unusable_reason(options.device, options)
+            why = reason or "a stand-in backend runs"
             raise CudaUnavailableError(f"--decode gpu needs the CUDA backend: {why}")
         return None
     stand_in = getattr(backend, "gpu_decoders", None)

@@ -28,6 +28,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..edges import reference
+from ..edges.cpu import luma
+from ..inputs.sampling import sample_frames
 from ..options.params import MAX_L1_MAGNITUDE, parse_rule, threshold_text
 
 AUTO_SAMPLE = 8  # frames the threshold is chosen from
@@ -35,10 +38,7 @@ AUTO_SAMPLE = 8  # frames the threshold is chosen from
 
 def magnitudes(frame_bgr: np.ndarray, norm: str, border: str) -> np.ndarray:
     """Each pixel's gradient magnitude as an integer (see the module docstring)."""
-    from ..edges.cpu import luma
-    from ..edges.reference import sobel
-
-    gx, gy = sobel(luma(frame_bgr), border)
+    gx, gy = reference.sobel(luma(frame_bgr), border)
     gx, gy = gx.astype(np.int32), gy.astype(np.int32)
     if norm == "l1":
         return np.abs(gx) + np.abs(gy)
@@ -106,8 +106,6 @@ def resolve(options, sources: list, notify=None, frames: list | None = None):
     if rule is None:
         return options
     if frames is None:
-        from ..inputs.sampling import sample_frames
-
         frames = sample_frames(sources, AUTO_SAMPLE, options.max_pixels)
     counts = histogram([frame.pixels for frame in frames], options.norm, options.border)
     chosen = choose(counts, rule)

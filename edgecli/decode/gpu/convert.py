@@ -30,7 +30,7 @@ ROTATIONS = (0, 90, 180, 270)
 
 def module(device: int) -> dict:
     """decode.cu's kernels on ``device``, by name (:func:`edgecli.cuda.build.kernels_on`)."""
-    from ...cuda.build import kernels_on
+    from ...cuda.build import kernels_on  # imports CuPy, which tests/cuda_host.py does without
 
     return kernels_on(device, DECODE_FILE, KERNELS)
 

@@ -67,7 +67,7 @@ CPU_DECIDES = frozenset({19, 20, 21, 22})
 
 def module(device: int):
     """inflate.cu's kernel on ``device`` (:func:`edgecli.cuda.build.kernels_on`)."""
-    from ...cuda.build import kernels_on
+    from ...cuda.build import kernels_on  # imports CuPy, which tests/cuda_host.py does without
 
     return kernels_on(device, INFLATE_FILE, (KERNEL,))[KERNEL]
 
@@ -123,7 +123,7 @@ def time_inflate(device: int, streams, sizes, *, repeats: int = 5) -> float:
     """Seconds one launch over the zlib ``streams`` (inflating to ``sizes`` bytes each) takes on
     ``device``, the median of ``repeats`` timed between device events after one warm-up; for
     benchmarks. ValueError where a stream does not inflate to its size."""
-    import cupy
+    import cupy  # as module(): the rest of this module runs without CuPy
 
     kernel = module(device)
     src, src_start = pack_streams(streams)

@@ -16,8 +16,8 @@ from .convert import launch_jpeg_to_bgr, module
 from .slots import BatchDecoder, DeviceBatch, SlotRing
 
 JPEG_ENGINE, JPEG_CUDA = "nvjpeg-hw", "nvjpeg-cuda"
-# Files a decode call: the engines decoded 5,385 fps in batches of 32 and 5,483 in batches of 64
-# (1080p, one thread; benchmarks/RESULTS.md, "GPU decoding").
+# Files a decode call: enough to keep the engines busy; larger batches decode hardly faster
+# and hold more memory.
 JPEG_BATCH = 32
 
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
@@ -26,9 +26,9 @@ JPEG_SLOTS = JPEG_AHEAD + 3
 
 
 class JpegDecoder(BatchDecoder):
-    """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not thread-safe;
-    two threads, each with a decoder of its own, fed the engines less than one:
-    benchmarks/RESULTS.md)."""
+    """Decodes batches of JPEGs on one thread of its own (nvJPEG's state is not thread-safe,
+    and one thread feeds the engines all they take: a second, with a decoder of its own, only
+    contends with it)."""
 
     ahead = JPEG_AHEAD
 

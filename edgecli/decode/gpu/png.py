@@ -27,7 +27,7 @@ BAD_FILTER = 1
 
 def kernel(device: int):
     """png.cu's kernel on ``device`` (:func:`edgecli.cuda.build.kernels_on`)."""
-    from ...cuda.build import kernels_on
+    from ...cuda.build import kernels_on  # imports CuPy, which tests/cuda_host.py does without
 
     return kernels_on(device, PNG_FILE, (KERNEL,))[KERNEL]
 

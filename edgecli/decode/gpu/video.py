@@ -23,9 +23,9 @@ from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 
 NVDEC = "nvdec"
 NVDEC_APPROX = "nvdec-approx"  # --decode gpu's frames where the conversion is not cv2's
-# Decoder sessions at once. Alone, NVDEC on the H200 gave 583 fps with 1, 1,518 with 4, 1,870
-# with 8 (1080p H.264, decode and conversion), but whole runs, where the PNGs set the pace, went
-# faster with 4 than with 8, with segments cut at keyframes too (benchmarks/RESULTS.md).
+# Decoder sessions at once. NVDEC alone decodes more with each session added, but in a whole
+# run the PNGs set the pace: past 4 sessions a run is no faster, and each session holds a ring
+# of batches in GPU memory (measured: benchmarks/RESULTS.md, "GPU decoding").
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
@@ -37,11 +37,11 @@ class _Done:
 
 class SessionDecoder:
     """One session's NVDEC decoder, kept from video to video: ``reconfigure_decoder`` points
-    it at the next in 1-3 ms and its first frames follow in 2-30, where a new decoder takes
-    50-150 ms to its first frames and letting one go 90-250 ms (H200, PyNvVideoCodec 2.2.4;
-    benchmarks/RESULTS.md). Its frames equal a new decoder's, at any size, up or down.
-    A SimpleDecoder: the library's ThreadedDecoder, which decodes ahead on a thread of its own,
-    gave the same frames 0-10% faster but crashed 1 run in 12-20 with 8 sessions (RESULTS.md)."""
+    it at the next video, whose first frames then follow far sooner than a new decoder's
+    would, and no decoder's slow teardown is paid between videos. Its frames equal a new
+    decoder's, at any size, up or down. A SimpleDecoder, not the library's ThreadedDecoder
+    (which decodes ahead on a thread of its own): that one is not reliable with several
+    sessions at once, and decoding ahead gains little."""
 
     def __init__(self, device: int):
         self.device = device
@@ -188,7 +188,7 @@ class VideoFleet:
         except BaseException as exc:  # re-raised on the consumer's thread
             self.out.put(Raised(exc))
         finally:
-            # Done before the decoder goes: its teardown (90-250 ms) is not waited for.
+            # Done before the decoder goes: its slow teardown is not waited for.
             self.out.put(_Done)
 
     def _run(self, segment: Segment, stream, ring: SlotRing, decoder: SessionDecoder) -> None:
@@ -260,9 +260,10 @@ class VideoFleet:
     def _packets(self, segment: Segment, plan: NvdecPlan, stream, ring: SlotRing) -> None:
         """``segment``'s frames from NVDEC fed packet by packet from PyNvVideoCodec's demuxer,
         which gives cv2's frames in cv2's order and count for HEVC, VP9 and Matroska where its
-        SimpleDecoder repeats or drops some (benchmarks/RESULTS.md). Never cut: the packets
-        are read from the start. Where NVDEC cannot open the video or fails in it, or gives
-        fewer frames than an MP4 holds, the CPU decodes the rest, with its error if any."""
+        SimpleDecoder repeats or drops some (:data:`edgecli.decode.nvdec.ORDER_CHECKED`). Never
+        cut: the packets are read from the start. Where NVDEC cannot open the video or fails
+        in it, or gives fewer frames than an MP4 holds, the CPU decodes the rest, with its
+        error if any."""
         source, path = segment.source, segment.source.path
         self.schedule.keep(segment)
         index = 0
