@@ -36,9 +36,11 @@ def table_rows(body: str) -> list[list[str]]:
     """The cells of each row of the Markdown tables in ``body``, header and rule left out."""
     rows = []
     for line in body.splitlines():
-        if line.startswith("|") and not re.match(r"\|[-: |]+\|$", line):
+        if re.match(r"\|[-: |]+\|$", line):
+            rows.pop()  # the header above the rule
+        elif line.startswith("|"):
             rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
-    return [row for row in rows if row[0] not in ("option", "code")]
+    return rows
 
 
 def documented_options(command: str) -> dict[str, tuple[str, str]]:
@@ -128,3 +130,18 @@ def test_relative_links_resolve(page):
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
             broken.append(target)
     assert broken == []
+
+
+def test_every_figure_in_performance_stands_in_results():
+    """Each number docs/performance.md quotes as a figure is one benchmarks/RESULTS.md holds,
+    so a regenerated RESULTS cannot leave the page quoting a run that is gone."""
+    page = (REPO / "docs" / "performance.md").read_text()
+    results = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    quoted = [row[1] for row in table_rows(section(page, "## Current figures"))]
+    quoted.append(section(page, "## Scaling out"))
+    figures = {n for text in quoted for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+    assert len(figures) > 20, "the figures were not found: the page's layout changed"
+    missing = {
+        n for n in figures if not re.search(rf"(?<![\d.,]){re.escape(n)}(?![\d,]|\.\d)", results)
+    }
+    assert missing == set()
