@@ -32,7 +32,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,7 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import log, output_root, png_digests, ratio, symlink_folder, video_copies  # noqa: E402
+from common import log, png_digests, ratio, run_folders, symlink_folder, video_copies  # noqa: E402
 from gpu_decode import ENV, FOLDERS, edgecli, script, video_frames, videos_of  # noqa: E402
 
 OPERATORS = ("sobel", "canny")
@@ -239,10 +238,7 @@ def table(results: dict) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    scratch = Path(tempfile.mkdtemp(prefix="edgecli-bench-canny-"))
-    outputs = Path(tempfile.mkdtemp(prefix="edgecli-bench-canny-out-", dir=output_root(args.into)))
-    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-    ENV["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
+    scratch, outputs = run_folders("edgecli-bench-canny", args.into, ENV)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()

@@ -70,6 +70,17 @@ def output_root(name: str) -> Path:
     return root
 
 
+def run_folders(prefix: str, into: str, env: dict) -> tuple[Path, Path]:
+    """A scratch folder, and one in ``into`` (tmpfs, disk or a folder) for the runs' PNGs;
+    ``env``, the runs' environment, gets a bytecode cache in the scratch folder, so that runs
+    after the first start as an installed package does."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    outputs = Path(tempfile.mkdtemp(prefix=f"{prefix}-out-", dir=output_root(into)))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
+    return scratch, outputs
+
+
 def symlink_folder(frames: list[Path], count: int, folder: Path) -> Path:
     """``count`` symlinks frame_0000... cycling over ``frames``: an input of any length."""
     folder.mkdir(parents=True)

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from common import (  # noqa: E402
     log,
-    output_root,
     png_digests,
+    run_folders,
     symlink_folder,
     video_copies,
     watched_command,
@@ -54,6 +54,7 @@ PARTS = {
     "no-gpu-deflate": ({"EDGECLI_GPU_DEFLATE": "0"}, ""),
     "no-native": ({}, "import edgecli.native as native; native.c = None"),
 }
+MIN_ROUNDS = 3  # a verdict's fewest rounds
 ROWS = {  # --rows: the input and --decode of each
     "jpeg": ("JPEG folder", "auto"),
     "clips": ("H.264 clips", "auto"),
@@ -171,10 +172,13 @@ def table(rows: list[dict], args) -> str:
         if best is None:
             continue
         pays = best["least_gain"][part] >= args.pays
+        verdict = "pays" if pays else "does not pay"
+        if args.rounds < MIN_ROUNDS:  # one or two rounds cannot tell a part from noise
+            verdict = f"no verdict under {MIN_ROUNDS} rounds"
         lines.append(
             f"{part}: runs without it were at least {best['least_gain'][part]:.2f}x slower in "
-            f"every round at best ({best['row']}, {best['cores']} cores): "
-            f"{'pays' if pays else 'does not pay'} (the bar: {args.pays:.2f}x in every round)"
+            f"every round at best ({best['row']}, {best['cores']} cores): {verdict} (the bar: "
+            f"{args.pays:.2f}x in every round)"
         )
     return "\n".join(lines)
 
@@ -184,10 +188,7 @@ ENV = dict(os.environ)
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    scratch = Path(tempfile.mkdtemp(prefix="edgecli-bench-pays-"))
-    root = Path(tempfile.mkdtemp(prefix="edgecli-bench-pays-out-", dir=output_root(args.into)))
-    ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-    ENV["PYTHONPYCACHEPREFIX"] = str(scratch / "pyc")
+    scratch, root = run_folders("edgecli-bench-pays", args.into, ENV)
     started = time.perf_counter()
     rows = []
     try:

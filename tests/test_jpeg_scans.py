@@ -223,6 +223,40 @@ def test_extraneous_bytes_are_counted_as_libjpeg_counts_them(complaint):
     assert scan_damage(damaged) == f"corrupt JPEG data ({words} at byte {len(damaged) - 2})"
 
 
+def test_scans_that_end_in_random_bytes_get_libjpegs_words(complaint):
+    """Scans whose end is replaced by random bytes (no FF), mostly enough of them for
+    libjpeg-turbo to read the last MCUs on its fast path, in 1000 files: what it says then
+    (extraneous bytes, and how many; a bad code; a premature end) depends on where its last
+    fills fell, and scan_damage says the same."""
+    rng = random.Random(39)
+    bases = [
+        encode(
+            rng.choice(list(SAMPLINGS)),
+            rng.randrange(8, 72),
+            rng.randrange(8, 72),
+            0,
+            rng.random() < 0.5,
+            rng.choice([75, 90, 95, 100]),
+        )  # fmt: skip
+        for _ in range(40)
+    ]
+    counted = 0
+    for _ in range(1000):
+        data = rng.choice(bases)
+        sos = data.index(b"\xff\xda")
+        cut = rng.randrange(sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big"), len(data) - 2)
+        extra = bytes(rng.randrange(255) for _ in range(rng.randrange(4000)))
+        damaged = data[:cut] + extra + data[-2:]
+        warning = complaint(damaged)
+        if warning is None:
+            assert scan_damage(damaged) is None
+            continue
+        words = warning.removeprefix("warning: Corrupt JPEG data: ")
+        assert scan_damage(damaged).startswith(f"corrupt JPEG data ({words}")
+        counted += words.endswith("extraneous bytes before marker 0xd9")
+    assert counted > 300
+
+
 @pytest.mark.parametrize("sampling", list(SAMPLINGS))
 def test_progressive_jpegs_get_the_markers_check(sampling, complaint):
     """A progressive file is not walked: whole, it is not damaged; a stray marker is."""
