@@ -76,7 +76,7 @@ class EdgecliGroup(click.Group):
 @click.group(cls=EdgecliGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="edgecli")
 def main() -> None:
-    """Turn video frames into binary edge maps (RGB -> gray -> Sobel -> threshold).
+    """Turn video frames into binary edge maps (RGB -> gray -> Sobel -> threshold, or Canny).
 
     Runs on an NVIDIA GPU when one is usable, else on the CPU; both give identical bytes.
     """

@@ -89,8 +89,9 @@ def stop_on_signals():
     type=click.Choice(DECODES),
     default=Options.decode,
     show_default=True,
-    help="Where frames are decoded. auto: JPEGs on the GPU's JPEG engines and H.264 on "
-    "NVDEC wherever that gives exactly the CPU decoder's frames, the CPU elsewhere; gpu: "
+    help="Where frames are decoded. auto: JPEGs on the GPU's JPEG engines and 8-bit H.264, "
+    "HEVC and VP9 on NVDEC wherever that gives exactly the CPU decoder's frames, the CPU "
+    "elsewhere; gpu: "
     "on the GPU wherever it can decode at all (exit 4 if no GPU decoder can run); cpu: "
     "always on the CPU.",
 )
@@ -230,9 +231,9 @@ def run(
 ) -> None:
     """Detect edges in every frame of each INPUT and write one PNG per frame.
 
-    An INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp), a video file, a
-    single image, a multi-frame image (animated GIF/WebP/PNG, multi-page TIFF) or a quoted
-    glob such as 'shots/*.jpg'; several are read in the order given. An image a.jpg becomes
+    An INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp, gif) and videos, a
+    video file, a single image, a multi-frame image (animated GIF/WebP/PNG, multi-page TIFF)
+    or a quoted glob such as 'shots/*.jpg'; several are read in the order given. An image a.jpg becomes
     a.png; frame 7 of clip.mp4 becomes clip_000007.png. The summary goes to stderr.
     """
     keep_standard_streams_open()
