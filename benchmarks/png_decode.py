@@ -343,16 +343,49 @@ def whole_runs(pngs: list[Path], args, gpu: bool, scratch: Path) -> dict[int, li
     return results
 
 
-def inflate_rows(frames: list[Frame], batches: list[int]) -> list[dict]:
-    """inflate.cu alone over batches of the frames' zlib streams (cycled): the median launch."""
+def time_inflate(device: int, streams, sizes, *, repeats: int = 5) -> float:
+    """Seconds one launch over the zlib ``streams`` (inflating to ``sizes`` bytes each) takes on
+    ``device``, the median of ``repeats`` timed between device events after one warm-up;
+    ValueError where a stream does not inflate to its size."""
+    import cupy  # only here: the CPU rows run without CuPy
+
     from edgecli.decode.gpu import inflate
 
+    kernel = inflate.module(device)
+    src, src_start = inflate.pack_streams(streams)
+    dst_start = inflate.offsets(sizes)
+    with cupy.cuda.Device(device):
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:  # the copies on the launch's own stream, so it waits for them
+            args = [cupy.asarray(a) for a in (src, src_start)]
+            dst = cupy.empty(int(dst_start[-1]), np.uint8)
+            dst_start_dev = cupy.asarray(dst_start)
+            status = cupy.empty(len(sizes), np.int32)
+        inflate.launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
+        statuses = status.get(stream=stream)
+        failed = np.flatnonzero(statuses != inflate.OK)
+        if failed.size:
+            i = int(failed[0])
+            raise ValueError(f"stream {i} did not inflate: {inflate.reason(statuses[i])}")
+        elapsed = []
+        for _ in range(repeats):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            inflate.launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
+            end.record(stream)
+            end.synchronize()
+            elapsed.append(cupy.cuda.get_elapsed_time(start, end) / 1000)
+    return float(np.median(elapsed))
+
+
+def inflate_rows(frames: list[Frame], batches: list[int]) -> list[dict]:
+    """inflate.cu alone over batches of the frames' zlib streams (cycled): the median launch."""
     rows = []
     for batch in batches:
         chosen = [frames[i % len(frames)] for i in range(batch)]
         sizes = [frame.layout.inflated_size for frame in chosen]
         try:
-            seconds = inflate.time_inflate(0, [frame.stream for frame in chosen], sizes)
+            seconds = time_inflate(0, [frame.stream for frame in chosen], sizes)
         except ValueError as exc:
             rows.append({"batch": batch, "error": str(exc)})
             log(f"inflate.cu, batch {batch}: {exc}")

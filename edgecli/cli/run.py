@@ -233,8 +233,9 @@ def run(
 
     An INPUT is a folder of images (png, jpg, jpeg, bmp, tif, tiff, webp, gif) and videos, a
     video file, a single image, a multi-frame image (animated GIF/WebP/PNG, multi-page TIFF)
-    or a quoted glob such as 'shots/*.jpg'; several are read in the order given. An image a.jpg becomes
-    a.png; frame 7 of clip.mp4 becomes clip_000007.png. The summary goes to stderr.
+    or a quoted glob such as 'shots/*.jpg'; several are read in the order given. An image
+    a.jpg becomes a.png; frame 7 of clip.mp4 becomes clip_000007.png. The summary goes to
+    stderr.
     """
     keep_standard_streams_open()
     try:

@@ -117,36 +117,3 @@ def pack_streams(streams) -> tuple[np.ndarray, np.ndarray]:
     starts = offsets([len(s) for s in streams])
     packed = np.frombuffer(b"".join(bytes(s) for s in streams), np.uint8)
     return packed, starts
-
-
-def time_inflate(device: int, streams, sizes, *, repeats: int = 5) -> float:
-    """Seconds one launch over the zlib ``streams`` (inflating to ``sizes`` bytes each) takes on
-    ``device``, the median of ``repeats`` timed between device events after one warm-up; for
-    benchmarks. ValueError where a stream does not inflate to its size."""
-    import cupy  # as module(): the rest of this module runs without CuPy
-
-    kernel = module(device)
-    src, src_start = pack_streams(streams)
-    dst_start = offsets(sizes)
-    with cupy.cuda.Device(device):
-        stream = cupy.cuda.Stream(non_blocking=True)
-        with stream:  # the copies on the launch's own stream, so it waits for them
-            args = [cupy.asarray(a) for a in (src, src_start)]
-            dst = cupy.empty(int(dst_start[-1]), np.uint8)
-            dst_start_dev = cupy.asarray(dst_start)
-            status = cupy.empty(len(sizes), np.int32)
-        launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
-        statuses = status.get(stream=stream)
-        failed = np.flatnonzero(statuses != OK)
-        if failed.size:
-            i = int(failed[0])
-            raise ValueError(f"stream {i} did not inflate: {reason(statuses[i])}")
-        elapsed = []
-        for _ in range(repeats):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(stream)
-            launch_inflate(kernel, *args, dst, dst_start_dev, status, stream=stream)
-            end.record(stream)
-            end.synchronize()
-            elapsed.append(cupy.cuda.get_elapsed_time(start, end) / 1000)
-    return float(np.median(elapsed))
