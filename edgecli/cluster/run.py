@@ -38,15 +38,8 @@ from ..options.params import Options, check_path, parse_scheduler, usable_cpus
 from ..options.shards import partition
 from ..output import resume
 from ..output.claims import claimed
-from ..output.sinks import (
-    check_output_name,
-    discard_reports,
-    open_reports,
-    prepare_output_dir,
-    remove_stale_temporaries,
-    write_reports,
-)
-from ..pipeline import listed_run, report_contents, run
+from ..output.sinks import prepare_output_dir, remove_stale_temporaries
+from ..pipeline import listed_run, run, run_callbacks, with_reports
 from ..pipeline.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD
 from . import warmup
 from .summary import ClusterSummary, merge
@@ -386,9 +379,7 @@ def run_on_cluster(
     ``backend`` (a stand-in from :mod:`tests.standins`, say) is sent to every task.
     """
     started = time.perf_counter()
-    notify = notify or (lambda message: None)
-    warn = warn or notify
-    stop = stop or threading.Event()
+    notify, warn, stop = run_callbacks(notify, warn, stop)
     what = "--scheduler" if devices is None else "--device with several GPUs"
     if options.shard is not None:
         raise OptionError(f"{what} runs every shard itself; it cannot be combined with --shard")
@@ -399,36 +390,27 @@ def run_on_cluster(
         scheduler = f"devices:{','.join(devices)}"
     # Absolute paths: a worker on another host, or in another folder, reads the same files.
     inputs = [os.path.abspath(text) for text in input_list(inputs)]
-    check_path("output folder", output)
-    output = os.path.abspath(output)
-    check_output_name(Path(output))
-    reports = {
-        what: Path(check_path(f"{what} path", path))
-        for what, path in (("JSON summary", json_summary), ("manifest", write_expected))
-        if path is not None
-    }
-    # Opened before anything is listed or written, as a plain run opens its reports.
-    report_files = open_reports(reports, Path(output))
-    try:
-        sources, options, client, cluster = _list_and_connect(
+    output = os.path.abspath(check_path("output folder", output))
+
+    def body(reports: dict) -> tuple[ClusterSummary, None]:
+        sources, run_options, client, cluster = _list_and_connect(
             inputs, output, options, reports, notify, kind, target, connect_timeout
         )
         try:
             out_dir = prepare_output_dir(Path(output))
-            with claimed(out_dir, options):  # the tasks' claims, of these options, share it
+            with claimed(out_dir, run_options):  # the tasks' claims, of these options, share it
                 summary = _run_tasks(
-                    client, inputs, out_dir, options, scheduler, kind, sources,
+                    client, inputs, out_dir, run_options, scheduler, kind, sources,
                     progress=progress, warn=warn, stop=stop, backend=backend, started=started,
                 )  # fmt: skip
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
-    except BaseException:
-        discard_reports(report_files)
-        raise
-    write_reports(report_files, report_contents(summary))
-    return summary
+        return summary, None
+
+    reports = {"JSON summary": json_summary, "manifest": write_expected}
+    return with_reports(output, reports, body)
 
 
 def _list_and_connect(inputs, output, options, reports, notify, kind, target, connect_timeout):

@@ -20,14 +20,15 @@ from .runner import (
     WINDOW_PER_WORKER,
     checked_sources,
     listed_run,
-    report_contents,
     run,
+    run_callbacks,
     summary_params,
+    with_reports,
 )
 from .writer import Writer
 
 __all__ = [
     "FOLLOWING_DEPTH", "SPARE_SLABS", "WINDOW_PER_WORKER", "Failure", "FrameReader", "RunAhead",
-    "Writer", "checked_sources", "listed_run", "report_contents", "run", "run_on_gpu",
-    "summary_params",
+    "Writer", "checked_sources", "listed_run", "run", "run_callbacks",
+    "run_on_gpu", "summary_params", "with_reports",
 ]  # fmt: skip

@@ -200,30 +200,45 @@ def run(
     all its tasks (:mod:`edgecli.cluster.run`), which then skip it.
     """
     started = time.perf_counter()
-    notify = notify or (lambda message: None)  # information: which backend, and why
-    warn = warn or notify  # a frame skipped under --on-error skip
-    stop = stop or threading.Event()
+    notify, warn, stop = run_callbacks(notify, warn, stop)
     inputs = input_list(inputs)
-    check_path("output folder", output)
-    check_output_name(Path(output))
-    reports = {  # the files written at the end, by what they hold
-        what: Path(check_path(f"{what} path", path))
-        for what, path in (
-            ("timings CSV", timings_csv),
-            ("JSON summary", json_summary),
-            ("manifest", write_expected),
-        )
-        if path is not None
-    }
-    # Opened first, before any frame is read and any mark is made in the output folder: a
-    # report that cannot be written fails the run here, leaving everything as it was.
-    report_files = open_reports(reports, Path(output))
-    try:
-        summary, clock = _run_opened(
-            inputs, output, options, reports, progress, notify, warn, stop, backend, sources,
+    reports = {"timings CSV": timings_csv, "JSON summary": json_summary, "manifest": write_expected}
+
+    def body(checked: dict) -> tuple[Summary, StageClock]:
+        return _run_opened(
+            inputs, output, options, checked, progress, notify, warn, stop, backend, sources,
             started, per_frame=timings_csv is not None,
         )  # fmt: skip
-    except BaseException:  # a failed run leaves no report, not even an empty one
+
+    return with_reports(output, reports, body)
+
+
+def run_callbacks(notify, warn, stop) -> tuple[Callable, Callable, threading.Event]:
+    """A run's defaults where the caller gave none: notices (which backend, and why) dropped,
+    warnings (a frame skipped under --on-error skip) where the notices go, a stop never set."""
+    notify = notify or (lambda message: None)
+    return notify, warn or notify, stop or threading.Event()
+
+
+def with_reports(output, paths: dict, body: Callable[[dict], tuple]):
+    """The skeleton every run shares (the plain one, a shard, a cluster's client): the output
+    folder's name and each report's path (``paths``: by what it holds; None where not asked
+    for) checked, and the reports opened, before any frame is read or any mark is made in the
+    output folder, so that a report that cannot be written fails the run there, leaving
+    everything as it was; then ``body(reports)``, the run proper, which returns its summary
+    and the clock that timed it (None: no per-frame rows); then the reports written from
+    them. A failed run leaves no report, not even an empty one."""
+    check_path("output folder", output)
+    check_output_name(Path(output))
+    reports = {
+        what: Path(check_path(f"{what} path", path))
+        for what, path in paths.items()
+        if path is not None
+    }
+    report_files = open_reports(reports, Path(output))
+    try:
+        summary, clock = body(reports)
+    except BaseException:
         discard_reports(report_files)
         raise
     write_reports(report_files, report_contents(summary, clock))
