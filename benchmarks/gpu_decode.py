@@ -96,20 +96,22 @@ STALLS = Path(os.environ.get("BENCH_STALLS", tempfile.gettempdir()))
 
 
 def edgecli(
-    source: str, out: Path, decode: str, options: tuple[str, ...] = (), timeout_s=None
-) -> dict:
-    """One whole ``edgecli run`` (with more ``options``, e.g. the operator): its wall time
-    (process start to exit) and JSON summary. Past ``timeout_s`` (RUN_DEADLINE_S where None)
-    it counts as stalled: every thread's stack goes to a file in STALLS, which the error
-    names, and the run is killed."""
+    source: str, out: Path, decode: str, options: tuple[str, ...] = (), timeout_s=None, *,
+    env: dict | None = None, prefix: tuple[str, ...] = (),
+) -> dict:  # fmt: skip
+    """One whole ``edgecli run`` (with more ``options``, e.g. the operator; more ``env``
+    variables; through a ``prefix`` command such as taskset): its wall time (process start to
+    exit) and JSON summary. Past ``timeout_s`` (RUN_DEADLINE_S where None) it counts as
+    stalled: every thread's stack goes to a file in STALLS, which the error names, and the run
+    is killed."""
     summary = out.with_suffix(".json")
-    command = watched_command("run", source, "-o", str(out), "-q", "--decode", decode,
-                              "--json-summary", str(summary), *options)  # fmt: skip
+    command = [*prefix, *watched_command("run", source, "-o", str(out), "-q", "--decode", decode,
+                                         "--json-summary", str(summary), *options)]  # fmt: skip
     STALLS.mkdir(parents=True, exist_ok=True)
     stacks = STALLS / f"stall-{time.strftime('%H%M%S')}-{out.name}.stacks"
     logs = [out.with_name(f"{out.name}.{kind}") for kind in ("stdout", "stderr")]
     deadline = RUN_DEADLINE_S if timeout_s is None else timeout_s
-    env = dict(ENV, SOAK_STACKS=str(stacks))
+    env = dict(ENV, **(env or {}), SOAK_STACKS=str(stacks))
     wall, code = watched_run(command, env, deadline, 5.0, *logs)
     stderr = logs[1].read_text(errors="replace").strip()
     for path in logs:

@@ -31,7 +31,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,9 +43,8 @@ from common import (  # noqa: E402
     run_folders,
     symlink_folder,
     video_copies,
-    watched_command,
-    watched_run,
 )
+from gpu_decode import ENV, edgecli  # noqa: E402
 
 DEFAULT = "default"
 # Each part that must pay for itself: the variant without it, as (environment, Python setting).
@@ -104,22 +102,13 @@ def one(source: str, decode: str, out: Path, variant: tuple, cores: int, args) -
     """One whole run's wall seconds; SystemExit where it fails or stalls."""
     extra_env, setting = variant
     shutil.rmtree(out, ignore_errors=True)
-    run = watched_command("run", source, "-o", str(out), "-q", "--decode", decode)
-    command = ["taskset", "-c", cpus(cores), *run]
-    stacks = Path(os.environ.get("BENCH_STALLS", tempfile.gettempdir())) / f"{out.name}.stacks"
-    env = dict(ENV, **extra_env, BENCH_SETTING=setting, SOAK_STACKS=str(stacks))
-    logs = [out.with_name(f"{out.name}.{kind}") for kind in ("stdout", "stderr")]
-    wall, code = watched_run(command, env, args.deadline_s, 5.0, *logs)
-    stderr = logs[1].read_text(errors="replace").strip()
-    for path in logs:
-        path.unlink(missing_ok=True)
-    if code is None:
-        raise SystemExit(
-            f"{out.name}: still running after {args.deadline_s:g} s; stacks in {stacks}"
-        )
-    if code:
-        raise SystemExit(f"{out.name}: exit {code}: {stderr[-400:]}")
-    return wall
+    run = edgecli(source, out, decode, timeout_s=args.deadline_s,
+                  env={**extra_env, "BENCH_SETTING": setting},
+                  prefix=("taskset", "-c", cpus(cores)))  # fmt: skip
+    out.with_suffix(".json").unlink(missing_ok=True)
+    if "error" in run:
+        raise SystemExit(f"{out.name}: {run['error']}")
+    return run["wall_s"]
 
 
 def measure(name: str, source: str, decode: str, cores: int, args, root: Path) -> dict:
@@ -181,9 +170,6 @@ def table(rows: list[dict], args) -> str:
             f"{args.pays:.2f}x in every round)"
         )
     return "\n".join(lines)
-
-
-ENV = dict(os.environ)
 
 
 def main(argv: list[str]) -> int:
