@@ -1,6 +1,9 @@
-"""What judging a JPEG's scans costs (edgecli._native.jpeg_scan_damage, the C walk that
-repeats libjpeg-turbo's Huffman decoding): per file against cv2.imdecode on one thread, and
-whole runs of a JPEG folder with the walk and with the markers' check alone, alternated.
+"""What judging a JPEG's scans costs: per file on one thread, the C walk that repeats
+libjpeg-turbo's Huffman decoding (edgecli._native.jpeg_scan_damage) and the plan that hands a
+scan to the GPU's check instead (scan_plan), against cv2.imdecode; where a GPU is usable, the
+check kernel (cuda/jpeg_check.cu) on batches of the files (device events); and whole runs of
+a JPEG folder with the GPU's check (the default), with the CPU's walk of every scan
+(EDGECLI_GPU_SCAN_CHECK=0) and with the markers' check alone, alternated.
 
     python benchmarks/jpeg_scans.py bench_data/q95/jpeg [--rounds 2] [--decodes auto,cpu]
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -41,13 +45,18 @@ console()
 """
 
 
-PROGRAMS = (("walk", ["-m", "edgecli"]), ("markers", ["-c", WITHOUT_WALK]))
+# Whole runs: (mode, the interpreter's arguments before edgecli's, environment).
+PROGRAMS = (
+    ("gpu-check", ["-m", "edgecli"], {}),
+    ("cpu-walk", ["-m", "edgecli"], {"EDGECLI_GPU_SCAN_CHECK": "0"}),
+    ("markers", ["-c", WITHOUT_WALK], {"EDGECLI_GPU_SCAN_CHECK": "0"}),
+)
 
 
-def per_file(folder: Path, count: int) -> None:
+def per_file(datas: list[bytes]) -> None:
     from edgecli import native
+    from edgecli.decode.jpeg_header import scan_plan
 
-    datas = [p.read_bytes() for p in sorted(folder.glob("*.jpg"))[:count]]
     cv2.setNumThreads(1)
 
     def median_ms(work) -> float:
@@ -59,30 +68,65 @@ def per_file(folder: Path, count: int) -> None:
         return 1e3 * statistics.median(times)
 
     walk = median_ms(native.c.jpeg_scan_damage)
+    plan = median_ms(scan_plan)
     decode = median_ms(lambda d: cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_COLOR))
-    print(f"per file, median of {len(datas)}, one thread: walk {walk:.2f} ms, "
-          f"cv2.imdecode {decode:.2f} ms ({walk / decode:.0%})")  # fmt: skip
+    print(f"per file, median of {len(datas)}, one thread: walk {walk:.2f} ms, plan "
+          f"{plan * 1e3:.1f} us, cv2.imdecode {decode:.2f} ms ({walk / decode:.0%})")  # fmt: skip
+
+
+def gpu_check(datas: list[bytes], batches: list[int], launches: int = 20) -> None:
+    """The check kernel alone on batches of the files (cycled), median of ``launches``."""
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no CuPy, no driver, no device: the CPU rows stand alone
+        print(f"check kernel: not timed ({type(exc).__name__}: {exc})")
+        return
+    from edgecli.decode.gpu import jpeg_check
+    from edgecli.decode.jpeg_header import scan_plan
+
+    planned = [(d, p) for d in datas if isinstance(p := scan_plan(d), bytes)]
+    kernel = jpeg_check.module(0)
+    for size in batches:
+        chosen = [planned[i % len(planned)] for i in range(size)]
+        data, starts = jpeg_check.pack_files([d for d, _ in chosen])
+        rows = np.frombuffer(b"".join(p for _, p in chosen), np.uint8)
+        args = (cupy.asarray(data), cupy.asarray(starts))
+        plans = cupy.asarray(rows.reshape(size, jpeg_check.PLAN_BYTES))
+        status = cupy.full(size, -1, np.int32)
+        times = []
+        for _ in range(launches):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            jpeg_check.launch_jpeg_check(kernel, *args, plans, status)
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end))
+        passed = int((status == jpeg_check.CLEAN).sum())
+        ms = statistics.median(times)
+        print(f"check kernel, batch {size}: {ms:.2f} ms ({size / ms * 1e3:,.0f} files/s), "
+              f"{passed}/{size} passed")  # fmt: skip
 
 
 def whole_runs(folder: Path, rounds: int, decodes: list[str]) -> None:
-    print("round decode mode     wall_s    fps")
+    print("round decode mode       wall_s    fps")
     scratch = Path(tempfile.mkdtemp(prefix="edgecli-scans-"))
     try:
         for round_ in range(rounds):
             for decode in decodes:
-                for mode, program in (
-                    ("walk", ["-m", "edgecli"]),
-                    ("markers", ["-c", WITHOUT_WALK]),
-                ):
+                for mode, program, env in PROGRAMS:
                     out = scratch / f"{mode}-{decode}-{round_}"
                     summary = scratch / "summary.json"
                     args = ["run", str(folder), "-o", str(out), "-q", "--decode", decode,
                             "--json-summary", str(summary)]  # fmt: skip
                     start = time.perf_counter()
-                    subprocess.run([sys.executable, *program, *args], check=True)
+                    subprocess.run(
+                        [sys.executable, *program, *args], check=True, env=os.environ | env
+                    )
                     wall = time.perf_counter() - start
                     frames = json.loads(summary.read_text())["frames"]
-                    print(f"{round_:5} {decode:6} {mode:8} {wall:6.2f} {frames / wall:6.0f}")
+                    print(f"{round_:5} {decode:6} {mode:10} {wall:6.2f} {frames / wall:6.0f}")
                     shutil.rmtree(out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -94,8 +138,13 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200, help="files timed one by one")
     parser.add_argument("--rounds", type=int, default=2, help="whole runs of each, alternated")
     parser.add_argument("--decodes", default="auto,cpu", help="--decode values to run")
+    parser.add_argument(
+        "--batches", default="32,128", help="batch sizes the check kernel is timed at"
+    )
     args = parser.parse_args()
-    per_file(args.folder, args.files)
+    datas = [p.read_bytes() for p in sorted(args.folder.glob("*.jpg"))[: args.files]]
+    per_file(datas)
+    gpu_check(datas, [int(b) for b in args.batches.split(",")])
     whole_runs(args.folder, args.rounds, args.decodes.split(","))
 
 

@@ -1,8 +1,10 @@
 """What pays (issue 39): whole ``edgecli run`` processes with each optional part on and off, at
 each number of usable cores, in alternating rounds, so that a part stays only where whole runs
 need it. The parts: the GPU deflate of the 1-bit PNGs (off: ``EDGECLI_GPU_DEFLATE=0``, the
-CPU's zlib compresses them) and ``edgecli._native`` (off: ``edgecli.native.c`` set to None,
-what an install without a C compiler runs: Python encodes and writes the PNGs).
+CPU's zlib compresses them), the GPU's check of JPEG scans (off: ``EDGECLI_GPU_SCAN_CHECK=0``,
+the reading workers walk every scan in C) and ``edgecli._native`` (off: ``edgecli.native.c``
+set to None, what an install without a C compiler runs: Python encodes and writes the PNGs,
+and JPEG scans get the markers' check only).
 
     python benchmarks/pays.py --jpeg bench_data/q95/jpeg --clip bench_data/pan.mp4 \\
         --long bench_data/pan_long.mp4 --cores 16 8 --into tmpfs
@@ -50,6 +52,7 @@ DEFAULT = "default"
 # Each part that must pay for itself: the variant without it, as (environment, Python setting).
 PARTS = {
     "no-gpu-deflate": ({"EDGECLI_GPU_DEFLATE": "0"}, ""),
+    "no-gpu-scan-check": ({"EDGECLI_GPU_SCAN_CHECK": "0"}, ""),
     "no-native": ({}, "import edgecli.native as native; native.c = None"),
 }
 MIN_ROUNDS = 3  # a verdict's fewest rounds

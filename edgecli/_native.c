@@ -1,7 +1,7 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
  * atomically; and, for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
- * (jpeg_scan_damage, below).
+ * (jpeg_scan_damage, below), or the plan of its scan for the GPU's check (jpeg_scan_plan).
  *
  * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -407,7 +407,33 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 #define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
 #define WALK_MAX_COMPONENTS 10
 
-enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED };
+/* WALK_PLANNED: the walk stopped at the first scan's data with a plan for the GPU's check of
+ * it (jpeg_scan_plan); WALK_UNPLANNED: it stopped there with none (the scan is walked here). */
+enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED, WALK_PLANNED, WALK_UNPLANNED };
+
+/* The plan of a scan for cuda/jpeg_check.cu, which checks a JPEG's one scan on the GPU: its
+ * layout is that file's struct check_plan, field for field (little-endian), and
+ * edgecli.decode.gpu.jpeg_check's PLAN_BYTES its size. A table's ``look`` gives, for the next
+ * CHECK_LOOKAHEAD bits, (code length << 8) | symbol, or 0 where the code is longer; ``maxcode``
+ * and ``valoffset`` are jdhuff.c's, for those. */
+#define CHECK_LOOKAHEAD 10
+#define CHECK_MAGIC 0x314B434Au /* "JCK1" */
+#define CHECK_TABLES 8          /* DC tables 0-3, then AC tables 0-3 */
+#define CHECK_MAX_BLOCKS 12
+struct check_table {
+    uint16_t look[1 << CHECK_LOOKAHEAD];
+    int32_t maxcode[18];
+    int32_t valoffset[18];
+    uint8_t val[256];
+};
+struct check_plan {
+    uint32_t magic;
+    uint32_t scan_start; /* the offset of the scan's first byte of data */
+    uint32_t mcus;
+    uint32_t blocks; /* blocks an MCU */
+    uint8_t block_dc[CHECK_MAX_BLOCKS], block_ac[CHECK_MAX_BLOCKS]; /* tables[] indices */
+    struct check_table tables[CHECK_TABLES];
+};
 
 struct huff_spec { /* a table as a DHT defines it */
     int defined;
@@ -450,6 +476,7 @@ struct walk {
     const struct huff_table *block_dc[WALK_MAX_BLOCKS], *block_ac[WALK_MAX_BLOCKS];
     unsigned long long mcu, mcus;
     char reason[200];
+    struct check_plan *plan; /* jpeg_scan_plan's: stop at the first scan's data, planning */
 };
 
 static enum walk_state walk_say(struct walk *w, const char *format, ...)
@@ -596,6 +623,26 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
     }
 }
 
+/* A check_table of the table ``t`` that ``spec`` defines, its codes ``code_of``. */
+static void plan_table(struct check_table *out, const struct huff_table *t,
+                       const struct huff_spec *spec, const unsigned *code_of)
+{
+    memset(out->look, 0, sizeof out->look);
+    int p = 0;
+    for (int l = 1; l <= 16; l++) {
+        for (int i = 1; i <= spec->bits[l]; i++, p++) {
+            if (l > CHECK_LOOKAHEAD)
+                continue;
+            int look = (int)(code_of[p] << (CHECK_LOOKAHEAD - l));
+            for (int ctr = 1 << (CHECK_LOOKAHEAD - l); ctr > 0; ctr--)
+                out->look[look++] = (uint16_t)((l << 8) | spec->val[p]);
+        }
+    }
+    memcpy(out->maxcode, t->maxcode, sizeof out->maxcode);
+    memcpy(out->valoffset, t->valoffset, sizeof out->valoffset);
+    memcpy(out->val, t->val, sizeof out->val);
+}
+
 /* jpeg_make_d_derived_tbl: WALK_OK, or the error that table makes. */
 static enum walk_state make_table(struct walk *w, int dc, int number, struct huff_table *t)
 {
@@ -652,12 +699,15 @@ static enum walk_state make_table(struct walk *w, int dc, int number, struct huf
             }
         }
     }
-    make_joint(t, dc, spec, code_of);
     memcpy(t->val, spec->val, 256);
     if (dc)
         for (int i = 0; i < symbols; i++)
             if (spec->val[i] > 15)
                 return WALK_ERROR(w, "bogus Huffman table definition");
+    if (w->plan != NULL) /* the scan is the GPU's to check: its table, not the fast path's */
+        plan_table(&w->plan->tables[dc ? number : 4 + number], t, spec, code_of);
+    else
+        make_joint(t, dc, spec, code_of);
     return WALK_OK;
 }
 
@@ -1049,6 +1099,28 @@ static enum walk_state walk_restart(struct walk *w)
     return WALK_OK;
 }
 
+/* The first scan's plan, where cuda/jpeg_check.cu can judge it: the only scan (one of every
+ * component, or of a gray frame's one), with no restart interval, whose position and MCUs fit
+ * 32 bits. The GPU's check passes such a scan only where its codes run without a fault to its
+ * last MCU, which ends in the byte before an EOI: a file libjpeg-turbo then decodes without a
+ * word. */
+static enum walk_state plan_scan(struct walk *w)
+{
+    struct check_plan *plan = w->plan;
+    if (w->restart_interval || w->multiple_scans || w->mcus == 0 || w->mcus > UINT32_MAX ||
+        w->pos > UINT32_MAX || w->blocks > CHECK_MAX_BLOCKS)
+        return WALK_UNPLANNED;
+    plan->magic = CHECK_MAGIC;
+    plan->scan_start = (uint32_t)w->pos;
+    plan->mcus = (uint32_t)w->mcus;
+    plan->blocks = (uint32_t)w->blocks;
+    for (int b = 0; b < w->blocks; b++) {
+        plan->block_dc[b] = (uint8_t)(w->block_dc[b] - w->dc_tables);
+        plan->block_ac[b] = (uint8_t)(4 + (w->block_ac[b] - w->ac_tables));
+    }
+    return WALK_PLANNED;
+}
+
 /* start_input_pass and the scan's MCUs, as decode_mcu reads them. */
 static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int count)
 {
@@ -1120,6 +1192,8 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
             return state;
     }
     w->mcus = per_row * rows;
+    if (w->plan != NULL)
+        return plan_scan(w);
     w->bits_left = 0;
     w->buffer = 0;
     w->next_restart = 0;
@@ -1278,6 +1352,51 @@ static enum walk_state walk_jpeg(struct walk *w)
         }
         w->pos = end;
     }
+}
+
+/* jpeg_scan_plan(data): see the module's docstring below. */
+static PyObject *jpeg_scan_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "jpeg_scan_plan(data) takes 1 argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    struct walk *w = calloc(1, sizeof *w);
+    struct check_plan *plan = calloc(1, sizeof *plan);
+    if (w == NULL || plan == NULL) {
+        free(w);
+        free(plan);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    enum walk_state state;
+    Py_BEGIN_ALLOW_THREADS
+    w->data = view.buf;
+    w->n = (size_t)view.len;
+    w->plan = plan;
+    state = walk_jpeg(w);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *result;
+    if (state == WALK_DAMAGED)
+        result = PyUnicode_FromString(w->reason);
+    else if (state == WALK_PLANNED)
+        result = PyBytes_FromStringAndSize((const char *)plan, sizeof *plan);
+    else
+        result = Py_NewRef(Py_None);
+    free(plan);
+    free(w);
+    return result;
+}
+
+static PyObject *jpeg_plan_bytes(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    return PyLong_FromSize_t(sizeof(struct check_plan));
 }
 
 /* jpeg_scan_damage(data): see the module's docstring below. */
@@ -1478,6 +1597,13 @@ static PyMethodDef methods[] = {
      "in the scans of the sequential Huffman JPEG file ``data`` (a bytes-like object), in its "
      "words; None where it meets none, and where ``data`` is no such file (progressive, "
      "arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut short without EOI)."},
+    {"jpeg_scan_plan", (PyCFunction)(void (*)(void))jpeg_scan_plan, METH_FASTCALL,
+     "jpeg_scan_plan(data) -> str | bytes | None\n\njpeg_scan_damage's walk of the JPEG file "
+     "``data`` up to its first scan's data: the warning it meets on the way (str); else the "
+     "plan of that scan for cuda/jpeg_check.cu (bytes, jpeg_plan_bytes() of them), where that "
+     "check can judge it; else None (jpeg_scan_damage judges the file)."},
+    {"jpeg_plan_bytes", jpeg_plan_bytes, METH_NOARGS,
+     "jpeg_plan_bytes() -> int\n\nThe size of jpeg_scan_plan's plans."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, ((data offset, length), ...))."},

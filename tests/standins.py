@@ -344,6 +344,7 @@ class StandInJpegDecoder:
 
     name = "stand-in-jpeg"
     kind = "EncodedJpeg"  # what its batches hold
+    checks_scans = True  # the reader plans scans for it, as for the real decoder
 
     def __init__(self, max_pixels: int, batch: int):
         self.max_pixels, self.batch = max_pixels, batch
@@ -378,9 +379,16 @@ class StandInJpegDecoder:
 
     def _decode(self, items) -> StandInDeviceBatch:
         from edgecli.decode.cpu import decode_image
+        from edgecli.decode.jpeg_header import scan_damage
         from edgecli.errors import FrameError
 
         refused = any("engine-refuses" in item.source for item in items)
+        # The GPU's check of the planned scans, which passes what the CPU's walk passes (on
+        # the GPU it may pass less): a batch with a file it does not pass goes to the CPU.
+        refused = refused or any(
+            getattr(item, "plan", None) is not None and scan_damage(item.data) is not None
+            for item in items
+        )
         if not refused:
             frames = [
                 cv2.imdecode(np.frombuffer(i.data, np.uint8), cv2.IMREAD_COLOR) for i in items

@@ -343,6 +343,9 @@ class EncodedJpeg:
     path: Path
     data: bytes
     header: JpegHeader
+    # Its scan's plan for the GPU's check (:func:`scan_plan`), where its scan was not judged on
+    # the CPU as it was read.
+    plan: bytes | None = None
 
     def key(self) -> tuple:
         """What the files of one batch share: size, sampling, orientation."""
@@ -377,6 +380,21 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
     a file without restart markers) only the Huffman decoder finds: libjpeg's warning is then
     all there is for those.
     """
+    return _judge(data, planning=False)  # never a plan
+
+
+def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | None:
+    """:func:`scan_damage`'s verdict on ``data``, except where the GPU can check the file's
+    scan (``cuda/jpeg_check.cu``): there, unless the walk up to the scan's data finds damage,
+    the scan's plan for that check (bytes), which costs microseconds where judging the scan
+    here costs milliseconds. A file the check does not pass must be judged by
+    :func:`scan_damage` after all."""
+    return _judge(data, planning=True)
+
+
+def _judge(data, *, planning: bool) -> str | bytes | None:
+    """scan_damage's walk; ``planning``: stopping at the scan's data with a plan, where
+    ``edgecli._native`` makes one."""
     mv = memoryview(data).cast("B")
     n = len(mv)
     if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
@@ -405,7 +423,11 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
             # (an extension built before it had the walker has no such function)
             walk = getattr(native.c, "jpeg_scan_damage", None)
             if marker in (0xC0, 0xC1) and walk is not None:
-                reason = walk(mv)
+                plan = getattr(native.c, "jpeg_scan_plan", None) if planning else None
+                planned = None if plan is None else plan(mv)
+                if isinstance(planned, bytes):
+                    return planned
+                reason = walk(mv) if planned is None else planned
                 return None if reason is None else f"corrupt JPEG data ({reason})"
             sof = mv[start:pos]
         elif marker == 0xDA:

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from functools import cache, partial
 
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
-from ..decode.jpeg_header import JPEG_SUFFIXES, EncodedJpeg, parse_header, scan_damage
+from ..decode.jpeg_header import (
+    JPEG_SUFFIXES,
+    EncodedJpeg,
+    parse_header,
+    scan_damage,
+    scan_plan,
+)
 from ..decode.plan import PNG_SUFFIX
 from ..decode.png_layout import EncodedPng, PngDamage, gpu_reason, read_layout
 from ..errors import FrameError
@@ -274,10 +280,12 @@ class FrameReader:
             if not decoder.ready():
                 return None
             check_size(path, header.width * header.height, self.options.max_pixels)
-            damage = scan_damage(data)  # as decode_image checks it: nvJPEG decodes past damage
-            if damage is not None:
-                raise FrameError(path, damage)
-            return EncodedJpeg(source.out_name, path, source.path, data, header)
+            # As decode_image judges it (nvJPEG decodes past damage), or planned for the GPU's
+            # check of its scan, which sends any file it does not pass back to decode_image.
+            judged = scan_plan(data) if decoder.checks_scans else scan_damage(data)
+            if isinstance(judged, str):
+                raise FrameError(path, judged)
+            return EncodedJpeg(source.out_name, path, source.path, data, header, judged)
         if data[:8] == PNG_SIGNATURE and self.gpu.png is not None and self.gpu.png.ready():
             try:
                 layout = read_layout(data)

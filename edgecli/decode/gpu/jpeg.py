@@ -1,19 +1,26 @@
 """JPEG on the GPU: nvJPEG's batched decoder to planes, then ``jpeg_planes_to_bgr`` into a
-slot, on a thread of its own."""
+slot, on a thread of its own; beside it, on the SMs, ``jpeg_check.cu`` checks the scans of the
+files read with a plan, and those it does not pass go to the CPU decoder."""
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import cupy
+import numpy as np
 
+from ... import native
+from ...cuda.pinned import empty_pinned
 from ..engines import keep_jpeg_decoder, take_jpeg_decoder
-from ..jpeg_header import EncodedJpeg
+from ..jpeg_header import EncodedJpeg, scan_damage
 from ..jpeg_planes import CHROMA_FACTORS, chroma_shape
 from ..nvjpeg import NvjpegError
+from . import jpeg_check
 from .convert import launch_jpeg_to_bgr, module
-from .slots import BatchDecoder, DeviceBatch, SlotRing
+from .inflate import offsets
+from .slots import BatchDecoder, DeviceBatch, Slot, SlotRing
 
 JPEG_ENGINE, JPEG_CUDA = "nvjpeg-hw", "nvjpeg-cuda"
 # Files a decode call: enough to keep the engines busy; larger batches decode hardly faster
@@ -23,6 +30,9 @@ JPEG_BATCH = 32
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
 JPEG_AHEAD = 2
 JPEG_SLOTS = JPEG_AHEAD + 3
+# An environment setting for benchmarks and diagnosis: "0" judges every JPEG's scans on the
+# CPU as the file is read, as without the C extension (which makes the plans).
+SCAN_CHECK_ENV = "EDGECLI_GPU_SCAN_CHECK"
 
 
 class JpegDecoder(BatchDecoder):
@@ -37,6 +47,8 @@ class JpegDecoder(BatchDecoder):
         self.name = JPEG_ENGINE if backend == "hardware" else JPEG_CUDA
         self.stop = threading.Event()  # set by close: a decode waiting for a slot gives up
         self.batch = JPEG_BATCH
+        # Whether the reader plans files' scans for the check here (FrameReader._encoded).
+        self.checks_scans = native.c is not None and os.environ.get(SCAN_CHECK_ENV) != "0"
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-nvjpeg")
         self.opened = self.executor.submit(self._open)
 
@@ -46,6 +58,41 @@ class JpegDecoder(BatchDecoder):
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ring = SlotRing(JPEG_SLOTS, self.stop)
         module(self.device)
+        if self.checks_scans:
+            self.checker = jpeg_check.module(self.device)
+            self.check_stream = cupy.cuda.Stream(non_blocking=True)
+            self.check_scratch = Slot()  # the files, plans and statuses of the batch checked
+            self.check_staging = empty_pinned(0)
+
+    def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], cupy.ndarray | None]:
+        """The check of the scans of the ``items`` read with a plan, launched on the check
+        stream: their indices, and their statuses on the device (None where there are none).
+        The staging buffer and scratch are reused once the batch's statuses are back."""
+        planned = [i for i, item in enumerate(items) if item.plan is not None]
+        if not planned:
+            return planned, None
+        n, plan_bytes = len(planned), jpeg_check.PLAN_BYTES
+        starts = offsets([len(items[i].data) for i in planned])
+        head, plans_end = 8 * (n + 1), 8 * (n + 1) + n * plan_bytes  # offsets, plans, files
+        total = plans_end + int(starts[-1])
+        if self.check_staging.size < total:
+            self.check_staging = empty_pinned(max(total, 2 * self.check_staging.size))
+        staged = self.check_staging[:total]
+        staged[:head].view(np.uint64)[:] = starts
+        for j, i in enumerate(planned):
+            staged[head + j * plan_bytes : head + (j + 1) * plan_bytes] = np.frombuffer(
+                items[i].plan, np.uint8
+            )
+            data = items[i].data  # copied without the GIL: 32 files are tens of megabytes
+            native.c.png_gather(data, ((0, len(data)),), staged[plans_end + int(starts[j]) :])
+        device = self.check_scratch.buffer("files", total)
+        status = self.check_scratch.buffer("status", 4 * n).view(np.int32)
+        device.set(staged, stream=self.check_stream)
+        jpeg_check.launch_jpeg_check(
+            self.checker, device[plans_end:], device[:head].view(np.uint64),
+            device[head:plans_end].reshape(n, plan_bytes), status, stream=self.check_stream,
+        )  # fmt: skip
+        return planned, status
 
     def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
         self.opened.result()
@@ -80,11 +127,23 @@ class JpegDecoder(BatchDecoder):
             # A file the engines refuse fails the whole call: the CPU decodes the batch
             # instead, each file as it would any other (its error, if any, is the CPU's).
             return self.finish(items, slot, frames, range(n), started, ready, self.stream)
+        # The scans are checked on the SMs while the engines decode (they have the batch
+        # already: the check's staging does not hold them up).
+        planned, status = self._check(items) if self.checks_scans else ([], None)
         launch_jpeg_to_bgr(
             self.device, planes, frame_bytes, frames, height, width, factors,
             header.orientation, self.stream,
         )  # fmt: skip
-        return self.finish(items, slot, frames, (), started, ready, self.stream)
+        failed = []
+        if status is not None:
+            # A scan the check did not pass is judged here, as it would have been when read:
+            # a whole one keeps the engines' frame; a damaged one goes to the CPU's decoder,
+            # which refuses it in the same words. (The wait for the statuses also frees the
+            # check's staging and scratch for the next batch.)
+            found = status.get(stream=self.check_stream)
+            unpassed = [planned[j] for j in np.flatnonzero(found != jpeg_check.CLEAN).tolist()]
+            failed = [i for i in unpassed if scan_damage(items[i].data) is not None]
+        return self.finish(items, slot, frames, failed, started, ready, self.stream)
 
     def close(self) -> None:
         self.stop.set()

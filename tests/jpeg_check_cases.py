@@ -1,0 +1,112 @@
+"""JPEG files for jpeg_check.cu's tests, on the host (tests/test_jpeg_check.py) and on the GPU
+(tests/test_gpu_jpeg_check.py): whole files, files damaged in their scans every way
+tests/test_jpeg_scans.py damages them, and the checks both make of the kernel's statuses."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from edgecli import native
+from edgecli.decode.gpu import jpeg_check
+from edgecli.decode.jpeg_header import scan_damage
+
+from .media import photo
+from .test_jpeg_scans import MUTATIONS, SAMPLINGS, encode, marked, mutate, noise
+
+ROOT = Path(__file__).resolve().parent.parent
+POISON = -7  # in every status before a launch: a file the kernel never judged keeps it
+
+# Runs a launch: (files, plans) -> statuses (host arrays in, a host array out).
+Check = Callable[[list[bytes], list[bytes]], np.ndarray]
+
+
+def plan(data: bytes) -> bytes | str | None:
+    return native.c.jpeg_scan_plan(data)
+
+
+def statuses(launch, kernel, files: list[bytes], to_device=np.asarray, to_host=np.asarray):
+    """The kernel's status of each of ``files`` (each must have a plan), through
+    ``launch_jpeg_check`` as the decoder calls it; the status buffer poisoned first."""
+    plans = [plan(f) for f in files]
+    assert all(isinstance(p, bytes) for p in plans)
+    data, starts = jpeg_check.pack_files(files)
+    rows = np.frombuffer(b"".join(plans), np.uint8).reshape(len(files), jpeg_check.PLAN_BYTES)
+    found = to_device(np.full(len(files), POISON, np.int32))
+    launch(kernel, to_device(data), to_device(starts), to_device(rows), found)
+    found = to_host(found)
+    assert POISON not in found.tolist()
+    return found
+
+
+def large(sampling: str, height: int, width: int, quality: int, seed: int = 0) -> bytes:
+    """A photo-like JPEG large enough that its scan is cut between many lanes."""
+    image = photo(height, width, seed)
+    params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+    if SAMPLINGS[sampling] is None:
+        image = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    else:
+        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLINGS[sampling]]
+    return cv2.imencode(".jpg", image, params)[1].tobytes()
+
+
+def whole_files() -> list[bytes]:
+    """Photos libjpeg-turbo decodes without a word, every one planned: the sample frames and
+    test data (those with a single scan and no restart interval), every sampling and size of
+    tests/test_jpeg_scans.py without restarts, and large photos at several qualities, up to
+    1080p (a scan of about 30 lanes)."""
+    files = [p.read_bytes() for p in sorted(ROOT.glob("sample_frames/*.jpg"))]
+    files += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/*.jpg"))]
+    sizes = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
+    files += [
+        encode(sampling, height, width, 0, optimize)
+        for sampling, (height, width), optimize in itertools.product(SAMPLINGS, sizes, (0, 1))
+    ]
+    files += [
+        large(sampling, height, width, quality, seed)
+        for seed, (sampling, (height, width), quality) in enumerate(
+            [
+                ("420", (1080, 1920), 95),
+                ("444", (720, 1280), 75),
+                ("422", (480, 854), 100),
+                ("gray", (1080, 1920), 90),
+                ("440", (600, 800), 50),
+            ]
+        )
+    ]
+    return [f for f in files if isinstance(plan(f), bytes)]
+
+
+def noise_files() -> list[bytes]:
+    """Random pixels at quality 100, 96x128 to 480x640: nearly every coefficient coded, with
+    its longest codes and most magnitude bits, where a lane's guessed decoding may take tens
+    of kilobits to fall into step with the true one, or never within the grid."""
+    files = [noise(s, h, w, opt) for s in ("444", "420") for opt in (0, 1) for h, w in
+             ((96, 128), (480, 640))]  # fmt: skip
+    return [f for f in files if isinstance(plan(f), bytes)]
+
+
+def damaged_files(bases: list[bytes], per_kind: int, seed: int) -> list[bytes]:
+    """``per_kind`` files damaged each of tests/test_jpeg_scans.py's ways, and as many with a
+    marker put into their scans, from ``bases``: those with a plan."""
+    rng = random.Random(seed)
+    files = [mutate(rng.choice(bases), kind, rng) for kind in MUTATIONS for _ in range(per_kind)]
+    files += [marked(rng.choice(bases), rng) for _ in range(per_kind)]
+    return [f for f in files if isinstance(plan(f), bytes)]
+
+
+def assert_never_passes_damage(found: np.ndarray, files: list[bytes], complaint=None) -> int:
+    """Every file the kernel passed is one edgecli's own walk passes, and libjpeg-turbo decodes
+    without a word (``complaint``, where libturbojpeg is there: tests/test_jpeg_scans.py holds
+    the walk to it); the count passed."""
+    passed = [f for f, s in zip(files, found.tolist(), strict=True) if s == jpeg_check.CLEAN]
+    for data in passed:
+        assert complaint is None or complaint(data) is None
+        assert scan_damage(data) is None
+    assert set(found.tolist()) <= set(jpeg_check.STATUSES)
+    return len(passed)

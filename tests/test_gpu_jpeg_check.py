@@ -1,0 +1,135 @@
+"""jpeg_check.cu on the GPU (needs CUDA): the host tests' files (tests/jpeg_check_cases.py)
+through the device, statuses poisoned first; and whole runs where the JPEG decoder's check
+passes every whole file (each counted as the engines', none walked on the CPU) and sends every
+file damaged in its scan to the CPU, whose verdict and words it then has."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import edgecli
+from edgecli.decode.gpu import jpeg_check
+from edgecli.decode.jpeg_header import scan_damage
+from edgecli.errors import FrameError
+
+from .helpers import same_pixels
+from .jpeg_check_cases import (
+    assert_never_passes_damage,
+    damaged_files,
+    noise_files,
+    statuses,
+    whole_files,
+)
+from .test_jpeg_scans import encode, mutate
+from .turbojpeg import decode_complaint, load
+
+pytestmark = pytest.mark.gpu
+
+WHOLE = whole_files()
+
+
+@pytest.fixture(scope="module")
+def kernel(gpu):
+    """jpeg_check.cu's kernel on device 0, as the decoder loads it."""
+    return jpeg_check.module(0)
+
+
+def check(kernel, files):
+    import cupy
+
+    return statuses(
+        jpeg_check.launch_jpeg_check, kernel, files, to_device=cupy.asarray, to_host=cupy.asnumpy
+    )
+
+
+def test_every_whole_photo_passes(kernel):
+    assert check(kernel, WHOLE).tolist() == [jpeg_check.CLEAN] * len(WHOLE)
+
+
+def test_noise_passes_or_is_left_to_the_cpu(kernel):
+    found = check(kernel, noise_files()).tolist()
+    assert set(found) <= {jpeg_check.CLEAN, jpeg_check.NO_SYNC}
+
+
+def test_damaged_files_never_pass(kernel):
+    bases = WHOLE[-5:] + [encode(s, 120, 160, 0, 1) for s in ("444", "420", "gray")]
+    files = damaged_files(bases, 100, seed=42)
+    complaint = decode_complaint if load() is not None else None  # else the walk judges
+    passed = assert_never_passes_damage(check(kernel, files), files, complaint)
+    assert passed > 100
+
+
+def test_a_batch_of_1080p_frames_passes(kernel):
+    """A decoder's batch: 32 1080p q95 frames, each cut between the warp's 32 lanes."""
+    files = [WHOLE[-5]] * 32
+    assert check(kernel, files).tolist() == [jpeg_check.CLEAN] * 32
+
+
+@pytest.fixture
+def engines_for_every_file(gpu, monkeypatch):
+    """Every JPEG of these short runs to the engines (auto waits for JPEG_MIN_FILES)."""
+    from edgecli.decode import engines
+    from edgecli.decode import plan as decoders
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+
+    reason = engines.jpeg_unusable_reason("hardware")
+    if reason is not None:
+        pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
+    monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
+
+
+def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file, tmp_path):
+    """A folder of whole 720p photos and copies damaged in their scans, in one size so that they
+    share batches, and noise the check may not pass: --decode auto equals --decode cpu (pixels,
+    failures and their words); every file whose scans are whole is the engines', checked on
+    the GPU or walked on the CPU, and every damaged one fails as on the CPU."""
+    rng = random.Random(43)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    whole = [encode("420", 720, 1280, 0, bool(i % 2), 90) for i in range(4)]
+    files = []
+    for i in range(80):
+        data = whole[i % 4]
+        if i % 5 == 4:
+            data = mutate(data, rng.choice(["flip", "zero", "overwrite", "remove"]), rng)
+        files.append(data)
+    files += noise_files()
+    for i, data in enumerate(files):
+        (folder / f"{i:03d}.jpg").write_bytes(data)
+    damaged = sum(scan_damage(data) is not None for data in files)
+    assert 5 < damaged < 16
+    cpu = edgecli.process(folder, tmp_path / "cpu", backend="cuda", decode="cpu", on_error="skip")
+    auto = edgecli.process(folder, tmp_path / "auto", backend="cuda", decode="auto",
+                           on_error="skip")  # fmt: skip
+    same_pixels(tmp_path / "cpu", tmp_path / "auto")
+    assert auto.failed == cpu.failed and len(auto.failed) == damaged
+    assert auto.decoders == {"nvjpeg-hw": len(files) - damaged}
+    with pytest.raises(FrameError) as on_cpu:
+        edgecli.process(folder, tmp_path / "c2", backend="cuda", decode="cpu")
+    with pytest.raises(FrameError) as on_gpu:
+        edgecli.process(folder, tmp_path / "a2", backend="cuda", decode="auto")
+    assert str(on_gpu.value) == str(on_cpu.value)
+
+
+def test_without_the_check_every_scan_is_walked_on_the_cpu(
+    engines_for_every_file, tmp_path, monkeypatch
+):
+    """EDGECLI_GPU_SCAN_CHECK=0: the kernel is never launched, and the outputs are the same."""
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+
+    def launched(*args, **kwargs):
+        raise AssertionError("the scan check ran with EDGECLI_GPU_SCAN_CHECK=0")
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(8):
+        (folder / f"{i}.jpg").write_bytes(WHOLE[-5])
+    edgecli.process(folder, tmp_path / "on", backend="cuda", decode="auto")
+    monkeypatch.setenv(gpu_jpeg.SCAN_CHECK_ENV, "0")
+    monkeypatch.setattr(jpeg_check, "launch_jpeg_check", launched)
+    off = edgecli.process(folder, tmp_path / "off", backend="cuda", decode="auto")
+    assert off.decoders == {"nvjpeg-hw": 8}
+    same_pixels(tmp_path / "on", tmp_path / "off")

@@ -1,0 +1,176 @@
+"""jpeg_check.cu's real kernel, built for the CPU (tests/cuda_host.py) and launched through
+edgecli.decode.gpu.jpeg_check as the decoder launches it: it passes every whole file planned
+for it, and no file that libjpeg-turbo warns of (its own decoder, through libturbojpeg, is the
+judge), under several orders of a block's threads; and the plans edgecli._native makes."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from edgecli import native
+from edgecli.decode.gpu import jpeg_check
+from edgecli.decode.jpeg_header import scan_damage, scan_plan
+from tests import cuda_host, turbojpeg
+
+from .jpeg_check_cases import (
+    assert_never_passes_damage,
+    damaged_files,
+    noise_files,
+    plan,
+    statuses,
+    whole_files,
+)
+from .test_jpeg_scans import encode, generated
+
+WHOLE = whole_files()
+
+
+@pytest.fixture(scope="module")
+def complaint():
+    """libjpeg-turbo's complaint about a file (tests/turbojpeg.py), or a skip saying what is
+    missing (a failure under CI)."""
+    missing = []
+    if turbojpeg.load() is None:
+        missing.append("libturbojpeg not found (Debian: apt-get install libturbojpeg0)")
+    if native.c is None:
+        missing.append("edgecli._native is not built (reinstall with a C compiler)")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))
+    return turbojpeg.decode_complaint
+
+
+@pytest.fixture(scope="session")
+def host_kernel(tmp_path_factory):
+    if native.c is None:
+        pytest.skip("edgecli._native is not built: no plans to check")
+    name = jpeg_check.KERNEL
+    return cuda_host.for_tests(tmp_path_factory, "jpeg_check", (name,))[name]
+
+
+@pytest.fixture(params=["forward", "reverse", 20261205])
+def kernel(host_kernel, request):
+    """The host build, its block's threads run in each order: results may not depend on it."""
+    host_kernel.order = request.param
+    yield host_kernel
+    host_kernel.order = "forward"
+
+
+def check(kernel, files):
+    return statuses(jpeg_check.launch_jpeg_check, kernel, files)
+
+
+def test_every_whole_photo_passes(kernel, complaint):
+    """Whole photos of every sampling, size, quality and table choice, from 1x1 to 1080p: all
+    passed, so none of them costs the CPU's walk."""
+    assert len(WHOLE) > 40
+    assert all(complaint(f) is None for f in WHOLE)
+    found = check(kernel, WHOLE)
+    assert found.tolist() == [jpeg_check.CLEAN] * len(WHOLE)
+
+
+def test_damaged_files_never_pass(kernel, complaint):
+    """Files damaged in their scans every way (bytes overwritten, zeroed, a bit flipped, cut
+    short, bytes put in or taken out, markers put in), small and cut between many lanes: the
+    kernel passes only those libjpeg-turbo decodes without a word, and finds most of the rest."""
+    bases = WHOLE[-5:] + [encode(s, 120, 160, 0, 1) for s in ("444", "420", "gray")]
+    files = damaged_files(bases, 40, seed=41)
+    found = check(kernel, files)
+    passed = assert_never_passes_damage(found, files, complaint)
+    warned = sum(complaint(f) is not None for f in files)
+    assert warned > len(files) // 2
+    assert passed > (len(files) - warned) // 2  # damage libjpeg-turbo does not see passes too
+
+
+def test_noise_passes_or_is_left_to_the_cpu(kernel, complaint):
+    """Random pixels at quality 100, the slowest to fall into step: each passes, or comes back
+    saying no lane met the next (the CPU then walks it); none is refused for anything else."""
+    files = noise_files()
+    found = check(kernel, files).tolist()
+    assert set(found) <= {jpeg_check.CLEAN, jpeg_check.NO_SYNC}
+    assert found.count(jpeg_check.CLEAN) >= len(files) // 2
+    assert all(complaint(f) is None for f in files)
+
+
+def test_the_end_of_the_scan(kernel, complaint):
+    """What follows the last MCU: bytes before EOI are not passed (libjpeg-turbo may count them
+    as extraneous), nor another marker, nor a scan cut short; data after EOI is libjpeg-turbo's
+    to ignore, and passes."""
+    data = WHOLE[-5]
+    after = data + b"trailing bytes"
+    files = [
+        after,
+        data[:-2] + b"\x00" + data[-2:],
+        data[:-2] + b"\xff\xfe\x00\x04ab" + data[-2:],
+        data[:-2] + b"\xff\xd0" + data[-2:],
+        data[: len(data) // 2] + b"\xff\xd9",
+        data[:-3] + data[-2:],
+    ]
+    found = check(kernel, files).tolist()
+    assert found[0] == jpeg_check.CLEAN and complaint(after) is None
+    assert jpeg_check.CLEAN not in found[1:]
+    assert found[2] == found[3] == jpeg_check.NO_EOI
+
+
+def test_plans_fit_the_kernel_and_give_the_walks_verdict_before_the_scan():
+    """A plan is PLAN_BYTES, starts where the scan's data starts and counts its MCUs; a file
+    whose header the walk finds damaged gets the same words from the plan; restart intervals,
+    progressive files and files of several scans get no plan (the CPU walks them)."""
+    if native.c is None:
+        pytest.skip("edgecli._native is not built")
+    assert native.c.jpeg_plan_bytes() == jpeg_check.PLAN_BYTES
+    data = encode("420", 120, 160, 0, True)
+    made = plan(data)
+    magic, start, mcus, blocks = struct.unpack_from("<IIII", made)
+    sos = data.index(b"\xff\xda")
+    assert start == sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    assert (mcus, blocks) == (8 * 10, 6)
+    assert plan(encode("420", 120, 160, 2, True)) is None
+    for path in sorted(cuda_host.Path(__file__).parent.glob("data/scans_*.jpg")):
+        assert plan(path.read_bytes()) is None
+    for data in generated()[:40]:
+        made = plan(data)
+        assert made is None or isinstance(made, bytes)
+    # scan_plan gives scan_damage's verdict wherever it does not plan: damage found between
+    # the frame's header and the scan, or none the walk looks for (bytes before the first
+    # marker are the decoder's to refuse).
+    sof = data.index(b"\xff\xc0")
+    after = sof + 2 + int.from_bytes(data[sof + 2 : sof + 4], "big")
+    damaged = data[:after] + b"\x00\x00" + data[after:]
+    assert isinstance(plan(damaged), str)
+    assert scan_plan(damaged) == scan_damage(damaged) == f"corrupt JPEG data ({plan(damaged)})"
+    early = data[:2] + b"\x00\x00" + data[2:]
+    assert scan_plan(early) is None and scan_damage(early) is None
+    for data in generated():
+        judged = scan_plan(data)
+        assert judged == scan_damage(data) or isinstance(judged, bytes)
+
+
+def test_plans_that_lie_are_refused_in_bounded_time(kernel):
+    """Plans no file made (tables with no codes, a wrong magic, blocks past the limit, a scan
+    past the file's end, more MCUs than the scan holds): every file comes back refused."""
+    data = WHOLE[-5]
+    base = bytearray(plan(data))
+    empty = bytearray(base)
+    for t in range(8):  # every table: no code of any length
+        at = 40 + t * 2448
+        empty[at : at + 2048] = bytes(2048)
+        empty[at + 2048 : at + 2048 + 72] = struct.pack("<18i", *([-1] * 17 + [0xFFFFF]))
+    wrong = [
+        bytes(empty),
+        b"XXXX" + bytes(base[4:]),
+        bytes(base[:12]) + struct.pack("<I", 13) + bytes(base[16:]),
+        bytes(base[:4]) + struct.pack("<I", len(data) + 5) + bytes(base[8:]),
+        bytes(base[:8]) + struct.pack("<I", 10**8) + bytes(base[12:]),
+    ]
+    packed, starts = jpeg_check.pack_files([data] * len(wrong))
+    rows = np.frombuffer(b"".join(wrong), np.uint8).reshape(len(wrong), jpeg_check.PLAN_BYTES)
+    found = np.full(len(wrong), -7, np.int32)
+    jpeg_check.launch_jpeg_check(kernel, packed, starts, rows, found)
+    assert jpeg_check.CLEAN not in found.tolist() and -7 not in found.tolist()
+    assert found[1] == found[2] == found[3] == jpeg_check.BAD_PLAN
