@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -110,3 +111,29 @@ def assert_never_passes_damage(found: np.ndarray, files: list[bytes], complaint=
         assert scan_damage(data) is None
     assert set(found.tolist()) <= set(jpeg_check.STATUSES)
     return len(passed)
+
+
+def assert_lies_refused(launch, kernel, data: bytes, to_device=np.asarray, to_host=np.asarray):
+    """Plans of ``data`` that lie (tables with no codes, a wrong magic, blocks past the limit,
+    a scan past the file's end, more MCUs than the scan holds) are all refused, and the kernel
+    ends (a table of no codes fails every step: its loop must still end)."""
+    base = bytearray(plan(data))
+    empty = bytearray(base)
+    for t in range(8):  # every table: no code of any length
+        at = 40 + t * 2448
+        empty[at : at + 2048] = bytes(2048)
+        empty[at + 2048 : at + 2048 + 72] = struct.pack("<18i", *([-1] * 17 + [0xFFFFF]))
+    wrong = [
+        bytes(empty),
+        b"XXXX" + bytes(base[4:]),
+        bytes(base[:12]) + struct.pack("<I", 13) + bytes(base[16:]),
+        bytes(base[:4]) + struct.pack("<I", len(data) + 5) + bytes(base[8:]),
+        bytes(base[:8]) + struct.pack("<I", 10**8) + bytes(base[12:]),
+    ]
+    packed, starts = jpeg_check.pack_files([data] * len(wrong))
+    rows = np.frombuffer(b"".join(wrong), np.uint8).reshape(len(wrong), jpeg_check.PLAN_BYTES)
+    found = to_device(np.full(len(wrong), POISON, np.int32))
+    launch(kernel, to_device(packed), to_device(starts), to_device(rows), found)
+    found = to_host(found).tolist()
+    assert jpeg_check.CLEAN not in found and POISON not in found
+    assert found[1] == found[2] == found[3] == jpeg_check.BAD_PLAN

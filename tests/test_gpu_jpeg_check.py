@@ -16,6 +16,7 @@ from edgecli.errors import FrameError
 
 from .helpers import same_pixels
 from .jpeg_check_cases import (
+    assert_lies_refused,
     assert_never_passes_damage,
     damaged_files,
     noise_files,
@@ -59,6 +60,12 @@ def test_damaged_files_never_pass(kernel):
     complaint = decode_complaint if load() is not None else None  # else the walk judges
     passed = assert_never_passes_damage(check(kernel, files), files, complaint)
     assert passed > 100
+
+
+def test_damaged_plans_are_refused(kernel):
+    import cupy
+
+    assert_lies_refused(jpeg_check.launch_jpeg_check, kernel, WHOLE[-5], cupy.asarray, cupy.asnumpy)
 
 
 def test_a_batch_of_1080p_frames_passes(kernel):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import struct
 
-import numpy as np
 import pytest
 
 from edgecli import native
@@ -17,6 +16,7 @@ from edgecli.decode.jpeg_header import scan_damage, scan_plan
 from tests import cuda_host, turbojpeg
 
 from .jpeg_check_cases import (
+    assert_lies_refused,
     assert_never_passes_damage,
     damaged_files,
     noise_files,
@@ -154,23 +154,4 @@ def test_plans_fit_the_kernel_and_give_the_walks_verdict_before_the_scan():
 def test_plans_that_lie_are_refused_in_bounded_time(kernel):
     """Plans no file made (tables with no codes, a wrong magic, blocks past the limit, a scan
     past the file's end, more MCUs than the scan holds): every file comes back refused."""
-    data = WHOLE[-5]
-    base = bytearray(plan(data))
-    empty = bytearray(base)
-    for t in range(8):  # every table: no code of any length
-        at = 40 + t * 2448
-        empty[at : at + 2048] = bytes(2048)
-        empty[at + 2048 : at + 2048 + 72] = struct.pack("<18i", *([-1] * 17 + [0xFFFFF]))
-    wrong = [
-        bytes(empty),
-        b"XXXX" + bytes(base[4:]),
-        bytes(base[:12]) + struct.pack("<I", 13) + bytes(base[16:]),
-        bytes(base[:4]) + struct.pack("<I", len(data) + 5) + bytes(base[8:]),
-        bytes(base[:8]) + struct.pack("<I", 10**8) + bytes(base[12:]),
-    ]
-    packed, starts = jpeg_check.pack_files([data] * len(wrong))
-    rows = np.frombuffer(b"".join(wrong), np.uint8).reshape(len(wrong), jpeg_check.PLAN_BYTES)
-    found = np.full(len(wrong), -7, np.int32)
-    jpeg_check.launch_jpeg_check(kernel, packed, starts, rows, found)
-    assert jpeg_check.CLEAN not in found.tolist() and -7 not in found.tolist()
-    assert found[1] == found[2] == found[3] == jpeg_check.BAD_PLAN
+    assert_lies_refused(jpeg_check.launch_jpeg_check, kernel, WHOLE[-5])
