@@ -86,20 +86,17 @@ def gpu_check(datas: list[bytes], batches: list[int], launches: int = 20) -> Non
     from edgecli.decode.gpu import jpeg_check
     from edgecli.decode.jpeg_header import scan_plan
 
-    planned = [(d, p) for d in datas if isinstance(p := scan_plan(d), bytes)]
+    planned = [p for d in datas if isinstance(p := scan_plan(d), bytes)]
     kernel = jpeg_check.module(0)
     for size in batches:
-        chosen = [planned[i % len(planned)] for i in range(size)]
-        data, starts = jpeg_check.pack_files([d for d, _ in chosen])
-        rows = np.frombuffer(b"".join(p for _, p in chosen), np.uint8)
-        args = (cupy.asarray(data), cupy.asarray(starts))
-        plans = cupy.asarray(rows.reshape(size, jpeg_check.PLAN_BYTES))
+        packed, starts = jpeg_check.pack_plans([planned[i % len(planned)] for i in range(size)])
+        args = (cupy.asarray(packed), cupy.asarray(starts))
         status = cupy.full(size, -1, np.int32)
         times = []
         for _ in range(launches):
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             start.record()
-            jpeg_check.launch_jpeg_check(kernel, *args, plans, status)
+            jpeg_check.launch_jpeg_check(kernel, *args, status)
             end.record()
             end.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, end))

@@ -412,12 +412,13 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED, WALK_PLANNED, WALK_UNPLANNED };
 
 /* The plan of a scan for cuda/jpeg_check.cu, which checks a JPEG's one scan on the GPU: its
- * layout is that file's struct check_plan, field for field (little-endian), and
- * edgecli.decode.gpu.jpeg_check's PLAN_BYTES its size. A table's ``look`` gives, for the next
- * CHECK_LOOKAHEAD bits, (code length << 8) | symbol, or 0 where the code is longer; ``maxcode``
- * and ``valoffset`` are jdhuff.c's, for those. */
+ * layout is that file's struct check_plan, field for field (little-endian). The scan's data
+ * follows it, its stuffed zero bytes (FF 00) taken out, then zeros to a multiple of 8 bytes
+ * (8 at least): jpeg_scan_plan's bytes. A table's ``look`` gives, for the next CHECK_LOOKAHEAD
+ * bits, (code length << 8) | symbol, or 0 where the code is longer; ``maxcode`` and
+ * ``valoffset`` are jdhuff.c's, for those. */
 #define CHECK_LOOKAHEAD 10
-#define CHECK_MAGIC 0x314B434Au /* "JCK1" */
+#define CHECK_MAGIC 0x324B434Au /* "JCK2" */
 #define CHECK_TABLES 8          /* DC tables 0-3, then AC tables 0-3 */
 #define CHECK_MAX_BLOCKS 12
 struct check_table {
@@ -428,9 +429,9 @@ struct check_table {
 };
 struct check_plan {
     uint32_t magic;
-    uint32_t scan_start; /* the offset of the scan's first byte of data */
     uint32_t mcus;
-    uint32_t blocks; /* blocks an MCU */
+    uint32_t blocks;     /* blocks an MCU */
+    uint32_t data_bytes; /* the scan's data that follows, without its stuffed zeros */
     uint8_t block_dc[CHECK_MAX_BLOCKS], block_ac[CHECK_MAX_BLOCKS]; /* tables[] indices */
     struct check_table tables[CHECK_TABLES];
 };
@@ -477,6 +478,7 @@ struct walk {
     unsigned long long mcu, mcus;
     char reason[200];
     struct check_plan *plan; /* jpeg_scan_plan's: stop at the first scan's data, planning */
+    size_t plan_end;         /* and where that data ends: the first marker, which is EOI */
 };
 
 static enum walk_state walk_say(struct walk *w, const char *format, ...)
@@ -1108,10 +1110,26 @@ static enum walk_state plan_scan(struct walk *w)
 {
     struct check_plan *plan = w->plan;
     if (w->restart_interval || w->multiple_scans || w->mcus == 0 || w->mcus > UINT32_MAX ||
-        w->pos > UINT32_MAX || w->blocks > CHECK_MAX_BLOCKS)
+        w->blocks > CHECK_MAX_BLOCKS)
         return WALK_UNPLANNED;
+    /* The data runs to the first marker; one that is not EOI (another scan's tables, damage)
+     * is the walk's to judge. */
+    size_t at = w->pos, stuffed = 0;
+    for (;;) {
+        const unsigned char *ff = at < w->n ? memchr(w->data + at, 0xFF, w->n - at) : NULL;
+        if (ff == NULL || (size_t)(ff - w->data) + 1 >= w->n)
+            return WALK_UNPLANNED;
+        at = (size_t)(ff - w->data);
+        if (w->data[at + 1] != 0)
+            break;
+        stuffed++;
+        at += 2;
+    }
+    if (w->data[at + 1] != 0xD9 || at - w->pos - stuffed > UINT32_MAX / 8 - 64)
+        return WALK_UNPLANNED;
+    w->plan_end = at;
     plan->magic = CHECK_MAGIC;
-    plan->scan_start = (uint32_t)w->pos;
+    plan->data_bytes = (uint32_t)(at - w->pos - stuffed);
     plan->mcus = (uint32_t)w->mcus;
     plan->blocks = (uint32_t)w->blocks;
     for (int b = 0; b < w->blocks; b++) {
@@ -1380,14 +1398,32 @@ static PyObject *jpeg_scan_plan(PyObject *module, PyObject *const *args, Py_ssiz
     w->plan = plan;
     state = walk_jpeg(w);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    PyObject *result;
-    if (state == WALK_DAMAGED)
+    PyObject *result = NULL;
+    if (state == WALK_DAMAGED) {
         result = PyUnicode_FromString(w->reason);
-    else if (state == WALK_PLANNED)
-        result = PyBytes_FromStringAndSize((const char *)plan, sizeof *plan);
-    else
+    } else if (state == WALK_PLANNED) {
+        size_t size = sizeof *plan + ((plan->data_bytes + 8 + 7) & ~(size_t)7);
+        result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+        if (result != NULL) {
+            unsigned char *out = (unsigned char *)PyBytes_AsString(result);
+            Py_BEGIN_ALLOW_THREADS
+            memcpy(out, plan, sizeof *plan);
+            unsigned char *to = out + sizeof *plan;
+            const unsigned char *from = w->data + w->pos, *end = w->data + w->plan_end;
+            while (from < end) { /* runs up to each FF, the FF kept and its 00 dropped */
+                const unsigned char *ff = memchr(from, 0xFF, (size_t)(end - from));
+                size_t run = ff == NULL ? (size_t)(end - from) : (size_t)(ff - from) + 1;
+                memcpy(to, from, run);
+                to += run;
+                from += ff == NULL ? run : run + 1;
+            }
+            memset(to, 0, (size_t)(out + size - to));
+            Py_END_ALLOW_THREADS
+        }
+    } else {
         result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&view);
     free(plan);
     free(w);
     return result;
@@ -1600,10 +1636,11 @@ static PyMethodDef methods[] = {
     {"jpeg_scan_plan", (PyCFunction)(void (*)(void))jpeg_scan_plan, METH_FASTCALL,
      "jpeg_scan_plan(data) -> str | bytes | None\n\njpeg_scan_damage's walk of the JPEG file "
      "``data`` up to its first scan's data: the warning it meets on the way (str); else the "
-     "plan of that scan for cuda/jpeg_check.cu (bytes, jpeg_plan_bytes() of them), where that "
-     "check can judge it; else None (jpeg_scan_damage judges the file)."},
+     "plan of that scan for cuda/jpeg_check.cu (bytes: jpeg_plan_bytes() of header and "
+     "tables, then the scan's data without its stuffed zeros, zeros to a multiple of 8), "
+     "where that check can judge it; else None (jpeg_scan_damage judges the file)."},
     {"jpeg_plan_bytes", jpeg_plan_bytes, METH_NOARGS,
-     "jpeg_plan_bytes() -> int\n\nThe size of jpeg_scan_plan's plans."},
+     "jpeg_plan_bytes() -> int\n\nThe size of a plan's header and tables."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, ((data offset, length), ...))."},

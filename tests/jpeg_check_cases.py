@@ -36,10 +36,14 @@ def statuses(launch, kernel, files: list[bytes], to_device=np.asarray, to_host=n
     ``launch_jpeg_check`` as the decoder calls it; the status buffer poisoned first."""
     plans = [plan(f) for f in files]
     assert all(isinstance(p, bytes) for p in plans)
-    data, starts = jpeg_check.pack_files(files)
-    rows = np.frombuffer(b"".join(plans), np.uint8).reshape(len(files), jpeg_check.PLAN_BYTES)
-    found = to_device(np.full(len(files), POISON, np.int32))
-    launch(kernel, to_device(data), to_device(starts), to_device(rows), found)
+    return launched(launch, kernel, plans, to_device, to_host)
+
+
+def launched(launch, kernel, plans: list[bytes], to_device=np.asarray, to_host=np.asarray):
+    """The kernel's status of each of ``plans``, the status buffer poisoned first."""
+    packed, starts = jpeg_check.pack_plans(plans)
+    found = to_device(np.full(len(plans), POISON, np.int32))
+    launch(kernel, to_device(packed), to_device(starts), found)
     found = to_host(found)
     assert POISON not in found.tolist()
     return found
@@ -115,8 +119,9 @@ def assert_never_passes_damage(found: np.ndarray, files: list[bytes], complaint=
 
 def assert_lies_refused(launch, kernel, data: bytes, to_device=np.asarray, to_host=np.asarray):
     """Plans of ``data`` that lie (tables with no codes, a wrong magic, blocks past the limit,
-    a scan past the file's end, more MCUs than the scan holds) are all refused, and the kernel
-    ends (a table of no codes fails every step: its loop must still end)."""
+    more data than the plan holds, more MCUs than the scan holds, a plan cut short) are all
+    refused, and the kernel ends (a table of no codes fails every step: its loop must still
+    end)."""
     base = bytearray(plan(data))
     empty = bytearray(base)
     for t in range(8):  # every table: no code of any length
@@ -126,14 +131,11 @@ def assert_lies_refused(launch, kernel, data: bytes, to_device=np.asarray, to_ho
     wrong = [
         bytes(empty),
         b"XXXX" + bytes(base[4:]),
-        bytes(base[:12]) + struct.pack("<I", 13) + bytes(base[16:]),
-        bytes(base[:4]) + struct.pack("<I", len(data) + 5) + bytes(base[8:]),
-        bytes(base[:8]) + struct.pack("<I", 10**8) + bytes(base[12:]),
+        bytes(base[:8]) + struct.pack("<I", 13) + bytes(base[12:]),
+        bytes(base[:12]) + struct.pack("<I", len(base)) + bytes(base[16:]),
+        bytes(base[:4]) + struct.pack("<I", 10**8) + bytes(base[8:]),
+        bytes(base[:4096]),
     ]
-    packed, starts = jpeg_check.pack_files([data] * len(wrong))
-    rows = np.frombuffer(b"".join(wrong), np.uint8).reshape(len(wrong), jpeg_check.PLAN_BYTES)
-    found = to_device(np.full(len(wrong), POISON, np.int32))
-    launch(kernel, to_device(packed), to_device(starts), to_device(rows), found)
-    found = to_host(found).tolist()
-    assert jpeg_check.CLEAN not in found and POISON not in found
-    assert found[1] == found[2] == found[3] == jpeg_check.BAD_PLAN
+    found = launched(launch, kernel, wrong, to_device, to_host).tolist()
+    assert jpeg_check.CLEAN not in found
+    assert found[1:4] == [jpeg_check.BAD_PLAN] * 3 and found[5] == jpeg_check.BAD_PLAN

@@ -99,37 +99,50 @@ def test_noise_passes_or_is_left_to_the_cpu(kernel, complaint):
 
 def test_the_end_of_the_scan(kernel, complaint):
     """What follows the last MCU: bytes before EOI are not passed (libjpeg-turbo may count them
-    as extraneous), nor another marker, nor a scan cut short; data after EOI is libjpeg-turbo's
-    to ignore, and passes."""
+    as extraneous), nor a scan cut short; data after EOI is libjpeg-turbo's to ignore, and
+    passes; a marker other than EOI after the scan's data gets no plan (the CPU walks it)."""
     data = WHOLE[-5]
     after = data + b"trailing bytes"
     files = [
         after,
         data[:-2] + b"\x00" + data[-2:],
-        data[:-2] + b"\xff\xfe\x00\x04ab" + data[-2:],
-        data[:-2] + b"\xff\xd0" + data[-2:],
         data[: len(data) // 2] + b"\xff\xd9",
         data[:-3] + data[-2:],
     ]
     found = check(kernel, files).tolist()
     assert found[0] == jpeg_check.CLEAN and complaint(after) is None
     assert jpeg_check.CLEAN not in found[1:]
-    assert found[2] == found[3] == jpeg_check.NO_EOI
+    for marked in (b"\xff\xfe\x00\x04ab", b"\xff\xd0", b"\xff\xc4\x00\x02"):
+        other = data[:-2] + marked + data[-2:]
+        assert plan(other) is None and scan_plan(other) == scan_damage(other)
+
+
+def test_a_1080p_scan_is_cut_between_many_lanes(kernel):
+    """A 1080p q95 frame's scan (about 500 KB) is cut between 30 lanes (16 KB each at least),
+    and passes; so does a batch of it with files of one lane."""
+    assert len(plan(WHOLE[-5])) > 30 * 16384
+    found = check(kernel, [WHOLE[-5], WHOLE[0], WHOLE[-5], WHOLE[1]])
+    assert found.tolist() == [jpeg_check.CLEAN] * 4
 
 
 def test_plans_fit_the_kernel_and_give_the_walks_verdict_before_the_scan():
-    """A plan is PLAN_BYTES, starts where the scan's data starts and counts its MCUs; a file
-    whose header the walk finds damaged gets the same words from the plan; restart intervals,
-    progressive files and files of several scans get no plan (the CPU walks them)."""
+    """A plan is PLAN_BYTES of header and tables, then the scan's data without its stuffed
+    zeros, padded to a multiple of 8; it counts the scan's MCUs; a file whose header the walk
+    finds damaged gets the same words from the plan; restart intervals, progressive files and
+    files of several scans get no plan (the CPU walks them)."""
     if native.c is None:
         pytest.skip("edgecli._native is not built")
     assert native.c.jpeg_plan_bytes() == jpeg_check.PLAN_BYTES
     data = encode("420", 120, 160, 0, True)
     made = plan(data)
-    magic, start, mcus, blocks = struct.unpack_from("<IIII", made)
+    magic, mcus, blocks, data_bytes = struct.unpack_from("<IIII", made)
     sos = data.index(b"\xff\xda")
-    assert start == sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
-    assert (mcus, blocks) == (8 * 10, 6)
+    scan = data[sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big") : -2]
+    unstuffed = scan.replace(b"\xff\x00", b"\xff")
+    assert (mcus, blocks, data_bytes) == (8 * 10, 6, len(unstuffed))
+    body = made[jpeg_check.PLAN_BYTES :]
+    assert body[:data_bytes] == unstuffed and set(body[data_bytes:]) == {0}
+    assert len(made) % 8 == 0 and 8 <= len(body) - data_bytes < 16
     assert plan(encode("420", 120, 160, 2, True)) is None
     for path in sorted(cuda_host.Path(__file__).parent.glob("data/scans_*.jpg")):
         assert plan(path.read_bytes()) is None

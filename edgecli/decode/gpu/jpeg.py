@@ -1,6 +1,6 @@
 """JPEG on the GPU: nvJPEG's batched decoder to planes, then ``jpeg_planes_to_bgr`` into a
 slot, on a thread of its own; beside it, on the SMs, ``jpeg_check.cu`` checks the scans of the
-files read with a plan, and those it does not pass go to the CPU decoder."""
+files read with a plan, and those it does not pass are judged on the CPU."""
 
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class JpegDecoder(BatchDecoder):
         # Whether the reader plans files' scans for the check here (FrameReader._encoded).
         self.checks_scans = native.c is not None and os.environ.get(SCAN_CHECK_ENV) != "0"
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-nvjpeg")
+        # The checks' own thread: a batch's plans staged and checked while this decoder's
+        # thread hands the batch to the engines (one at a time: they share staging).
+        self.checks = ThreadPoolExecutor(1, thread_name_prefix="edgecli-jpeg-check")
         self.opened = self.executor.submit(self._open)
 
     def _open(self) -> None:
@@ -64,35 +67,32 @@ class JpegDecoder(BatchDecoder):
             self.check_scratch = Slot()  # the files, plans and statuses of the batch checked
             self.check_staging = empty_pinned(0)
 
-    def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], cupy.ndarray | None]:
-        """The check of the scans of the ``items`` read with a plan, launched on the check
-        stream: their indices, and their statuses on the device (None where there are none).
-        The staging buffer and scratch are reused once the batch's statuses are back."""
+    def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], np.ndarray | None]:
+        """The check of the scans of the ``items`` read with a plan: their indices, and their
+        statuses (None where there are none). Runs on the checks' thread."""
         planned = [i for i, item in enumerate(items) if item.plan is not None]
         if not planned:
             return planned, None
-        n, plan_bytes = len(planned), jpeg_check.PLAN_BYTES
-        starts = offsets([len(items[i].data) for i in planned])
-        head, plans_end = 8 * (n + 1), 8 * (n + 1) + n * plan_bytes  # offsets, plans, files
-        total = plans_end + int(starts[-1])
+        cupy.cuda.Device(self.device).use()
+        n = len(planned)
+        starts = offsets([len(items[i].plan) for i in planned])  # multiples of 8, as plans are
+        head = 8 * (n + 1)
+        total = head + int(starts[-1])
         if self.check_staging.size < total:
             self.check_staging = empty_pinned(max(total, 2 * self.check_staging.size))
         staged = self.check_staging[:total]
         staged[:head].view(np.uint64)[:] = starts
-        for j, i in enumerate(planned):
-            staged[head + j * plan_bytes : head + (j + 1) * plan_bytes] = np.frombuffer(
-                items[i].plan, np.uint8
-            )
-            data = items[i].data  # copied without the GIL: 32 files are tens of megabytes
-            native.c.png_gather(data, ((0, len(data)),), staged[plans_end + int(starts[j]) :])
-        device = self.check_scratch.buffer("files", total)
+        for j, i in enumerate(planned):  # without the GIL: 32 plans are tens of megabytes
+            plan = items[i].plan
+            native.c.png_gather(plan, ((0, len(plan)),), staged[head + int(starts[j]) :])
+        device = self.check_scratch.buffer("plans", total)
         status = self.check_scratch.buffer("status", 4 * n).view(np.int32)
         device.set(staged, stream=self.check_stream)
         jpeg_check.launch_jpeg_check(
-            self.checker, device[plans_end:], device[:head].view(np.uint64),
-            device[head:plans_end].reshape(n, plan_bytes), status, stream=self.check_stream,
+            self.checker, device[head:], device[:head].view(np.uint64), status,
+            stream=self.check_stream,
         )  # fmt: skip
-        return planned, status
+        return planned, status.get(stream=self.check_stream)  # staging and scratch free again
 
     def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
         self.opened.result()
@@ -121,32 +121,33 @@ class JpegDecoder(BatchDecoder):
                 cb = y + luma
                 cr = cb + chroma[0] * chroma[1]
                 destinations.append([(y, width), (cb, chroma[1]), (cr, chroma[1])])
+        checking = self.checks.submit(self._check, items) if self.checks_scans else None
         try:
             self.decoder.decode([item.data for item in items], destinations, self.stream.ptr)
         except NvjpegError:
             # A file the engines refuse fails the whole call: the CPU decodes the batch
             # instead, each file as it would any other (its error, if any, is the CPU's).
+            if checking is not None:
+                checking.result()
             return self.finish(items, slot, frames, range(n), started, ready, self.stream)
-        # The scans are checked on the SMs while the engines decode (they have the batch
-        # already: the check's staging does not hold them up).
-        planned, status = self._check(items) if self.checks_scans else ([], None)
         launch_jpeg_to_bgr(
             self.device, planes, frame_bytes, frames, height, width, factors,
             header.orientation, self.stream,
         )  # fmt: skip
         failed = []
-        if status is not None:
+        if checking is not None:
             # A scan the check did not pass is judged here, as it would have been when read:
             # a whole one keeps the engines' frame; a damaged one goes to the CPU's decoder,
-            # which refuses it in the same words. (The wait for the statuses also frees the
-            # check's staging and scratch for the next batch.)
-            found = status.get(stream=self.check_stream)
-            unpassed = [planned[j] for j in np.flatnonzero(found != jpeg_check.CLEAN).tolist()]
-            failed = [i for i in unpassed if scan_damage(items[i].data) is not None]
+            # which refuses it in the same words.
+            planned, found = checking.result()
+            if found is not None:
+                unpassed = [planned[j] for j in np.flatnonzero(found != jpeg_check.CLEAN)]
+                failed = [i for i in unpassed if scan_damage(items[i].data) is not None]
         return self.finish(items, slot, frames, failed, started, ready, self.stream)
 
     def close(self) -> None:
         self.stop.set()
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.checks.shutdown(wait=True, cancel_futures=True)
         if self.opened.done() and self.opened.exception() is None:
             keep_jpeg_decoder(self.decoder, self.backend, self.device)
