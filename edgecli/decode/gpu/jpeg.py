@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import cupy
@@ -67,12 +68,14 @@ class JpegDecoder(BatchDecoder):
             self.check_scratch = Slot()  # the files, plans and statuses of the batch checked
             self.check_staging = empty_pinned(0)
 
-    def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], np.ndarray | None]:
-        """The check of the scans of the ``items`` read with a plan: their indices, and their
-        statuses (None where there are none). Runs on the checks' thread."""
+    def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], np.ndarray | None, float]:
+        """The check of the scans of the ``items`` read with a plan: their indices, their
+        statuses (None where there are none), and the milliseconds it took. Runs on the checks'
+        thread."""
         planned = [i for i, item in enumerate(items) if item.plan is not None]
         if not planned:
-            return planned, None
+            return planned, None, 0.0
+        start = time.perf_counter()
         cupy.cuda.Device(self.device).use()
         n = len(planned)
         starts = offsets([len(items[i].plan) for i in planned])  # multiples of 8, as plans are
@@ -92,7 +95,8 @@ class JpegDecoder(BatchDecoder):
             self.checker, device[head:], device[:head].view(np.uint64), status,
             stream=self.check_stream,
         )  # fmt: skip
-        return planned, status.get(stream=self.check_stream)  # staging and scratch free again
+        found = status.get(stream=self.check_stream)  # staging and scratch free again
+        return planned, found, (time.perf_counter() - start) * 1e3
 
     def _decode(self, items: list[EncodedJpeg]) -> DeviceBatch:
         self.opened.result()
@@ -134,16 +138,16 @@ class JpegDecoder(BatchDecoder):
             self.device, planes, frame_bytes, frames, height, width, factors,
             header.orientation, self.stream,
         )  # fmt: skip
-        failed = []
+        failed, also = [], {}
         if checking is not None:
             # A scan the check did not pass is judged here, as it would have been when read:
             # a whole one keeps the engines' frame; a damaged one goes to the CPU's decoder,
             # which refuses it in the same words.
-            planned, found = checking.result()
+            planned, found, also["scan_check"] = checking.result()
             if found is not None:
                 unpassed = [planned[j] for j in np.flatnonzero(found != jpeg_check.CLEAN)]
                 failed = [i for i in unpassed if scan_damage(items[i].data) is not None]
-        return self.finish(items, slot, frames, failed, started, ready, self.stream)
+        return self.finish(items, slot, frames, failed, started, ready, self.stream, also)
 
     def close(self) -> None:
         self.stop.set()
