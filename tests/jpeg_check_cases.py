@@ -139,3 +139,35 @@ def assert_lies_refused(launch, kernel, data: bytes, to_device=np.asarray, to_ho
     found = launched(launch, kernel, wrong, to_device, to_host).tolist()
     assert jpeg_check.CLEAN not in found
     assert found[1:4] == [jpeg_check.BAD_PLAN] * 3 and found[5] == jpeg_check.BAD_PLAN
+
+
+def random_plans(data: bytes, count: int, seed: int) -> list[bytes]:
+    """``count`` plans made from ``data``'s by random damage to their header fields, tables and
+    scan data (bytes overwritten, a field set to a random or extreme value), then some cut short
+    or grown, each still a multiple of 8 long: no file's, to be judged without a fault."""
+    rng = random.Random(seed)
+    base = plan(data)
+    extreme = [0, 1, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF]
+    made = []
+    for _ in range(count):
+        p = bytearray(base)
+        for _ in range(rng.randint(1, 6)):
+            kind = rng.randrange(3)
+            if kind == 0:  # a header field
+                field = rng.randrange(4)
+                value = rng.choice(extreme + [rng.getrandbits(32)])
+                p[4 * field : 4 * field + 4] = value.to_bytes(4, "little")
+            elif kind == 1:  # the tables' bytes
+                at = rng.randrange(16, jpeg_check.PLAN_BYTES - 8)
+                p[at : at + 8] = rng.randbytes(8)
+            else:  # the scan's data
+                at = rng.randrange(jpeg_check.PLAN_BYTES, len(p) - 64)
+                p[at : at + 64] = rng.randbytes(64)
+        header = jpeg_check.PLAN_BYTES
+        cut = rng.choice([None, None, header - 8, header, len(p) // 2])
+        if cut is not None:
+            p = p[: cut - cut % 8]
+        elif rng.random() < 0.3:
+            p += bytes(8 * rng.randint(1, 64))
+        made.append(bytes(p))
+    return made

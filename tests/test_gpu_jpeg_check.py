@@ -19,7 +19,9 @@ from .jpeg_check_cases import (
     assert_lies_refused,
     assert_never_passes_damage,
     damaged_files,
+    launched,
     noise_files,
+    random_plans,
     statuses,
     whole_files,
 )
@@ -66,6 +68,14 @@ def test_damaged_plans_are_refused(kernel):
     import cupy
 
     assert_lies_refused(jpeg_check.launch_jpeg_check, kernel, WHOLE[-5], cupy.asarray, cupy.asnumpy)
+
+
+def test_random_plans_are_judged_without_a_fault(kernel):
+    import cupy
+
+    plans = random_plans(WHOLE[-5], 60, seed=44) + random_plans(WHOLE[0], 60, seed=45)
+    found = launched(jpeg_check.launch_jpeg_check, kernel, plans, cupy.asarray, cupy.asnumpy)
+    assert set(found.tolist()) <= set(jpeg_check.STATUSES)
 
 
 def test_a_batch_of_1080p_frames_passes(kernel):

@@ -19,8 +19,10 @@ from .jpeg_check_cases import (
     assert_lies_refused,
     assert_never_passes_damage,
     damaged_files,
+    launched,
     noise_files,
     plan,
+    random_plans,
     statuses,
     whole_files,
 )
@@ -168,3 +170,11 @@ def test_plans_that_lie_are_refused_in_bounded_time(kernel):
     """Plans no file made (tables with no codes, a wrong magic, blocks past the limit, a scan
     past the file's end, more MCUs than the scan holds): every file comes back refused."""
     assert_lies_refused(jpeg_check.launch_jpeg_check, kernel, WHOLE[-5])
+
+
+def test_random_plans_are_judged_without_a_fault(kernel):
+    """Plans damaged at random (header fields, tables, scan data, lengths): every one gets a
+    known status, the build's undefined-behaviour checks never trip, and the kernel ends."""
+    plans = random_plans(WHOLE[-5], 60, seed=44) + random_plans(WHOLE[0], 60, seed=45)
+    found = launched(jpeg_check.launch_jpeg_check, kernel, plans)
+    assert set(found.tolist()) <= set(jpeg_check.STATUSES)
