@@ -3,9 +3,10 @@
     PYTHONPATH=. python3 benchmarks/startup.py [--image sample_frames/pan_000.jpg] [--runs 5]
 
 1. Whole processes, as a user or a CI smoke test runs them: ``python3 -m edgecli run IMAGE -o
-   DIR -q`` with ``--backend cpu`` and, where CUDA is usable, ``--backend cuda``: the first CUDA
-   run with an empty kernel cache (it compiles), then ``--runs`` runs of each with the cache
-   filled, interleaved; the median and range of their wall times.
+   DIR -q`` with ``--backend cpu``, ``auto`` (the default: a run this small goes to the CPU,
+   without the CUDA driver started early) and, where CUDA is usable, ``--backend cuda``: the
+   first CUDA run with an empty kernel cache (it compiles), then ``--runs`` runs of each with
+   the cache filled, interleaved; the median and range of their wall times.
 2. With CUDA, the same CUDA run with and without edgecli's early driver start
    (``edgecli/cuda/driver.py``; off: ``start_driver`` replaced by a no-op), interleaved, with when
    ``main()`` returned.
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     rows.append(("python3 -c pass", f"{(time.perf_counter() - start) * 1e3:.0f} ms"))
 
-    backends = ["cpu"] + (["cuda"] if cuda_usable() else [])
+    backends = ["cpu", "auto"] + (["cuda"] if cuda_usable() else [])
     with tempfile.TemporaryDirectory(prefix="edgecli-cache-") as cache:
         env = dict(os.environ, XDG_CACHE_HOME=cache)  # an empty kernel cache
         if "cuda" in backends:

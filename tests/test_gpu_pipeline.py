@@ -103,13 +103,24 @@ def test_detect_edges_takes_gray_and_bgra_on_gpu(gpu, layout):
     )
 
 
-def test_cli_auto_uses_cuda(mixed_folder, tmp_path):
-    """`edgecli run` with the default backend picks CUDA here and says so in its summary."""
-    result = invoke("run", mixed_folder, "-o", tmp_path, "-q", "--json-summary", "-")
+def test_cli_auto_uses_cuda(tmp_path):
+    """`edgecli run` with the default backend picks CUDA here for a video and says so in its
+    summary."""
+    result = invoke("run", H264_CLIP, "-o", tmp_path, "-q", "--json-summary", "-")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["backend"] == "cuda" and summary["device"].startswith("NVIDIA")
     assert summary["gpu_busy_fraction"] is not None
+
+
+def test_cli_auto_gives_a_small_run_the_cpu(mixed_folder, tmp_path):
+    """19 small frames are done on the CPU before CUDA would have started: the default backend
+    takes the CPU for them, with --backend cuda's bytes."""
+    result = invoke("run", mixed_folder, "-o", tmp_path / "auto", "-q", "--json-summary", "-")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["backend"] == "cpu"
+    edgecli.process(mixed_folder, tmp_path / "cuda", backend="cuda")
+    same_bytes(tmp_path / "cuda", tmp_path / "auto")
 
 
 def test_gpu_out_of_memory_is_a_clear_failure(mixed_folder, tmp_path, cp, monkeypatch):

@@ -39,7 +39,7 @@ def fake_gpu(monkeypatch):
     submitted so far; afterwards, checks every staged frame and every slab was released."""
     backends: list[StandInGpuBackend] = []
 
-    def select(options):
+    def select(options, small=False):  # (the stand-in whatever the run's size)
         # Batches finish up to 2 ms late, at random: out of step with submission.
         backends.append(StandInGpuBackend(options, max_delay_s=0.002))
         return BackendChoice(backends[-1], None)

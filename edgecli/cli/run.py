@@ -243,7 +243,7 @@ def run(
     except OptionError as exc:
         raise click.BadParameter(str(exc), param_hint="'--device'") from None
     fields["device"] = devices[0] if devices else 0
-    prepare_process(fields, devices, verbose)
+    prepare_process(fields, devices, verbose, inputs)
 
     warn = say
 
@@ -282,10 +282,31 @@ def run(
     exit_for(summary, received)
 
 
-def prepare_process(fields: dict, devices: list[int] | None, verbose: bool) -> None:
-    """This process set up for a run: the CUDA driver started early (one GPU), FFmpeg's and
-    OpenCV's own logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
-    if fields["backend"] != "cpu" and (devices is None or len(devices) == 1):
+# Image files named one by one, at most this many: a run --backend auto may give the CPU
+# (edgecli.pipeline.runner.small_run), for which the CUDA driver is not started early.
+FEW_IMAGE_FILES = 4
+
+
+def few_image_files(inputs) -> bool:
+    """Whether ``inputs`` name at most FEW_IMAGE_FILES image files (no folder, glob or video),
+    as far as their names and a stat tell."""
+    from ..decode.kinds import IMAGE_EXTENSIONS  # the stages' modules: when a command runs
+
+    return 0 < len(inputs) <= FEW_IMAGE_FILES and all(
+        os.path.isfile(text) and text.lower().endswith(IMAGE_EXTENSIONS) for text in inputs
+    )
+
+
+def prepare_process(
+    fields: dict, devices: list[int] | None, verbose: bool, inputs: tuple[str, ...] = ()
+) -> None:
+    """This process set up for a run: the CUDA driver started early (one GPU; not for a few
+    image files, which --backend auto may well run on the CPU), FFmpeg's and OpenCV's own
+    logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
+    # A few image files may well run on the CPU (edgecli.pipeline.runner.small_run decides
+    # once their headers are read): CUDA starts then, where it is needed after all.
+    few = fields["backend"] == "auto" and fields["decode"] != "gpu" and few_image_files(inputs)
+    if fields["backend"] != "cpu" and (devices is None or len(devices) == 1) and not few:
         from ..cuda.driver import start_driver  # ctypes: not at every command's start-up
 
         start_driver(fields["device"])  # the CUDA driver starts while the rest is imported

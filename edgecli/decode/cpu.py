@@ -23,19 +23,10 @@ import numpy as np
 from ..errors import FrameError
 from ..output.png import PNG_SIGNATURE
 from .jpeg_header import scan_damage
+from .kinds import ANIMATION_EXTENSIONS
 from .mp4 import MP4_CONTAINERS, frame_count
 from .png_layout import png_damage
 
-# Read as animations (imageio), whatever their frame count.
-ANIMATION_EXTENSIONS = (".gif",)
-# Read as videos (cv2.VideoCapture).
-VIDEO_EXTENSIONS = (
-    ".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm", ".mpg", ".mpeg", ".ts", ".mts",
-    ".m2ts", ".wmv", ".flv", ".3gp", ".ogv", ".y4m",
-)  # fmt: skip
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
-# What a folder INPUT takes: every file a file INPUT takes, by its extension.
-FOLDER_EXTENSIONS = IMAGE_EXTENSIONS + ANIMATION_EXTENSIONS + VIDEO_EXTENSIONS
 # Containers whose index gives an exact frame count, so a shorter decode means truncation.
 EXACT_COUNT_CONTAINERS = (*MP4_CONTAINERS, ".avi")
 # Containers with no frame count (cv2 estimates one from the duration and the frame rate,

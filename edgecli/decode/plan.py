@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from ..errors import CudaUnavailableError
 from . import engines
-from .cpu import FOLDER_EXTENSIONS, VIDEO_EXTENSIONS
 from .jpeg_header import JPEG_SUFFIXES
+from .kinds import FOLDER_EXTENSIONS, VIDEO_EXTENSIONS
 
 PNG_SUFFIX = ".png"
 
@@ -57,7 +57,7 @@ def engines_wanted(options, inputs: list[str]) -> bool:
 
 def _names_videos(text: str) -> bool:
     """Whether INPUT ``text`` names videos only, as far as names tell: a video's name, or a
-    folder whose files of frames (:data:`edgecli.decode.cpu.FOLDER_EXTENSIONS`) are all videos."""
+    folder whose files of frames (:data:`edgecli.decode.kinds.FOLDER_EXTENSIONS`) are all videos."""
     if text.lower().endswith(VIDEO_EXTENSIONS):
         return True
     try:

@@ -6,6 +6,7 @@ here only when asked for, so ``import edgecli``, ``--help`` and the CPU path wor
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,10 +71,29 @@ class BackendChoice:
     notice: str | None  # set when 'auto' fell back to the CPU, and why (a Detail: no GPU)
 
 
-def select_backend(options: Options) -> BackendChoice:
-    """The backend ``options.backend`` names; 'auto' falls back to the CPU with a notice."""
+def cuda_installed() -> bool:
+    """Whether this machine has an NVIDIA GPU and CuPy is installed, as far as is known without
+    importing CuPy or starting CUDA (where not, 'auto' says why CUDA is not used, as always)."""
+    if driver.absence_reason() is not None:
+        return False
+    try:
+        return importlib.util.find_spec("cupy") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        return False
+
+
+# Why 'auto' took the CPU for a run too small to be worth CUDA's start.
+SMALL_RUN = "using the CPU backend: the run is over before CUDA would have started (--backend cuda)"
+
+
+def select_backend(options: Options, small: bool = False) -> BackendChoice:
+    """The backend ``options.backend`` names; 'auto' falls back to the CPU with a notice, and
+    takes it for a ``small`` run (whose frames the CPU backend is done with before CUDA would
+    have started: the outputs are the same) unless ``--decode gpu`` wants the GPU."""
     if options.backend == "cpu":
         return BackendChoice(CpuBackend(options), None)
+    if options.backend == "auto" and small and options.decode != "gpu" and cuda_installed():
+        return BackendChoice(CpuBackend(options), Detail(SMALL_RUN))
     reason = cuda_unusable_reason(options.device, options)
     if reason is None:
         from .cuda_backend import CudaBackend  # imports CuPy: only a CUDA run pays for it

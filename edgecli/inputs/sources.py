@@ -27,17 +27,19 @@ import cv2
 import numpy as np
 
 from ..decode.cpu import (
-    ANIMATION_EXTENSIONS,
     EXACT_COUNT_CONTAINERS,
-    FOLDER_EXTENSIONS,
-    IMAGE_EXTENSIONS,
-    VIDEO_EXTENSIONS,
     animation_frames,
     page_count,
     read_image,
     tiff_directories,
     tiff_frames,
     video_frames,
+)
+from ..decode.kinds import (
+    ANIMATION_EXTENSIONS,
+    FOLDER_EXTENSIONS,
+    IMAGE_EXTENSIONS,
+    VIDEO_EXTENSIONS,
 )
 from ..decode.mp4 import MP4_CONTAINERS, frame_count
 from ..errors import FrameError, InputError, OptionError

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..decode.cpu import declared_pixels
 from ..decode.plan import open_early, plan
 from ..edges import backends
 from ..edges.backends import select_backend
@@ -251,7 +252,8 @@ def _run_opened(
 ) -> tuple[Summary, StageClock]:  # fmt: skip
     """:func:`run`, once its reports are open: the summary, and the clock that timed it."""
     run_size = None
-    if sources is None:
+    listed = sources is None  # a run of its own, not a task of a cluster's (sources given)
+    if listed:
         if backend is None:  # the JPEG engines' decoder opens while the sources are listed
             open_early(options, inputs=inputs)
         sources, options = listed_run(inputs, output, options, reports, notify)
@@ -262,8 +264,10 @@ def _run_opened(
     if options.shard is not None and not sources:
         return _empty_shard(output, options, started, backend, run_size, notify, per_frame)
     if backend is None:
-        open_early(options, sources=sources)  # or else now, while CuPy starts
-        choice = select_backend(options)
+        small = listed and small_run(sources, options.worker_count)
+        if not small:
+            open_early(options, sources=sources)  # or else now, while CuPy starts
+        choice = select_backend(options, small)
         if choice.notice:
             notify(choice.notice)
         backend = choice.backend
@@ -276,6 +280,32 @@ def _run_opened(
             out_dir, sources, options, backend, progress, warn, stop, started,
             per_frame=per_frame, gpu_decoding=gpu_decoding,
         )  # fmt: skip
+
+
+# A still image's pixels the CPU backend's workers each get through, decoded, edge-mapped and
+# written, in the time CUDA's start costs a run over the CPU backend's (CuPy, the context, the
+# kernels: a third of a second), with room to spare: a run of fewer goes to the CPU under
+# --backend auto, and the outputs are the same.
+SMALL_RUN_PIXELS = 4_000_000
+# Files whose headers are read to weigh a run: past this many a worker, it is not small.
+SMALL_RUN_FILES = 16
+
+
+def small_run(sources: list, workers: int) -> bool:
+    """Whether ``sources`` are still images the CPU backend's ``workers`` are done with before
+    CUDA would have started: at most SMALL_RUN_PIXELS a worker, by their headers (a video, or a
+    file whose header says nothing, is not)."""
+    if len(sources) > SMALL_RUN_FILES * workers:
+        return False
+    total = 0
+    for source in sources:
+        pixels = None if source.multi_frame else declared_pixels(source.path)
+        if pixels is None:
+            return False
+        total += pixels
+        if total > SMALL_RUN_PIXELS * workers:
+            return False
+    return True
 
 
 def report_contents(summary: Summary, clock: StageClock | None = None) -> dict:
