@@ -1372,32 +1372,48 @@ static enum walk_state walk_jpeg(struct walk *w)
     }
 }
 
+/* Walks the bytes-like sole argument of ``call``, planning into ``plan`` where it is not
+ * NULL: the walk (the caller frees it, and releases ``view``), its state in ``*state``; NULL
+ * with an exception set and nothing held. */
+static struct walk *walk_argument(const char *call, PyObject *const *args, Py_ssize_t nargs,
+                                  struct check_plan *plan, Py_buffer *view,
+                                  enum walk_state *state)
+{
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "%s(data) takes 1 argument", call);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    struct walk *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        PyBuffer_Release(view);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    w->data = view->buf;
+    w->n = (size_t)view->len;
+    w->plan = plan;
+    *state = walk_jpeg(w);
+    Py_END_ALLOW_THREADS
+    return w;
+}
+
 /* jpeg_scan_plan(data): see the module's docstring below. */
 static PyObject *jpeg_scan_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "jpeg_scan_plan(data) takes 1 argument");
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    struct walk *w = calloc(1, sizeof *w);
     struct check_plan *plan = calloc(1, sizeof *plan);
-    if (w == NULL || plan == NULL) {
-        free(w);
-        free(plan);
-        PyBuffer_Release(&view);
+    if (plan == NULL)
         return PyErr_NoMemory();
-    }
+    Py_buffer view;
     enum walk_state state;
-    Py_BEGIN_ALLOW_THREADS
-    w->data = view.buf;
-    w->n = (size_t)view.len;
-    w->plan = plan;
-    state = walk_jpeg(w);
-    Py_END_ALLOW_THREADS
+    struct walk *w = walk_argument("jpeg_scan_plan", args, nargs, plan, &view, &state);
+    if (w == NULL) {
+        free(plan);
+        return NULL;
+    }
     PyObject *result = NULL;
     if (state == WALK_DAMAGED) {
         result = PyUnicode_FromString(w->reason);
@@ -1439,28 +1455,14 @@ static PyObject *jpeg_plan_bytes(PyObject *module, PyObject *unused)
 static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 1) {
-        PyErr_SetString(PyExc_TypeError, "jpeg_scan_damage(data) takes 1 argument");
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    struct walk *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
     enum walk_state state;
-    Py_BEGIN_ALLOW_THREADS
-    w->data = view.buf;
-    w->n = (size_t)view.len;
-    state = walk_jpeg(w);
-    Py_END_ALLOW_THREADS
+    struct walk *w = walk_argument("jpeg_scan_damage", args, nargs, NULL, &view, &state);
+    if (w == NULL)
+        return NULL;
     PyBuffer_Release(&view);
-    PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason) : Py_None;
-    if (result == Py_None)
-        Py_INCREF(result);
+    PyObject *result =
+        state == WALK_DAMAGED ? PyUnicode_FromString(w->reason) : Py_NewRef(Py_None);
     free(w);
     return result;
 }

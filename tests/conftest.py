@@ -7,6 +7,9 @@ import os
 import numpy as np
 import pytest
 
+from edgecli import native
+from tests import turbojpeg
+
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
@@ -60,3 +63,21 @@ def cp(gpu):
 def stream(cp):
     """A non-blocking CUDA stream, one for each module that asks for it."""
     return cp.cuda.Stream(non_blocking=True)
+
+
+@pytest.fixture(scope="session")
+def complaint():
+    """tests.turbojpeg.decode_complaint, libjpeg-turbo's own verdict on a JPEG, where
+    libturbojpeg and edgecli's C extension are there (the tests hold edgecli's judging of a
+    file's scans to it), else a skip saying which is missing (a failure under CI, so a CI run
+    cannot pass without it)."""
+    missing = []
+    if turbojpeg.load() is None:
+        missing.append("libturbojpeg not found (Debian: apt-get install libturbojpeg0)")
+    if native.c is None:
+        missing.append("edgecli._native is not built (reinstall with a C compiler)")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))
+    return turbojpeg.decode_complaint

@@ -5,7 +5,6 @@ judge), under several orders of a block's threads; and the plans edgecli._native
 
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from edgecli import native
 from edgecli.decode.gpu import jpeg_check
 from edgecli.decode.jpeg_header import scan_damage, scan_plan
-from tests import cuda_host, turbojpeg
+from tests import cuda_host
 
 from .jpeg_check_cases import (
     assert_lies_refused,
@@ -29,22 +28,6 @@ from .jpeg_check_cases import (
 from .test_jpeg_scans import encode, generated
 
 WHOLE = whole_files()
-
-
-@pytest.fixture(scope="module")
-def complaint():
-    """libjpeg-turbo's complaint about a file (tests/turbojpeg.py), or a skip saying what is
-    missing (a failure under CI)."""
-    missing = []
-    if turbojpeg.load() is None:
-        missing.append("libturbojpeg not found (Debian: apt-get install libturbojpeg0)")
-    if native.c is None:
-        missing.append("edgecli._native is not built (reinstall with a C compiler)")
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail("; ".join(missing))
-        pytest.skip("; ".join(missing))
-    return turbojpeg.decode_complaint
 
 
 @pytest.fixture(scope="session")

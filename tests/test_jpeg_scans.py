@@ -4,7 +4,6 @@ decoding it, warns or fails; never a whole file."""
 from __future__ import annotations
 
 import itertools
-import os
 import random
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import pytest
 
 from edgecli import native
 from edgecli.decode.jpeg_header import scan_damage
-from tests import turbojpeg
 from tests.media import photo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,22 +21,6 @@ SAMPLINGS = {"444": 0x111111, "422": 0x211111, "420": 0x221111, "440": 0x121111,
 # (height, width): a pixel, lines, partial MCUs both ways, several MCU rows.
 SIZES = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
 MUTATIONS = ["overwrite", "zero", "flip", "truncate", "insert", "remove"]
-
-
-@pytest.fixture(scope="module")
-def complaint():
-    """turbojpeg.decode_complaint where libturbojpeg and edgecli's C extension are there, else
-    a skip saying which is missing (a failure under CI, so a CI run cannot pass without it)."""
-    missing = []
-    if turbojpeg.load() is None:
-        missing.append("libturbojpeg not found (Debian: apt-get install libturbojpeg0)")
-    if native.c is None:
-        missing.append("edgecli._native is not built (reinstall with a C compiler)")
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail("; ".join(missing))
-        pytest.skip("; ".join(missing))
-    return turbojpeg.decode_complaint
 
 
 def encode(sampling: str, height: int, width: int, restarts: int, optimize: bool, quality=90):
