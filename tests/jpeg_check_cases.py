@@ -87,6 +87,48 @@ def whole_files() -> list[bytes]:
     return [f for f in files if isinstance(plan(f), bytes)]
 
 
+def other_encoders(folder: Path) -> dict[str, bytes]:
+    """JPEGs that other encoders write, by name: Pillow's (every subsampling, qualities 50 to
+    100, optimized tables or not) and, where imageio-ffmpeg is installed, FFmpeg's mjpeg
+    encoder's frames of a clip (yuvj420p with optimal and default tables, yuvj422p at
+    1366x768, yuvj444p, gray)."""
+    import io
+    import subprocess
+
+    from PIL import Image  # (Pillow comes with imageio)
+
+    from .helpers import H264_CLIP
+    from .png_corpus import ffmpeg_exe
+
+    found = {}
+    image = cv2.cvtColor(photo(1080, 1920, seed=5), cv2.COLOR_BGR2RGB)
+    for sub, quality, optimize in itertools.product((0, 1, 2), (50, 90, 100), (False, True)):
+        out = io.BytesIO()
+        Image.fromarray(image).save(
+            out, "JPEG", quality=quality, subsampling=sub, optimize=optimize
+        )
+        found[f"pillow {sub} q{quality} {'optimized' if optimize else 'standard'}"] = out.getvalue()
+    try:
+        ffmpeg = ffmpeg_exe()
+    except ImportError:
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    kinds = {
+        "ffmpeg yuvj420p": ["-q:v", "2"],
+        "ffmpeg yuvj420p default tables": ["-q:v", "10", "-huffman", "default"],
+        "ffmpeg yuvj422p 1366x768": ["-vf", "scale=1366:768", "-pix_fmt", "yuvj422p"],
+        "ffmpeg yuvj444p": ["-pix_fmt", "yuvj444p", "-q:v", "3"],
+        "ffmpeg gray": ["-pix_fmt", "gray"],
+    }
+    for i, (name, args) in enumerate(kinds.items()):
+        pattern = folder / f"k{i}_%02d.jpg"
+        subprocess.run([ffmpeg, "-v", "error", "-y", "-i", str(H264_CLIP), "-frames:v", "3",
+                        *args, str(pattern)], check=True)  # fmt: skip
+        for j in range(1, 4):
+            found[f"{name} {j}"] = (folder / f"k{i}_{j:02d}.jpg").read_bytes()
+    return found
+
+
 def noise_files() -> list[bytes]:
     """Random pixels at quality 100, 96x128 to 480x640: nearly every coefficient coded, with
     its longest codes and most magnitude bits, where a lane's guessed decoding may take tens

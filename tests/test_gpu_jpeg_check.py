@@ -21,6 +21,7 @@ from .jpeg_check_cases import (
     damaged_files,
     launched,
     noise_files,
+    other_encoders,
     random_plans,
     statuses,
     whole_files,
@@ -49,6 +50,12 @@ def check(kernel, files):
 
 def test_every_whole_photo_passes(kernel):
     assert check(kernel, WHOLE).tolist() == [jpeg_check.CLEAN] * len(WHOLE)
+
+
+def test_other_encoders_files_pass(kernel, tmp_path_factory):
+    files = other_encoders(tmp_path_factory.mktemp("encoders"))
+    found = check(kernel, list(files.values())).tolist()
+    assert [n for n, s in zip(files, found, strict=True) if s != jpeg_check.CLEAN] == []
 
 
 def test_noise_passes_or_is_left_to_the_cpu(kernel):

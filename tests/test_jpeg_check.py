@@ -20,6 +20,7 @@ from .jpeg_check_cases import (
     damaged_files,
     launched,
     noise_files,
+    other_encoders,
     plan,
     random_plans,
     statuses,
@@ -70,6 +71,17 @@ def test_damaged_files_never_pass(kernel, complaint):
     warned = sum(complaint(f) is not None for f in files)
     assert warned > len(files) // 2
     assert passed > (len(files) - warned) // 2  # damage libjpeg-turbo does not see passes too
+
+
+def test_other_encoders_files_pass(kernel, complaint, tmp_path_factory):
+    """JPEGs that Pillow and FFmpeg write, not edgecli's own test encoder: every one planned
+    and passed, and libjpeg-turbo says nothing of them."""
+    files = other_encoders(tmp_path_factory.mktemp("encoders"))
+    assert len(files) >= 18
+    names, datas = list(files), list(files.values())
+    assert all(complaint(data) is None for data in datas)
+    found = check(kernel, datas).tolist()
+    assert [n for n, s in zip(names, found, strict=True) if s != jpeg_check.CLEAN] == []
 
 
 def test_noise_passes_or_is_left_to_the_cpu(kernel, complaint):
