@@ -5,20 +5,23 @@
 // Kernel jpeg_check: one block of CHECK_LANES threads (a warp) a file. File i's plan is
 // plans[plan_start[i] .. plan_start[i + 1]) (8-aligned), made by edgecli._native.jpeg_scan_plan
 // as the file was read, from a walk of its markers up to the scan as libjpeg-turbo reads them:
-// a struct check_plan (_native.c's layout), then the scan's data up to the first marker after
-// it, which is EOI, with its stuffed zero bytes (FF 00) taken out. status[i] becomes CHECK_CLEAN only where
+// a struct check_plan (_native.c's layout), where in the scan's data each restart interval
+// starts, and that data up to its EOI, with its stuffed zero bytes (FF 00) and its restart
+// markers (in order, as many as the intervals call for: the plan checked that) taken out.
+// A scan of several restart intervals is checked an interval a lane (each starts afresh); the
+// rest of this header is about a scan of one. status[i] becomes CHECK_CLEAN only where
 // libjpeg-turbo decodes the scan without a warning: every code of its MCUs is one of its
 // tables' codes, and its last MCU ends in the data's last byte. Any other status is no
 // verdict: the host then judges the file as before, on the CPU (edgecli._native's
 // jpeg_scan_damage), and a clean file that comes back unpassed costs only that time. So the
-// check may refuse what is fine (a restart interval, or a second scan, is never planned; a bad
-// code where a lane's decoding had already fallen into step fails it) but never pass what is
-// not.
+// check may refuse what is fine (a second scan is never planned; a bad code where a lane's
+// decoding had already fallen into step fails it) but never pass what is not.
 //
 // Why it is clean then: libjpeg-turbo reads the scan's codes as any reader does while they lie
 // in the data; it warns only of a bad code (none here), of codes wanted past a marker (the last
 // MCU ends before it), of bytes left before the next marker (at most the last byte's padding
-// bits are, which it drops silently), or of a marker that is not the one it expects (EOI here).
+// bits are, which it drops silently), or of a marker that is not the one it expects (the
+// restart markers are in order, EOI comes last).
 //
 // Why this shape. A scan is one Huffman-coded bit stream: where a code starts is known only
 // once the codes before it are decoded. But decoding started at any bit soon falls into step
@@ -39,7 +42,7 @@
 // end, at the data's end or after the grid's points.
 
 #define CHECK_LOOKAHEAD 10
-#define CHECK_MAGIC 0x324B434Au  // "JCK2"
+#define CHECK_MAGIC 0x334B434Au  // "JCK3"
 #define CHECK_TABLES 8           // DC tables 0-3, then AC tables 0-3
 #define CHECK_MAX_BLOCKS 12
 #define CHECK_LANES 32
@@ -69,6 +72,8 @@ struct check_plan {
     unsigned mcus;
     unsigned blocks;
     unsigned data_bytes;
+    unsigned restart_interval;
+    unsigned intervals;
     unsigned char block_dc[CHECK_MAX_BLOCKS], block_ac[CHECK_MAX_BLOCKS];
     check_table tables[CHECK_TABLES];
 };
@@ -136,18 +141,64 @@ extern "C" __global__ void __launch_bounds__(CHECK_LANES)
         return;
     }
     const unsigned blocks = plan->blocks, data_bytes = plan->data_bytes;
+    const unsigned intervals = plan->intervals, restart = plan->restart_interval;
+    // The intervals' offsets, then the data (each a multiple of 8 bytes).
+    const unsigned long long offsets_bytes = (4ull * intervals + 7) & ~7ull;
     bool plan_ok = plan->magic == CHECK_MAGIC && blocks >= 1 && blocks <= CHECK_MAX_BLOCKS &&
-                   plan->mcus >= 1 && data_bytes <= size - sizeof(check_plan) &&
-                   data_bytes < 0x1FFFFFFFu;
+                   plan->mcus >= 1 && data_bytes < 0x1FFFFFFFu && intervals >= 1 &&
+                   offsets_bytes + data_bytes <= size - sizeof(check_plan) &&
+                   (intervals == 1 || (restart >= 1 && intervals - 1 < plan->mcus &&
+                                       (plan->mcus - 1) / restart == intervals - 1));
     for (unsigned b = 0; plan_ok && b < blocks; b++)
         plan_ok = plan->block_dc[b] < 4 && plan->block_ac[b] >= 4 && plan->block_ac[b] < 8;
     if (!plan_ok) {
         if (lane == 0) status[file] = CHECK_BAD_PLAN;
         return;
     }
-    const unsigned* words = (const unsigned*)(plan + 1);
-    const unsigned long long word_count = (size - sizeof(check_plan)) / 4;
+    const unsigned* starts = (const unsigned*)(plan + 1);
+    const unsigned* words = (const unsigned*)((const unsigned char*)starts + offsets_bytes);
+    const unsigned long long word_count = (size - sizeof(check_plan) - offsets_bytes) / 4;
     const unsigned long long total_bits = 8ull * data_bytes;
+
+    // Several restart intervals: each starts afresh at its offset, so a lane decodes whole
+    // intervals in turn, each to exactly its MCUs, ending in its last byte.
+    if (intervals > 1) {
+        int verdict = CHECK_CLEAN;
+        for (unsigned i = lane; i < intervals && verdict == CHECK_CLEAN; i += CHECK_LANES) {
+            const unsigned long long first = 8ull * starts[i];
+            const unsigned long long end = i + 1 < intervals ? 8ull * starts[i + 1] : total_bits;
+            const unsigned wanted = i + 1 < intervals ? restart : plan->mcus - restart * i;
+            if (first > end || end > total_bits) {
+                verdict = CHECK_BAD_PLAN;
+                break;
+            }
+            unsigned long long pos = first;
+            for (unsigned mcu = 0; mcu < wanted && verdict == CHECK_CLEAN; mcu++) {
+                for (unsigned blk = 0; blk < blocks && verdict == CHECK_CLEAN; blk++) {
+                    for (int k = 0; k < 64;) {
+                        const unsigned table = k == 0 ? plan->block_dc[blk] : plan->block_ac[blk];
+                        if (!check_step(words, word_count, pos, &plan->tables[table], k)) {
+                            verdict = CHECK_BAD_CODE;
+                            break;
+                        }
+                        if (pos > end) {  // the interval's codes run into its marker
+                            verdict = CHECK_MCUS;
+                            break;
+                        }
+                    }
+                }
+            }
+            if (verdict == CHECK_CLEAN && end - pos >= 8) verdict = CHECK_MCUS;
+        }
+        failed[lane] = verdict;
+        __syncthreads();
+        if (lane == 0) {
+            int found = CHECK_CLEAN;
+            for (unsigned j = 0; j < CHECK_LANES && found == CHECK_CLEAN; j++) found = failed[j];
+            status[file] = found;
+        }
+        return;
+    }
 
     // One segment a lane, at least CHECK_MIN_SEGMENT bytes.
     const unsigned count = min(max(data_bytes / CHECK_MIN_SEGMENT, 1u), (unsigned)CHECK_LANES);

@@ -412,13 +412,16 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED, WALK_PLANNED, WALK_UNPLANNED };
 
 /* The plan of a scan for cuda/jpeg_check.cu, which checks a JPEG's one scan on the GPU: its
- * layout is that file's struct check_plan, field for field (little-endian). The scan's data
- * follows it, its stuffed zero bytes (FF 00) taken out, then zeros to a multiple of 8 bytes
+ * layout is that file's struct check_plan, field for field (little-endian). There follow the
+ * offsets (uint32) in the scan's data where each restart interval starts (one interval, at 0,
+ * without a restart interval), zeros to a multiple of 8 bytes, then the scan's data with its
+ * stuffed zero bytes (FF 00) and restart markers taken out, then zeros to a multiple of 8 bytes
  * (8 at least): jpeg_scan_plan's bytes. A table's ``look`` gives, for the next CHECK_LOOKAHEAD
  * bits, (code length << 8) | symbol, or 0 where the code is longer; ``maxcode`` and
  * ``valoffset`` are jdhuff.c's, for those. */
 #define CHECK_LOOKAHEAD 10
-#define CHECK_MAGIC 0x324B434Au /* "JCK2" */
+#define CHECK_MAGIC 0x334B434Au /* "JCK3" */
+#define CHECK_MAX_INTERVALS (1u << 20)
 #define CHECK_TABLES 8          /* DC tables 0-3, then AC tables 0-3 */
 #define CHECK_MAX_BLOCKS 12
 struct check_table {
@@ -432,6 +435,8 @@ struct check_plan {
     uint32_t mcus;
     uint32_t blocks;     /* blocks an MCU */
     uint32_t data_bytes; /* the scan's data that follows, without its stuffed zeros */
+    uint32_t restart_interval; /* MCUs a restart interval (DRI), 0 for none */
+    uint32_t intervals;        /* the intervals (and offsets) of the scan: at least 1 */
     uint8_t block_dc[CHECK_MAX_BLOCKS], block_ac[CHECK_MAX_BLOCKS]; /* tables[] indices */
     struct check_table tables[CHECK_TABLES];
 };
@@ -478,7 +483,7 @@ struct walk {
     unsigned long long mcu, mcus;
     char reason[200];
     struct check_plan *plan; /* jpeg_scan_plan's: stop at the first scan's data, planning */
-    size_t plan_end;         /* and where that data ends: the first marker, which is EOI */
+    size_t plan_end;         /* and where that data ends: at its EOI */
 };
 
 static enum walk_state walk_say(struct walk *w, const char *format, ...)
@@ -1102,34 +1107,44 @@ static enum walk_state walk_restart(struct walk *w)
 }
 
 /* The first scan's plan, where cuda/jpeg_check.cu can judge it: the only scan (one of every
- * component, or of a gray frame's one), with no restart interval, whose position and MCUs fit
- * 32 bits. The GPU's check passes such a scan only where its codes run without a fault to its
- * last MCU, which ends in the byte before an EOI: a file libjpeg-turbo then decodes without a
- * word. */
+ * component, or of a gray frame's one), whose MCUs and data fit 32 bits, and whose data holds
+ * no marker but its restart markers, in order and as many as its restart interval calls for,
+ * up to an EOI. The GPU's check passes such a scan only where the codes of each interval run
+ * without a fault to its last MCU, which ends in the byte before the marker that follows: a
+ * file libjpeg-turbo then decodes without a word. Any other scan is the walk's to judge. */
 static enum walk_state plan_scan(struct walk *w)
 {
     struct check_plan *plan = w->plan;
-    if (w->restart_interval || w->multiple_scans || w->mcus == 0 || w->mcus > UINT32_MAX ||
-        w->blocks > CHECK_MAX_BLOCKS)
+    unsigned long long restart = w->restart_interval;
+    unsigned long long intervals = restart ? (w->mcus + restart - 1) / restart : 1;
+    if (w->multiple_scans || w->mcus == 0 || w->mcus > UINT32_MAX ||
+        w->blocks > CHECK_MAX_BLOCKS || intervals > CHECK_MAX_INTERVALS)
         return WALK_UNPLANNED;
-    /* The data runs to the first marker; one that is not EOI (another scan's tables, damage)
-     * is the walk's to judge. */
-    size_t at = w->pos, stuffed = 0;
+    size_t at = w->pos, stuffed = 0, restarts = 0;
     for (;;) {
         const unsigned char *ff = at < w->n ? memchr(w->data + at, 0xFF, w->n - at) : NULL;
         if (ff == NULL || (size_t)(ff - w->data) + 1 >= w->n)
             return WALK_UNPLANNED;
         at = (size_t)(ff - w->data);
-        if (w->data[at + 1] != 0)
+        unsigned code = w->data[at + 1];
+        if (code == 0xD9)
             break;
-        stuffed++;
+        if (code == 0)
+            stuffed++;
+        else if (code == 0xD0 + (restarts & 7) && restarts + 1 < intervals)
+            restarts++;
+        else
+            return WALK_UNPLANNED;
         at += 2;
     }
-    if (w->data[at + 1] != 0xD9 || at - w->pos - stuffed > UINT32_MAX / 8 - 64)
+    size_t data_bytes = at - w->pos - stuffed - 2 * restarts;
+    if (restarts + 1 != intervals || data_bytes > UINT32_MAX / 8 - 64)
         return WALK_UNPLANNED;
     w->plan_end = at;
     plan->magic = CHECK_MAGIC;
-    plan->data_bytes = (uint32_t)(at - w->pos - stuffed);
+    plan->data_bytes = (uint32_t)data_bytes;
+    plan->restart_interval = (uint32_t)restart;
+    plan->intervals = (uint32_t)intervals;
     plan->mcus = (uint32_t)w->mcus;
     plan->blocks = (uint32_t)w->blocks;
     for (int b = 0; b < w->blocks; b++) {
@@ -1418,22 +1433,33 @@ static PyObject *jpeg_scan_plan(PyObject *module, PyObject *const *args, Py_ssiz
     if (state == WALK_DAMAGED) {
         result = PyUnicode_FromString(w->reason);
     } else if (state == WALK_PLANNED) {
-        size_t size = sizeof *plan + ((plan->data_bytes + 8 + 7) & ~(size_t)7);
+        size_t offsets = ((size_t)plan->intervals * 4 + 7) & ~(size_t)7;
+        size_t size = sizeof *plan + offsets + ((plan->data_bytes + 8 + 7) & ~(size_t)7);
         result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
         if (result != NULL) {
             unsigned char *out = (unsigned char *)PyBytes_AsString(result);
             Py_BEGIN_ALLOW_THREADS
+            memset(out, 0, size);
             memcpy(out, plan, sizeof *plan);
-            unsigned char *to = out + sizeof *plan;
+            unsigned char *starts = out + sizeof *plan, *data = starts + offsets, *to = data;
+            uint32_t interval = 1;
             const unsigned char *from = w->data + w->pos, *end = w->data + w->plan_end;
-            while (from < end) { /* runs up to each FF, the FF kept and its 00 dropped */
+            while (from < end) { /* runs up to each FF: the FF of an FF 00 kept, an RSTn not */
                 const unsigned char *ff = memchr(from, 0xFF, (size_t)(end - from));
-                size_t run = ff == NULL ? (size_t)(end - from) : (size_t)(ff - from) + 1;
+                size_t run = ff == NULL ? (size_t)(end - from) : (size_t)(ff - from);
                 memcpy(to, from, run);
                 to += run;
-                from += ff == NULL ? run : run + 1;
+                from += run;
+                if (ff == NULL)
+                    break;
+                if (from[1] == 0) {
+                    *to++ = 0xFF;
+                } else { /* a restart marker: the next interval starts here */
+                    uint32_t offset = (uint32_t)(to - data);
+                    memcpy(starts + 4 * interval++, &offset, 4);
+                }
+                from += 2;
             }
-            memset(to, 0, (size_t)(out + size - to));
             Py_END_ALLOW_THREADS
         }
     } else {

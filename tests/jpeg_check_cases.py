@@ -49,10 +49,13 @@ def launched(launch, kernel, plans: list[bytes], to_device=np.asarray, to_host=n
     return found
 
 
-def large(sampling: str, height: int, width: int, quality: int, seed: int = 0) -> bytes:
-    """A photo-like JPEG large enough that its scan is cut between many lanes."""
+def large(
+    sampling: str, height: int, width: int, quality: int, seed: int = 0, restarts: int = 0
+) -> bytes:
+    """A photo-like JPEG large enough that its scan is cut between many lanes (or, with a
+    restart interval of ``restarts`` MCUs, shared between them interval by interval)."""
     image = photo(height, width, seed)
-    params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+    params = [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_RST_INTERVAL, restarts]
     if SAMPLINGS[sampling] is None:
         image = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
     else:
@@ -62,16 +65,20 @@ def large(sampling: str, height: int, width: int, quality: int, seed: int = 0) -
 
 def whole_files() -> list[bytes]:
     """Photos libjpeg-turbo decodes without a word, every one planned: the sample frames and
-    test data (those with a single scan and no restart interval), every sampling and size of
-    tests/test_jpeg_scans.py without restarts, and large photos at several qualities, up to
-    1080p (a scan of about 30 lanes)."""
+    test data (those of a single scan), every sampling, size and restart interval (none, 1 and
+    3 MCUs) of tests/test_jpeg_scans.py, two larger ones with restart intervals, and large
+    photos at several qualities, up to 1080p (a scan of about 30 lanes): the last five."""
     files = [p.read_bytes() for p in sorted(ROOT.glob("sample_frames/*.jpg"))]
     files += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/*.jpg"))]
     sizes = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
     files += [
-        encode(sampling, height, width, 0, optimize)
-        for sampling, (height, width), optimize in itertools.product(SAMPLINGS, sizes, (0, 1))
+        encode(sampling, height, width, restarts, optimize)
+        for sampling, (height, width), restarts, optimize in itertools.product(
+            SAMPLINGS, sizes, (0, 1, 3), (0, 1)
+        )
     ]
+    # A restart interval of a 1080p frame's MCU row, and of every MCU.
+    files += [large("420", 1080, 1920, 95, 7, restarts=120), large("444", 480, 640, 90, 8, 1)]
     files += [
         large(sampling, height, width, quality, seed)
         for seed, (sampling, (height, width), quality) in enumerate(
@@ -167,7 +174,7 @@ def assert_lies_refused(launch, kernel, data: bytes, to_device=np.asarray, to_ho
     base = bytearray(plan(data))
     empty = bytearray(base)
     for t in range(8):  # every table: no code of any length
-        at = 40 + t * 2448
+        at = 48 + t * 2448
         empty[at : at + 2048] = bytes(2048)
         empty[at + 2048 : at + 2048 + 72] = struct.pack("<18i", *([-1] * 17 + [0xFFFFF]))
     wrong = [
@@ -196,11 +203,11 @@ def random_plans(data: bytes, count: int, seed: int) -> list[bytes]:
         for _ in range(rng.randint(1, 6)):
             kind = rng.randrange(3)
             if kind == 0:  # a header field
-                field = rng.randrange(4)
+                field = rng.randrange(6)
                 value = rng.choice(extreme + [rng.getrandbits(32)])
                 p[4 * field : 4 * field + 4] = value.to_bytes(4, "little")
             elif kind == 1:  # the tables' bytes
-                at = rng.randrange(16, jpeg_check.PLAN_BYTES - 8)
+                at = rng.randrange(24, jpeg_check.PLAN_BYTES - 8)
                 p[at : at + 8] = rng.randbytes(8)
             else:  # the scan's data
                 at = rng.randrange(jpeg_check.PLAN_BYTES, len(p) - 64)

@@ -64,7 +64,8 @@ def test_noise_passes_or_is_left_to_the_cpu(kernel):
 
 
 def test_damaged_files_never_pass(kernel):
-    bases = WHOLE[-5:] + [encode(s, 120, 160, 0, 1) for s in ("444", "420", "gray")]
+    bases = WHOLE[-7:]  # the large photos, two with restart intervals
+    bases += [encode(s, 120, 160, r, 1) for s in ("444", "420", "gray") for r in (0, 3)]
     files = damaged_files(bases, 100, seed=42)
     complaint = decode_complaint if load() is not None else None  # else the walk judges
     passed = assert_never_passes_damage(check(kernel, files), files, complaint)

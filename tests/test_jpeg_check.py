@@ -5,6 +5,8 @@ judge), under several orders of a block's threads; and the plans edgecli._native
 
 from __future__ import annotations
 
+import itertools
+import re
 import struct
 
 import pytest
@@ -64,7 +66,8 @@ def test_damaged_files_never_pass(kernel, complaint):
     """Files damaged in their scans every way (bytes overwritten, zeroed, a bit flipped, cut
     short, bytes put in or taken out, markers put in), small and cut between many lanes: the
     kernel passes only those libjpeg-turbo decodes without a word, and finds most of the rest."""
-    bases = WHOLE[-5:] + [encode(s, 120, 160, 0, 1) for s in ("444", "420", "gray")]
+    bases = WHOLE[-7:]  # the large photos, two with restart intervals
+    bases += [encode(s, 120, 160, r, 1) for s in ("444", "420", "gray") for r in (0, 3)]
     files = damaged_files(bases, 40, seed=41)
     found = check(kernel, files)
     passed = assert_never_passes_damage(found, files, complaint)
@@ -132,15 +135,28 @@ def test_plans_fit_the_kernel_and_give_the_walks_verdict_before_the_scan():
     assert native.c.jpeg_plan_bytes() == jpeg_check.PLAN_BYTES
     data = encode("420", 120, 160, 0, True)
     made = plan(data)
-    magic, mcus, blocks, data_bytes = struct.unpack_from("<IIII", made)
+    magic, mcus, blocks, data_bytes, restart, intervals = struct.unpack_from("<6I", made)
     sos = data.index(b"\xff\xda")
     scan = data[sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big") : -2]
     unstuffed = scan.replace(b"\xff\x00", b"\xff")
-    assert (mcus, blocks, data_bytes) == (8 * 10, 6, len(unstuffed))
-    body = made[jpeg_check.PLAN_BYTES :]
+    assert (mcus, blocks, data_bytes, restart, intervals) == (80, 6, len(unstuffed), 0, 1)
+    body = made[jpeg_check.PLAN_BYTES + 8 :]  # after the one interval's offset, 0
+    assert made[jpeg_check.PLAN_BYTES : jpeg_check.PLAN_BYTES + 8] == bytes(8)
     assert body[:data_bytes] == unstuffed and set(body[data_bytes:]) == {0}
     assert len(made) % 8 == 0 and 8 <= len(body) - data_bytes < 16
-    assert plan(encode("420", 120, 160, 2, True)) is None
+    # A restart interval of 3 MCUs: 27 intervals, each at its offset in the data without its
+    # stuffed zeros and restart markers (RST0, RST1, ... RST7, RST0, ...).
+    restarted = encode("420", 120, 160, 3, True)
+    made = plan(restarted)
+    mcus, blocks, data_bytes, restart, intervals = struct.unpack_from("<5I", made, 4)
+    assert (mcus, blocks, restart, intervals) == (80, 6, 3, 27)
+    sos = restarted.index(b"\xff\xda")
+    scan = restarted[sos + 2 + int.from_bytes(restarted[sos + 2 : sos + 4], "big") : -2]
+    pieces = [p.replace(b"\xff\x00", b"\xff") for p in re.split(rb"\xff[\xd0-\xd7]", scan)]
+    offsets = struct.unpack_from(f"<{intervals}I", made, jpeg_check.PLAN_BYTES)
+    assert list(offsets) == list(itertools.accumulate(len(p) for p in [b""] + pieces[:-1]))
+    data_at = jpeg_check.PLAN_BYTES + (4 * intervals + 7) // 8 * 8
+    assert made[data_at : data_at + data_bytes] == b"".join(pieces)
     for path in sorted(cuda_host.Path(__file__).parent.glob("data/scans_*.jpg")):
         assert plan(path.read_bytes()) is None
     for data in generated()[:40]:

@@ -3,8 +3,8 @@ stream, so that the CPU need not read every file's Huffman codes before the engi
 
 A file's plan (``edgecli._native.jpeg_scan_plan``, made on the CPU as the file is read: its
 markers walked up to its scan as libjpeg-turbo reads them, then the scan's data copied without
-its stuffed zeros, a fraction of a millisecond) holds its one scan's MCUs, Huffman tables and
-data. The kernel passes a file (:data:`CLEAN`) only
+its stuffed zeros and restart markers, a fraction of a millisecond) holds its one scan's MCUs,
+Huffman tables, restart intervals and data. The kernel passes a file (:data:`CLEAN`) only
 where libjpeg-turbo decodes that scan without a warning; any other status is no verdict, and
 the file is then judged on the CPU as any other (``edgecli._native.jpeg_scan_damage``), which
 also words its error. The kernel's header says why a pass is sound and how a scan is cut
@@ -24,8 +24,8 @@ CHECK_FILE = "jpeg_check.cu"
 KERNEL = "jpeg_check"
 LANES = 32  # jpeg_check.cu's CHECK_LANES: a warp a file
 # The size of a plan's header and tables (_native.c's and jpeg_check.cu's struct check_plan),
-# which the scan's data follows.
-PLAN_BYTES = 19624
+# which the restart intervals' offsets and the scan's data follow.
+PLAN_BYTES = 19632
 CLEAN, BAD_PLAN, BAD_CODE, NO_SYNC, MCUS = 0, 1, 2, 3, 4
 # jpeg_check.cu's statuses: why a file was not passed (the CPU then judges it).
 STATUSES = {
