@@ -3,7 +3,9 @@
 # minutes: the GPU tests of the PNG path, the inflate kernel's fuzz tests under
 # compute-sanitizer memcheck (where the host has it), then the PNG benchmark
 # (benchmarks/png_decode.py: the CPU floor, whole runs of 2,400 and 12,000 frames with
-# --decode cpu and gpu into tmpfs, outputs compared, the kernels alone, a table last).
+# --decode cpu and gpu into tmpfs, outputs compared, the kernels alone, a table last), and,
+# where time is left, where a 12,000-frame --decode gpu run's threads spend their time
+# (benchmarks/profile_run.py).
 #
 # The host has no FFmpeg, so the benchmark's frames are made elsewhere and carried:
 # bench_data/png_ffmpeg, 12 frames of pan.mp4 as FFmpeg extracts them, 29 MB
@@ -69,6 +71,15 @@ else
     echo "$DATA/png_ffmpeg was not carried (benchmarks/png_decode.py --make-pngs makes it)" \
         | tee "$OUT/png_decode.txt"
     bench_rc=missing
+fi
+
+step "where a 12,000-PNG --decode gpu run's threads spend their time"
+if [[ -d "$DATA/png_ffmpeg" ]] && ((TOTAL_S - SECONDS > 60)); then
+    timeout $((TOTAL_S - SECONDS - 20)) "$PYTHON" benchmarks/profile_run.py "$DATA/png_ffmpeg" \
+        --frames 12000 --decode gpu --json "$OUT/profile_png.json" > "$OUT/profile_png.txt" 2>&1
+    head -n 1 "$OUT/profile_png.txt"
+else
+    echo "no time left (or no PNGs) for the profile"
 fi
 
 step "summary"

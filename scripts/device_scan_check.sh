@@ -8,7 +8,8 @@
 # 3. benchmarks/jpeg_scans.py: per file, the CPU's walk and plan against cv2.imdecode; the
 #    check kernel alone on batches of 32 and 128 files (device events);
 # 4. benchmarks/startup.py: one small JPEG with --backend cpu, auto (the CPU for so small a
-#    run) and cuda;
+#    run) and cuda; then benchmarks/profile_run.py: where a FRAMES-JPEG run's threads spend
+#    their time;
 # 5. the check's tests of damaged files, lying and random plans under compute-sanitizer memcheck (where
 #    the host has it), last: they may run into the call's end.
 #
@@ -30,6 +31,9 @@ scripts/device_tests.sh
     --parts no-gpu-scan-check --rounds "$ROUNDS" --into tmpfs 2>&1 | tee "$OUT/pays_scans.txt"
 "$PYTHON" benchmarks/jpeg_scans.py "$DATA/q95/jpeg" --rounds 0 2>&1 | tee "$OUT/jpeg_scans.txt"
 "$PYTHON" benchmarks/startup.py --runs 5 2>&1 | tail -n 12 | tee "$OUT/startup.txt"
+"$PYTHON" benchmarks/profile_run.py "$DATA/q95/jpeg" --frames "$FRAMES" --decode auto \
+    --json "$OUT/profile_jpeg.json" > "$OUT/profile_jpeg.txt" 2>&1 || true
+head -n 1 "$OUT/profile_jpeg.txt"
 # The CUDA toolkit's compute-sanitizer, where PATH does not name it.
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
     /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
