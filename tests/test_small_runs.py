@@ -93,10 +93,12 @@ def test_a_cluster_task_is_never_small(monkeypatch, tmp_path):
     weighed = []
     monkeypatch.setattr(runner, "small_run", lambda *args: weighed.append(args) or False)
     sources = images(tmp_path / "in", [(16, 16)])
-    runner.run(str(tmp_path / "in"), tmp_path / "out", Options(backend="cpu"), sources=sources)
+    runner.run(str(tmp_path / "in"), tmp_path / "out", Options(), sources=sources)
     assert weighed == []
-    runner.run(str(tmp_path / "in"), tmp_path / "out2", Options(backend="cpu"))
+    runner.run(str(tmp_path / "in"), tmp_path / "out2", Options())
     assert len(weighed) == 1
+    runner.run(str(tmp_path / "in"), tmp_path / "out3", Options(backend="cpu"))
+    assert len(weighed) == 1  # the CPU asked for: nothing to weigh
 
 
 def test_the_driver_is_not_started_early_for_a_few_image_files(tmp_path):

@@ -22,7 +22,14 @@ from ..errors import (
     ExpectationError,
     OptionError,
 )
-from ..options.params import DECODES, ON_ERROR, Options, check_path, parse_devices
+from ..options.params import (
+    DECODES,
+    ON_ERROR,
+    Options,
+    check_path,
+    cpu_if_small,
+    parse_devices,
+)
 from ..options.shards import parse_shard
 from .common import (
     EdgecliClickError,
@@ -305,7 +312,7 @@ def prepare_process(
     logging quiet (unless -v), freed memory kept, a short GIL switch interval."""
     # A few image files may well run on the CPU (edgecli.pipeline.runner.small_run decides
     # once their headers are read): CUDA starts then, where it is needed after all.
-    few = fields["backend"] == "auto" and fields["decode"] != "gpu" and few_image_files(inputs)
+    few = cpu_if_small(fields["backend"], fields["decode"]) and few_image_files(inputs)
     if fields["backend"] != "cpu" and (devices is None or len(devices) == 1) and not few:
         from ..cuda.driver import start_driver  # ctypes: not at every command's start-up
 

@@ -386,9 +386,9 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
 def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | None:
     """:func:`scan_damage`'s verdict on ``data``, except where the GPU can check the file's
     scan (``cuda/jpeg_check.cu``): there, unless the walk up to the scan's data finds damage,
-    the scan's plan for that check (bytes), which costs microseconds where judging the scan
-    here costs milliseconds. A file the check does not pass must be judged by
-    :func:`scan_damage` after all."""
+    the scan's plan for that check (bytes), which costs a fraction of a millisecond where
+    judging the scan here costs milliseconds. A file the check does not pass must be judged
+    by :func:`scan_damage` after all."""
     return _judge(data, planning=True)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..cuda import driver
 from ..errors import CudaUnavailableError
-from ..options.params import Options
+from ..options.params import Options, cpu_if_small
 from . import cpu
 from .canny import cv2_canny_is_exact
 from .variants import Variant
@@ -92,7 +92,7 @@ def select_backend(options: Options, small: bool = False) -> BackendChoice:
     have started: the outputs are the same) unless ``--decode gpu`` wants the GPU."""
     if options.backend == "cpu":
         return BackendChoice(CpuBackend(options), None)
-    if options.backend == "auto" and small and options.decode != "gpu" and cuda_installed():
+    if small and cpu_if_small(options.backend, options.decode) and cuda_installed():
         return BackendChoice(CpuBackend(options), Detail(SMALL_RUN))
     reason = cuda_unusable_reason(options.device, options)
     if reason is None:

@@ -31,6 +31,15 @@ BACKENDS = ("auto", "cuda", "cpu")
 # --decode: "auto" decodes on the GPU wherever that gives exactly the CPU decoder's frames,
 # "gpu" wherever the GPU can decode at all, "cpu" never (edgecli.decode.plan).
 DECODES = ("auto", "cpu", "gpu")
+
+
+def cpu_if_small(backend: str, decode: str) -> bool:
+    """Whether a run of ``--backend`` and ``--decode`` these takes the CPU backend when it is
+    too small to be worth CUDA's start (edgecli.pipeline.runner.small_run): under 'auto',
+    unless --decode gpu wants the GPU."""
+    return backend == "auto" and decode != "gpu"
+
+
 PNG_BITS = (1, 8)
 ON_ERROR = ("fail", "skip")
 # Frames larger than this are refused from their header, before any pixel is allocated.

@@ -16,7 +16,7 @@ from ..edges.backends import select_backend
 from ..errors import CudaUnavailableError, FrameError, OutputError
 from ..inputs.overwrites import refuse_overwriting_inputs, refuse_special_outputs
 from ..inputs.sources import Frame, count_frames, discover_inputs, input_list, select_frames
-from ..options.params import Options, check_path
+from ..options.params import Options, check_path, cpu_if_small
 from ..options.shards import format_shard, shard_of
 from ..output import golden, resume
 from ..output.claims import claimed
@@ -264,7 +264,11 @@ def _run_opened(
     if options.shard is not None and not sources:
         return _empty_shard(output, options, started, backend, run_size, notify, per_frame)
     if backend is None:
-        small = listed and small_run(sources, options.worker_count)
+        small = (
+            listed
+            and cpu_if_small(options.backend, options.decode)
+            and small_run(sources, options.worker_count)
+        )
         if not small:
             open_early(options, sources=sources)  # or else now, while CuPy starts
         choice = select_backend(options, small)

@@ -65,7 +65,7 @@ class JpegDecoder(BatchDecoder):
         if self.checks_scans:
             self.checker = jpeg_check.module(self.device)
             self.check_stream = cupy.cuda.Stream(non_blocking=True)
-            self.check_scratch = Slot()  # the files, plans and statuses of the batch checked
+            self.check_scratch = Slot()  # the plans and statuses of the batch checked
             self.check_staging = empty_pinned(0)
 
     def _check(self, items: list[EncodedJpeg]) -> tuple[list[int], np.ndarray | None, float]:
