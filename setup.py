@@ -17,7 +17,7 @@ setup(
         Extension(
             "edgecli._native",
             ["edgecli/_native.c"],
-            libraries=["z"],
+            libraries=["z", "dl", "pthread"],
             define_macros=[("Py_LIMITED_API", "0x030B0000")] if LIMITED else [],
             py_limited_api=LIMITED,
             optional=True,

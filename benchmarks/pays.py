@@ -4,14 +4,16 @@ need it. The parts: the GPU deflate of the 1-bit PNGs (off: ``EDGECLI_GPU_DEFLAT
 CPU's zlib compresses them), the GPU's check of JPEG scans (off: ``EDGECLI_GPU_SCAN_CHECK=0``,
 the reading workers walk every scan in C) and ``edgecli._native`` (off: ``edgecli.native.c``
 set to None, what an install without a C compiler runs: Python encodes and writes the PNGs,
-and JPEG scans get the markers' check only).
+and JPEG scans get the markers' check only); and the C decoder of 8-bit PNGs on the CPU (off:
+its function hidden, cv2 decodes every PNG).
 
     python benchmarks/pays.py --jpeg bench_data/q95/jpeg --clip bench_data/pan.mp4 \\
         --long bench_data/pan_long.mp4 --cores 16 8 --into tmpfs
     python benchmarks/pays.py ... --setting 'switch=import sys; sys.setswitchinterval(5e-4)'
 
-Rows: a JPEG folder, a glob of H.264 clips and one long H.264 video (``--decode auto``), and
-the JPEG folder with ``--decode cpu``, each ``--frames`` long. Each row at each ``--cores``
+Rows: a JPEG folder, a glob of H.264 clips and one long H.264 video (``--decode auto``), the
+JPEG folder with ``--decode cpu``, and a PNG folder with ``--decode cpu`` (``--png``, FFmpeg's
+frames by default), each ``--frames`` long. Each row at each ``--cores``
 count (the runs pinned to the first N CPUs with ``taskset``; edgecli sizes its pools to them)
 gets a warm-up run (the bytecode and kernel caches), then ``--rounds`` rounds in which every
 variant runs once, in turn, the order rotating from round to round; a run is timed from its
@@ -54,6 +56,11 @@ PARTS = {
     "no-gpu-deflate": ({"EDGECLI_GPU_DEFLATE": "0"}, ""),
     "no-gpu-scan-check": ({"EDGECLI_GPU_SCAN_CHECK": "0"}, ""),
     "no-native": ({}, "import edgecli.native as native; native.c = None"),
+    "no-native-png": (
+        {},
+        "import types, edgecli.native as n; n.c = types.SimpleNamespace(**{k: getattr(n.c, k) "
+        "for k in dir(n.c) if not k.startswith('_') and k != 'png_decode_8bit'})",
+    ),
 }
 MIN_ROUNDS = 3  # a verdict's fewest rounds
 ROWS = {  # --rows: the input and --decode of each
@@ -61,6 +68,7 @@ ROWS = {  # --rows: the input and --decode of each
     "clips": ("H.264 clips", "auto"),
     "long": ("long H.264 video", "auto"),
     "jpeg-cpu": ("JPEG folder, --decode cpu", "cpu"),
+    "png-cpu": ("PNG folder, --decode cpu", "cpu"),
 }
 
 
@@ -69,12 +77,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
     parser.add_argument("--clip", type=Path, default=REPO / "bench_data" / "pan.mp4")
     parser.add_argument("--long", type=Path, default=REPO / "bench_data" / "pan_long.mp4")
+    parser.add_argument("--png", type=Path, default=REPO / "bench_data" / "png_ffmpeg")
     parser.add_argument("--frames", type=int, default=2400, help="frames of the JPEG rows")
-    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS)[:4])
     parser.add_argument("--cores", type=int, nargs="+", help="usable CPUs a run (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--into", default="tmpfs", help="tmpfs (/dev/shm), disk, or a folder")
-    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS)[:3])
     parser.add_argument(
         "--setting", action="append", default=[], metavar="NAME=PYTHON",
         help="another variant: a line of Python run before edgecli starts",
@@ -184,6 +193,9 @@ def main(argv: list[str]) -> int:
         jpegs = str(symlink_folder(sorted(args.jpeg.iterdir()), args.frames, scratch / "jpeg"))
         clips = video_copies(args.clip, max(args.frames // 240, 1), scratch / "clips")
         sources = {"jpeg": jpegs, "clips": clips, "long": str(args.long), "jpeg-cpu": jpegs}
+        if "png-cpu" in args.rows:
+            pngs = sorted(args.png.glob("*.png"))
+            sources["png-cpu"] = str(symlink_folder(pngs, args.frames, scratch / "png"))
         for key in args.rows:
             name, decode = ROWS[key]
             for cores in args.cores:

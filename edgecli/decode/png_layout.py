@@ -2,14 +2,15 @@
 zlib stream lies, and whether the file is damaged or cut short; and whether a GPU decoder of
 that stream (inflate, unfilter, expand to BGR) gives the frame the CPU decoder gives.
 
-The CPU decoder (:mod:`.cpu`) asks ``png_damage`` before it hands a file to libpng, so that a
-damaged file gets edgecli's reason rather than libpng's line on the process's stderr; a GPU
-decoder asks ``read_layout`` for the same walk and ``gpu_reason`` for whether it may decode
-the file. The walk refuses what libpng refuses: truncation, a critical chunk's CRC, an IHDR
-the PNG specification forbids, a palette image's missing, repeated or malformed PLTE, an
-unknown critical chunk; and a wrong CRC on IEND, which libpng leaves unread. libpng decodes
-past the rest (an ancillary chunk's CRC, a PLTE in an RGB image, an over-long tRNS) with a
-warning, and the walk passes it silently.
+The CPU decoder (:mod:`.cpu`) walks a file with ``read_layout`` before it hands it to libpng
+(``png_damage`` says the same as a reason), so that a damaged file gets edgecli's reason rather
+than libpng's line on the process's stderr, and decodes it itself where ``gpu_reason`` says
+that inflating, unfiltering and expanding its rows gives libpng's frame; a GPU decoder asks
+the same two for whether it may decode the file. The walk refuses what libpng refuses:
+truncation, a critical chunk's CRC, an IHDR the PNG specification forbids, a palette image's
+missing, repeated or malformed PLTE, an unknown critical chunk; and a wrong CRC on IEND, which
+libpng leaves unread. libpng decodes past the rest (an ancillary chunk's CRC, a PLTE in an RGB
+image, an over-long tRNS) with a warning, and the walk passes it silently.
 
 What ``cv2.imread(IMREAD_COLOR)`` makes of the unfiltered rows, measured against cv2 5.1
 (libpng 1.6.59), is a function of each pixel's samples alone (docs/gpu-decoding.md, *PNG*):

@@ -1,0 +1,116 @@
+"""The CPU's own PNG decoder (edgecli._native.png_decode_8bit, through
+edgecli.decode.cpu.decode_image): on every PNG of the tests' corpora (every colour type, bit
+depth, filter, zlib level and strategy, odd sizes, files written by libpng through cv2, by
+Pillow and by FFmpeg), decode_image's frame is cv2.imdecode's, array for array, and the 8-bit
+gray, gray+alpha, RGB and RGBA ones come from the C decoder; on corrupt and cut variants, it
+gives a frame only where cv2 gives the same one, and libpng's word where the C decoder gives
+none (an Adler-32, a zlib header, data past the last row), each with zlib and with libdeflate
+where the system has it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edgecli import native
+from edgecli.decode import cpu
+from edgecli.decode.png_layout import read_layout
+from edgecli.errors import FrameError
+
+from .png_corpus import corpus, mutations, own_files
+
+pytestmark = pytest.mark.skipif(
+    native.c is None and not os.environ.get("CI"), reason="edgecli._native is not built here"
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, bytes]:
+    return corpus(tmp_path_factory.mktemp("pngs"))
+
+
+def cv2_frame(data: bytes):
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+
+
+def natively(data: bytes) -> bool:
+    """Whether the C decoder takes the file (its 8-bit gray, gray+alpha, RGB, RGBA layouts)."""
+    layout = read_layout(data)
+    return cpu.png_frame(data, layout) is not None
+
+
+def test_every_file_decodes_to_cv2s_frame(files):
+    native_files = 0
+    for name, data in files.items():
+        expected = cv2_frame(data)
+        got = cpu.decode_image(Path(f"{name}.png"), data, 10**9)
+        assert np.array_equal(got, expected), name
+        native_files += natively(data)
+    # Every 8-bit gray, gray+alpha, RGB and RGBA file the corpora hold, but the interlaced.
+    eligible = [
+        name for name, data in files.items()
+        if (layout := read_layout(data)).bit_depth == 8 and layout.colour_type in (0, 2, 4, 6)
+        and not layout.interlaced
+    ]  # fmt: skip
+    assert native_files == len(eligible) > 40
+
+
+def test_corrupt_files_get_cv2s_frame_or_a_refusal():
+    """Bit flips (CRCs made to match, so the inflater meets them), a wrong Adler-32, a wrong
+    zlib header, cuts: where the C decoder gives a frame it is cv2's; where it gives none, the
+    file goes to cv2, whose frame (libpng decodes past some damage with a warning) or refusal
+    it is."""
+    own = own_files()
+    names = [n for n in sorted(own) if "8-bit" in n and ("RGB" in n or "gray" in n)]
+    checked = natively_decoded = 0
+    for index, name in enumerate(names):
+        for variant, data in mutations(own[name], index):
+            try:
+                got = cpu.decode_image(Path("x.png"), data, 10**9)
+            except FrameError:
+                continue  # refused: by the chunk walk before any decoder, or by cv2 itself
+            expected = cv2_frame(data)
+            assert expected is not None and np.array_equal(got, expected), f"{name}: {variant}"
+            checked += 1
+            natively_decoded += natively(data)
+    # Those decoded at all: bit flips that change no pixel, an ancillary chunk's CRC; nearly
+    # all the rest is refused, by the walk or by cv2 (over 700 variants).
+    assert checked >= 5 and natively_decoded >= 1
+
+
+def test_zlib_alone_gives_the_same_frames(tmp_path):
+    """Without libdeflate (hidden from the loader), the C decoder inflates with zlib, a row a
+    call as libpng does: the same frames, the same files taken."""
+    code = (
+        "import ctypes, sys, pickle, numpy as np\n"
+        "from pathlib import Path\n"
+        "from edgecli.decode import cpu\n"
+        "from edgecli.decode.png_layout import read_layout\n"
+        "from tests.png_corpus import own_files\n"
+        "out = {}\n"
+        "for name, data in sorted(own_files().items()):\n"
+        "    out[name] = cpu.png_frame(data, read_layout(data))\n"
+        "sys.stdout.buffer.write(pickle.dumps(out))\n"
+    )
+    env = dict(os.environ, LD_PRELOAD="", LD_LIBRARY_PATH=str(tmp_path))
+    (tmp_path / "libdeflate.so.0").write_bytes(b"not a library")  # dlopen fails on it
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=env, check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    import pickle
+
+    with_zlib = pickle.loads(done.stdout)
+    own = own_files()
+    for name, frame in with_zlib.items():
+        here = cpu.png_frame(own[name], read_layout(own[name]))
+        assert (frame is None) == (here is None), name
+        if frame is not None:
+            assert np.array_equal(frame, here) and np.array_equal(frame, cv2_frame(own[name]))
+    assert sum(frame is not None for frame in with_zlib.values()) > 30
