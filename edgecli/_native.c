@@ -1808,6 +1808,14 @@ static int png_inflate_whole(const unsigned char *data, const uint64_t *spans, P
     return result == 0 && read == total && written == size;
 }
 
+/* png_inflater(): which inflater png_decode_8bit takes for a stream of a 32 KB window. */
+static PyObject *png_inflater(PyObject *module, PyObject *unused)
+{
+    (void)module, (void)unused;
+    pthread_once(&libdeflate_once, load_libdeflate);
+    return PyUnicode_FromString(libdeflate.zlib_ex != NULL ? "libdeflate" : "zlib");
+}
+
 static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -1948,6 +1956,9 @@ static PyMethodDef methods[] = {
      "or 4 channels: gray, gray+alpha, RGB, RGBA) decoded into ``out``, a writable buffer of "
      "height x width x 3 bytes, as cv2.imdecode's BGR frame; False, ``out`` then unspecified, "
      "where libpng would not decode the image data without a word (cv2 must then decode it)."},
+    {"png_inflater", png_inflater, METH_NOARGS,
+     "png_inflater() -> str\n\nThe inflater of png_decode_8bit: libdeflate where the system "
+     "has it (libdeflate.so.0), else zlib."},
     {"zlib_version", runtime_zlib_version, METH_NOARGS,
      "zlib_version() -> str\n\nThe version of the zlib this module runs on."},
     {NULL, NULL, 0, NULL},

@@ -26,3 +26,11 @@ def description() -> str:
             "zlib's header are, such as Debian's build-essential and zlib1g-dev)"
         )
     return f"C, without the GIL (edgecli._native, zlib {c.zlib_version()})"
+
+
+def png_description() -> str:
+    """What ``edgecli info`` says of decoding PNGs on the CPU."""
+    inflater = getattr(c, "png_inflater", None)
+    if inflater is None:
+        return "cv2 (libpng)"
+    return f"C for 8-bit gray and RGB(A), inflated by {inflater()}; cv2 (libpng) for the rest"

@@ -449,3 +449,22 @@ def test_info_names_the_png_encoder(monkeypatch):
         "where a C compiler and zlib's header are, such as Debian's build-essential and "
         "zlib1g-dev)"
     ]
+
+
+def test_info_names_the_cpus_png_decoder(monkeypatch):
+    """info says which decoder the CPU decodes PNGs with: edgecli's C, and its inflater, or
+    cv2 alone where edgecli._native is not built."""
+    from edgecli import native
+
+    def decoder_lines():
+        lines = invoke("info").stdout.splitlines()
+        return [line for line in lines if line.startswith("png decoding on the cpu: ")]
+
+    if native.c is not None:
+        assert decoder_lines() == [
+            f"png decoding on the cpu: C for 8-bit gray and RGB(A), inflated by "
+            f"{native.c.png_inflater()}; cv2 (libpng) for the rest"
+        ]
+        assert native.c.png_inflater() in ("libdeflate", "zlib")
+    monkeypatch.setattr(native, "c", None)
+    assert decoder_lines() == ["png decoding on the cpu: cv2 (libpng)"]

@@ -40,6 +40,7 @@ def info(device: int) -> None:
             if package not in CUPY_WHEELS:
                 click.echo(f"{package} not installed")
     click.echo(f"png encoding and writing: {native.description()}")
+    click.echo(f"png decoding on the cpu: {native.png_description()}")
     reason = cuda_unusable_reason(device)
     if reason is None:
         # The kernels, through CuPy: only where CUDA is usable.
