@@ -1571,6 +1571,66 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
 /* png_gather(data, chunks, out): each (offset, length) of ``chunks`` (png_idat_run's) copied
  * from ``data`` to ``out`` end to end, without the GIL; the bytes copied. ValueError where a
  * chunk lies outside ``data`` or ``out`` is too small. */
+/* The arguments of png_gather and png_decode_8bit: a bytes-like ``in``, the (offset, length)
+ * pairs of spans of it (``count`` of them, 2 * count integers), each checked to lie in it,
+ * and a writable ``out``. */
+struct spanned {
+    Py_buffer in, out;
+    uint64_t *spans;
+    Py_ssize_t count;
+};
+
+static void close_spanned(struct spanned *s)
+{
+    PyBuffer_Release(&s->in);
+    PyBuffer_Release(&s->out);
+    free(s->spans);
+}
+
+/* 0 with ``s`` open (close_spanned releases it), or -1 with an exception set. */
+static int open_spanned(const char *call, PyObject *data, PyObject *chunks, PyObject *out,
+                        struct spanned *s)
+{
+    PyObject *pairs = PySequence_Tuple(chunks);
+    if (pairs == NULL)
+        return -1;
+    s->count = PyTuple_Size(pairs);
+    s->spans = malloc(((size_t)s->count + 1) * 2 * sizeof *s->spans);
+    if (s->spans == NULL) {
+        Py_DECREF(pairs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < s->count; ++i) {
+        unsigned long long offset, length;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(pairs, i), "KK", &offset, &length)) {
+            free(s->spans);
+            Py_DECREF(pairs);
+            return -1;
+        }
+        s->spans[2 * i] = offset, s->spans[2 * i + 1] = length;
+    }
+    Py_DECREF(pairs);
+    if (PyObject_GetBuffer(data, &s->in, PyBUF_SIMPLE) < 0) {
+        free(s->spans);
+        return -1;
+    }
+    if (PyObject_GetBuffer(out, &s->out, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&s->in);
+        free(s->spans);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < s->count; ++i) {
+        uint64_t offset = s->spans[2 * i], length = s->spans[2 * i + 1];
+        if (offset > (uint64_t)s->in.len || length > (uint64_t)s->in.len - offset) {
+            close_spanned(s);
+            PyErr_Format(PyExc_ValueError, "%s: a chunk lies outside the data", call);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -1578,57 +1638,26 @@ static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "png_gather(data, chunks, out) takes 3 arguments");
         return NULL;
     }
-    PyObject *chunks = PySequence_Tuple(args[1]);
-    if (chunks == NULL)
+    struct spanned s;
+    if (open_spanned("png_gather", args[0], args[1], args[2], &s) < 0)
         return NULL;
-    Py_ssize_t count = PyTuple_Size(chunks);
-    uint64_t *spans = malloc(((size_t)count + 1) * 2 * sizeof *spans);
-    if (spans == NULL) {
-        Py_DECREF(chunks);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < count; ++i) {
-        unsigned long long offset, length;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(chunks, i), "KK", &offset, &length)) {
-            free(spans);
-            Py_DECREF(chunks);
-            return NULL;
-        }
-        spans[2 * i] = offset, spans[2 * i + 1] = length;
-    }
-    Py_DECREF(chunks);
-    Py_buffer in, out;
-    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0) {
-        free(spans);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[2], &out, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&in);
-        free(spans);
-        return NULL;
-    }
     uint64_t total = 0;
-    int fits = 1;
-    for (Py_ssize_t i = 0; i < count && fits; ++i) {
-        fits = spans[2 * i] <= (uint64_t)in.len && spans[2 * i + 1] <= (uint64_t)in.len - spans[2 * i];
-        total += spans[2 * i + 1];
-    }
-    fits = fits && total <= (uint64_t)out.len;
+    for (Py_ssize_t i = 0; i < s.count; ++i)
+        total += s.spans[2 * i + 1];
+    int fits = total <= (uint64_t)s.out.len;
     if (fits) {
         Py_BEGIN_ALLOW_THREADS
-        unsigned char *to = out.buf;
-        for (Py_ssize_t i = 0; i < count; ++i) {
-            memcpy(to, (const unsigned char *)in.buf + spans[2 * i], (size_t)spans[2 * i + 1]);
-            to += spans[2 * i + 1];
+        unsigned char *to = s.out.buf;
+        for (Py_ssize_t i = 0; i < s.count; ++i) {
+            size_t length = (size_t)s.spans[2 * i + 1];
+            memcpy(to, (const unsigned char *)s.in.buf + s.spans[2 * i], length);
+            to += length;
         }
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&out);
-    free(spans);
+    close_spanned(&s);
     if (!fits) {
-        PyErr_SetString(PyExc_ValueError,
-                        "png_gather: a chunk lies outside the data, or the output is too small");
+        PyErr_SetString(PyExc_ValueError, "png_gather: the output is too small");
         return NULL;
     }
     return PyLong_FromUnsignedLongLong(total);
@@ -1718,7 +1747,8 @@ static int png_inflate_rows(const unsigned char *data, const uint64_t *spans, Py
                 continue;
             }
             status = inflate(&z, Z_NO_FLUSH);
-            if (status != Z_OK && !(status == Z_STREAM_END && z.avail_out == 0 && y + 1 == height)) {
+            int last = status == Z_STREAM_END && z.avail_out == 0 && y + 1 == height;
+            if (status != Z_OK && !last) {
                 ok = 0;
                 break;
             }
@@ -1820,8 +1850,8 @@ static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssi
 {
     (void)module;
     if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "png_decode_8bit(data, idat, width, height, channels, out) takes 6 arguments");
+        PyErr_SetString(PyExc_TypeError, "png_decode_8bit(data, idat, width, height, channels, "
+                                         "out) takes 6 arguments");
         return NULL;
     }
     uint32_t width, height;
@@ -1833,52 +1863,27 @@ static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "png_decode_8bit: channels must be 1 to 4");
         return NULL;
     }
-    PyObject *chunks = PySequence_Tuple(args[1]);
-    if (chunks == NULL)
+    struct spanned s;
+    if (open_spanned("png_decode_8bit", args[0], args[1], args[5], &s) < 0)
         return NULL;
-    Py_ssize_t count = PyTuple_Size(chunks);
-    uint64_t *spans = malloc(((size_t)count + 1) * 2 * sizeof *spans);
-    if (spans == NULL) {
-        Py_DECREF(chunks);
-        return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < count; ++i) {
-        unsigned long long offset, length;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(chunks, i), "KK", &offset, &length)) {
-            free(spans);
-            Py_DECREF(chunks);
-            return NULL;
-        }
-        spans[2 * i] = offset, spans[2 * i + 1] = length;
-    }
-    Py_DECREF(chunks);
-    Py_buffer in, out;
-    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) < 0) {
-        free(spans);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[5], &out, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&in);
-        free(spans);
-        return NULL;
-    }
+    const uint64_t *spans = s.spans;
+    Py_ssize_t count = s.count;
     size_t row_bytes = (size_t)width * (size_t)channels, pixels = (size_t)width * height;
-    int fits = (uint64_t)out.len == (uint64_t)pixels * 3;
+    int fits = (uint64_t)s.out.len == (uint64_t)pixels * 3;
     for (Py_ssize_t i = 0; i < count && fits; ++i)
-        fits = spans[2 * i] <= (uint64_t)in.len && spans[2 * i + 1] <= (uint64_t)in.len - spans[2 * i] &&
-               spans[2 * i + 1] <= UINT32_MAX;
+        fits = spans[2 * i + 1] <= UINT32_MAX; /* (zlib's avail_in) */
     unsigned char *filtered = fits ? malloc((row_bytes + 1) * (size_t)height) : NULL;
     int decoded = 0;
     if (filtered != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        int whole = count ? png_inflate_whole(in.buf, spans, count, filtered,
+        int whole = count ? png_inflate_whole(s.in.buf, spans, count, filtered,
                                               (row_bytes + 1) * (size_t)height)
                           : 0;
         if (whole < 0)
-            whole = png_inflate_rows(in.buf, spans, count, filtered, row_bytes + 1, height);
+            whole = png_inflate_rows(s.in.buf, spans, count, filtered, row_bytes + 1, height);
         decoded = whole && png_unfilter_rows(filtered, height, row_bytes, (size_t)channels);
         if (decoded) {
-            unsigned char *bgr = out.buf;
+            unsigned char *bgr = s.out.buf;
             for (size_t y = 0; y < height; y++) {
                 const unsigned char *row = filtered + y * (row_bytes + 1) + 1;
                 unsigned char *to = bgr + y * (size_t)width * 3;
@@ -1896,12 +1901,9 @@ static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssi
         Py_END_ALLOW_THREADS
         free(filtered);
     }
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&out);
-    free(spans);
+    close_spanned(&s);
     if (!fits) {
-        PyErr_SetString(PyExc_ValueError,
-                        "png_decode_8bit: a chunk lies outside the data, or out is not H x W x 3");
+        PyErr_SetString(PyExc_ValueError, "png_decode_8bit: out is not height x width x 3 bytes");
         return NULL;
     }
     return PyBool_FromLong(decoded); /* (False too where the malloc failed: cv2 may manage) */
