@@ -1,7 +1,8 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
- * atomically; and, for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
- * (jpeg_scan_damage, below), or the plan of its scan for the GPU's check (jpeg_scan_plan).
+ * atomically; for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
+ * (jpeg_scan_damage, below), or the plan of its scan for the GPU's check (jpeg_scan_plan); and
+ * 8-bit PNG input decoded to cv2's frame (png_decode_8bit).
  *
  * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the

@@ -210,10 +210,10 @@ NATIVE_PNG_CHANNELS = {0: 1, 4: 2, 2: 3, 6: 4}
 
 def png_frame(data: bytes, layout: PngLayout) -> np.ndarray | None:
     """cv2.imdecode's frame of the PNG ``data`` (its ``layout`` read), decoded by
-    ``edgecli._native`` in about half libpng's time where it takes the file (and libpng would
-    decode it without a word: ``png_decode_8bit``); None elsewhere, for cv2 to decode. Where
-    libpng spends its time on a photograph's rows is the Paeth filter, which the C code undoes
-    without branches, and its inflate, which libdeflate does faster where the system has it."""
+    ``edgecli._native`` where it takes the file and libpng would decode it without a word
+    (``png_decode_8bit``); None elsewhere, for cv2 to decode. libpng spends a photograph's
+    frame in its Paeth filter, which the C code undoes without branches, and in its inflate,
+    which libdeflate does faster where the system has it."""
     decode = getattr(native.c, "png_decode_8bit", None)
     channels = NATIVE_PNG_CHANNELS.get(layout.colour_type)
     if decode is None or channels is None or layout.bit_depth != 8 or layout.orientation != 1:
