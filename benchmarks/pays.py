@@ -59,7 +59,7 @@ PARTS = {
     "no-native-png": (
         {},
         "import types, edgecli.native as n; n.c = types.SimpleNamespace(**{k: getattr(n.c, k) "
-        "for k in dir(n.c) if not k.startswith('_') and k != 'png_decode_8bit'})",
+        "for k in dir(n.c) if not k.startswith('_') and k != 'png_decode'})",
     ),
 }
 MIN_ROUNDS = 3  # a verdict's fewest rounds

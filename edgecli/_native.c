@@ -2,7 +2,7 @@
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
  * atomically; for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
  * (jpeg_scan_damage, below), or the plan of its scan for the GPU's check (jpeg_scan_plan); and
- * 8-bit PNG input decoded to cv2's frame (png_decode_8bit).
+ * PNG input of 8 or 16 bits a sample decoded to cv2's frame (png_decode).
  *
  * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -1572,7 +1572,7 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
 /* png_gather(data, chunks, out): each (offset, length) of ``chunks`` (png_idat_run's) copied
  * from ``data`` to ``out`` end to end, without the GIL; the bytes copied. ValueError where a
  * chunk lies outside ``data`` or ``out`` is too small. */
-/* The arguments of png_gather and png_decode_8bit: a bytes-like ``in``, the (offset, length)
+/* The arguments of png_gather and png_decode: a bytes-like ``in``, the (offset, length)
  * pairs of spans of it (``count`` of them, 2 * count integers), each checked to lie in it,
  * and a writable ``out``. */
 struct spanned {
@@ -1664,9 +1664,9 @@ static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t 
     return PyLong_FromUnsignedLongLong(total);
 }
 
-/* png_decode_8bit: an 8-bit gray, gray+alpha, RGB or RGBA PNG (not interlaced) into the BGR
- * frame cv2.imdecode(IMREAD_COLOR) gives for it: gray copied to all three, alpha dropped, red
- * and blue swapped. Only where libpng would decode the image data without a word: zlib fed a
+/* png_decode: a gray, gray+alpha, RGB or RGBA PNG of 8 or 16 bits a sample (not interlaced)
+ * into the BGR frame cv2.imdecode(IMREAD_COLOR) gives for it: each sample's high byte, gray
+ * copied to all three, alpha dropped, red and blue swapped. Only where libpng would decode the image data without a word: zlib fed a
  * row of output at a time, as libpng feeds it (so a distance past the window the stream's
  * header names fails here as there; libdeflate inflates it whole where that window is 32 KB,
  * and no distance can pass it), each row's filter type at most 4, and the stream ending
@@ -1839,7 +1839,7 @@ static int png_inflate_whole(const unsigned char *data, const uint64_t *spans, P
     return result == 0 && read == total && written == size;
 }
 
-/* png_inflater(): which inflater png_decode_8bit takes for a stream of a 32 KB window. */
+/* png_inflater(): which inflater png_decode takes for a stream of a 32 KB window. */
 static PyObject *png_inflater(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
@@ -1847,29 +1847,30 @@ static PyObject *png_inflater(PyObject *module, PyObject *unused)
     return PyUnicode_FromString(libdeflate.zlib_ex != NULL ? "libdeflate" : "zlib");
 }
 
-static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *png_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "png_decode_8bit(data, idat, width, height, channels, "
-                                         "out) takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "png_decode(data, idat, width, height, channels, "
+                                         "depth, out) takes 7 arguments");
         return NULL;
     }
     uint32_t width, height;
-    long channels = PyLong_AsLong(args[4]);
+    long channels = PyLong_AsLong(args[4]), depth = PyLong_AsLong(args[5]);
     if (parse_size(args[2], "width", &width) < 0 || parse_size(args[3], "height", &height) < 0 ||
-        (channels == -1 && PyErr_Occurred()))
+        PyErr_Occurred())
         return NULL;
-    if (channels < 1 || channels > 4) {
-        PyErr_SetString(PyExc_ValueError, "png_decode_8bit: channels must be 1 to 4");
+    if (channels < 1 || channels > 4 || (depth != 8 && depth != 16)) {
+        PyErr_SetString(PyExc_ValueError, "png_decode: 1 to 4 channels of 8 or 16 bits");
         return NULL;
     }
     struct spanned s;
-    if (open_spanned("png_decode_8bit", args[0], args[1], args[5], &s) < 0)
+    if (open_spanned("png_decode", args[0], args[1], args[6], &s) < 0)
         return NULL;
     const uint64_t *spans = s.spans;
     Py_ssize_t count = s.count;
-    size_t row_bytes = (size_t)width * (size_t)channels, pixels = (size_t)width * height;
+    size_t pixel_bytes = (size_t)channels * (size_t)(depth / 8), sample = (size_t)(depth / 8);
+    size_t row_bytes = (size_t)width * pixel_bytes, pixels = (size_t)width * height;
     int fits = (uint64_t)s.out.len == (uint64_t)pixels * 3;
     for (Py_ssize_t i = 0; i < count && fits; ++i)
         fits = spans[2 * i + 1] <= UINT32_MAX; /* (zlib's avail_in) */
@@ -1882,18 +1883,18 @@ static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssi
                           : 0;
         if (whole < 0)
             whole = png_inflate_rows(s.in.buf, spans, count, filtered, row_bytes + 1, height);
-        decoded = whole && png_unfilter_rows(filtered, height, row_bytes, (size_t)channels);
+        decoded = whole && png_unfilter_rows(filtered, height, row_bytes, pixel_bytes);
         if (decoded) {
             unsigned char *bgr = s.out.buf;
             for (size_t y = 0; y < height; y++) {
                 const unsigned char *row = filtered + y * (row_bytes + 1) + 1;
                 unsigned char *to = bgr + y * (size_t)width * 3;
-                for (size_t x = 0; x < width; x++, to += 3, row += channels) {
+                for (size_t x = 0; x < width; x++, to += 3, row += pixel_bytes) {
                     if (channels <= 2) { /* gray, and gray+alpha: the gray three times */
                         to[0] = to[1] = to[2] = row[0];
-                    } else { /* RGB, and RGBA: blue, green, red */
-                        to[0] = row[2];
-                        to[1] = row[1];
+                    } else { /* RGB, and RGBA: blue, green, red (big-endian: high bytes) */
+                        to[0] = row[2 * sample];
+                        to[1] = row[sample];
                         to[2] = row[0];
                     }
                 }
@@ -1904,7 +1905,7 @@ static PyObject *png_decode_8bit(PyObject *module, PyObject *const *args, Py_ssi
     }
     close_spanned(&s);
     if (!fits) {
-        PyErr_SetString(PyExc_ValueError, "png_decode_8bit: out is not height x width x 3 bytes");
+        PyErr_SetString(PyExc_ValueError, "png_decode: out is not height x width x 3 bytes");
         return NULL;
     }
     return PyBool_FromLong(decoded); /* (False too where the malloc failed: cv2 may manage) */
@@ -1953,14 +1954,15 @@ static PyMethodDef methods[] = {
     {"png_gather", (PyCFunction)(void (*)(void))png_gather, METH_FASTCALL,
      "png_gather(data, chunks, out): the (offset, length) spans of data end to end into out; "
      "the bytes copied."},
-    {"png_decode_8bit", (PyCFunction)(void (*)(void))png_decode_8bit, METH_FASTCALL,
-     "png_decode_8bit(data, idat, width, height, channels, out) -> bool\n\nThe 8-bit "
+    {"png_decode", (PyCFunction)(void (*)(void))png_decode, METH_FASTCALL,
+     "png_decode(data, idat, width, height, channels, depth, out) -> bool\n\nThe "
      "non-interlaced PNG ``data`` (its IDAT spans ``idat``, (offset, length) pairs; 1, 2, 3 "
-     "or 4 channels: gray, gray+alpha, RGB, RGBA) decoded into ``out``, a writable buffer of "
-     "height x width x 3 bytes, as cv2.imdecode's BGR frame; False, ``out`` then unspecified, "
-     "where libpng would not decode the image data without a word (cv2 must then decode it)."},
+     "or 4 channels: gray, gray+alpha, RGB, RGBA; of 8 or 16 bits) decoded into ``out``, a "
+     "writable buffer of height x width x 3 bytes, as cv2.imdecode's BGR frame; False, "
+     "``out`` then unspecified, where libpng would not decode the image data without a word "
+     "(cv2 must then decode it)."},
     {"png_inflater", png_inflater, METH_NOARGS,
-     "png_inflater() -> str\n\nThe inflater of png_decode_8bit: libdeflate where the system "
+     "png_inflater() -> str\n\nThe inflater of png_decode: libdeflate where the system "
      "has it (libdeflate.so.0), else zlib."},
     {"zlib_version", runtime_zlib_version, METH_NOARGS,
      "zlib_version() -> str\n\nThe version of the zlib this module runs on."},

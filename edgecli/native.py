@@ -7,7 +7,7 @@ zlib's header when edgecli was installed: setup.py builds it optionally). The re
 same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
 libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it
 checks only the markers in the scans, and plans a scan for the GPU's check of it
-(:func:`edgecli.decode.jpeg_header.scan_plan`); and it decodes 8-bit PNGs for
+(:func:`edgecli.decode.jpeg_header.scan_plan`); and it decodes PNGs of 8 and 16 bits for
 :func:`edgecli.decode.cpu.png_frame`, which without it leaves every PNG to cv2.
 """
 
@@ -34,4 +34,4 @@ def png_description() -> str:
     inflater = getattr(c, "png_inflater", None)
     if inflater is None:
         return "cv2 (libpng)"
-    return f"C for 8-bit gray and RGB(A), inflated by {inflater()}; cv2 (libpng) for the rest"
+    return f"C for gray and RGB(A), inflated by {inflater()}; cv2 (libpng) for the rest"

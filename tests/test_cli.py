@@ -462,7 +462,7 @@ def test_info_names_the_cpus_png_decoder(monkeypatch):
 
     if native.c is not None:
         assert decoder_lines() == [
-            f"png decoding on the cpu: C for 8-bit gray and RGB(A), inflated by "
+            f"png decoding on the cpu: C for gray and RGB(A), inflated by "
             f"{native.c.png_inflater()}; cv2 (libpng) for the rest"
         ]
         assert native.c.png_inflater() in ("libdeflate", "zlib")

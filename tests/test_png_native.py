@@ -1,11 +1,11 @@
-"""The CPU's own PNG decoder (edgecli._native.png_decode_8bit, through
+"""The CPU's own PNG decoder (edgecli._native.png_decode, through
 edgecli.decode.cpu.decode_image): on every PNG of the tests' corpora (every colour type, bit
 depth, filter, zlib level and strategy, odd sizes, files written by libpng through cv2, by
-Pillow and by FFmpeg), decode_image's frame is cv2.imdecode's, array for array, and the 8-bit
-gray, gray+alpha, RGB and RGBA ones come from the C decoder; on corrupt and cut variants, it
-gives a frame only where cv2 gives the same one, and libpng's word where the C decoder gives
-none (an Adler-32, a zlib header, data past the last row), each with zlib and with libdeflate
-where the system has it."""
+Pillow and by FFmpeg), decode_image's frame is cv2.imdecode's, array for array, and the gray,
+gray+alpha, RGB and RGBA ones of 8 and 16 bits come from the C decoder; on corrupt and cut
+variants, it gives a frame only where cv2 gives the same one, and libpng's word where the C
+decoder gives none (an Adler-32, a zlib header, data past the last row), each with zlib and
+with libdeflate where the system has it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def cv2_frame(data: bytes):
 
 
 def natively(data: bytes) -> bool:
-    """Whether the C decoder takes the file (its 8-bit gray, gray+alpha, RGB, RGBA layouts)."""
+    """Whether the C decoder takes the file (gray, gray+alpha, RGB, RGBA of 8 or 16 bits)."""
     layout = read_layout(data)
     return cpu.png_frame(data, layout) is not None
 
@@ -52,13 +52,16 @@ def test_every_file_decodes_to_cv2s_frame(files):
         got = cpu.decode_image(Path(f"{name}.png"), data, 10**9)
         assert np.array_equal(got, expected), name
         native_files += natively(data)
-    # Every 8-bit gray, gray+alpha, RGB and RGBA file the corpora hold, but the interlaced.
+    # Every gray, gray+alpha, RGB and RGBA file of 8 or 16 bits the corpora hold, but the
+    # interlaced, turned and animated ones.
     eligible = [
         name for name, data in files.items()
-        if (layout := read_layout(data)).bit_depth == 8 and layout.colour_type in (0, 2, 4, 6)
-        and not layout.interlaced
+        if (layout := read_layout(data)).bit_depth in (8, 16)
+        and layout.colour_type in (0, 2, 4, 6) and not layout.interlaced
+        and not layout.animated and layout.orientation == 1
     ]  # fmt: skip
-    assert native_files == len(eligible) > 40
+    sixteen = [name for name in eligible if read_layout(files[name]).bit_depth == 16]
+    assert native_files == len(eligible) > 40 and len(sixteen) > 10
 
 
 def test_corrupt_files_get_cv2s_frame_or_a_refusal():
@@ -68,6 +71,7 @@ def test_corrupt_files_get_cv2s_frame_or_a_refusal():
     it is."""
     own = own_files()
     names = [n for n in sorted(own) if "8-bit" in n and ("RGB" in n or "gray" in n)]
+    names += [n for n in sorted(own) if "16-bit" in n and ("RGB" in n or "gray" in n)][:6]
     checked = natively_decoded = 0
     for index, name in enumerate(names):
         for variant, data in mutations(own[name], index):

@@ -203,25 +203,28 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     return frame
 
 
-# PNG colour types edgecli._native decodes at 8 bits, by their channels: gray, gray+alpha, RGB,
-# RGBA. (Palettes, other depths, interlacing and turned frames are libpng's, through cv2.)
+# PNG colour types edgecli._native decodes, of 8 or 16 bits a sample, by their channels: gray,
+# gray+alpha, RGB, RGBA. (Palettes, gray of 1 to 4 bits, interlacing and turned frames are
+# libpng's, through cv2.)
 NATIVE_PNG_CHANNELS = {0: 1, 4: 2, 2: 3, 6: 4}
 
 
 def png_frame(data: bytes, layout: PngLayout) -> np.ndarray | None:
     """cv2.imdecode's frame of the PNG ``data`` (its ``layout`` read), decoded by
     ``edgecli._native`` where it takes the file and libpng would decode it without a word
-    (``png_decode_8bit``); None elsewhere, for cv2 to decode. libpng spends a photograph's
-    frame in its Paeth filter, which the C code undoes without branches, and in its inflate,
-    which libdeflate does faster where the system has it."""
-    decode = getattr(native.c, "png_decode_8bit", None)
+    (``png_decode``); None elsewhere, for cv2 to decode. libpng spends a photograph's frame in
+    its Paeth filter, which the C code undoes without branches, and in its inflate, which
+    libdeflate does faster where the system has it."""
+    decode = getattr(native.c, "png_decode", None)
     channels = NATIVE_PNG_CHANNELS.get(layout.colour_type)
-    if decode is None or channels is None or layout.bit_depth != 8 or layout.orientation != 1:
+    if decode is None or channels is None or layout.bit_depth not in (8, 16):
         return None
-    if gpu_reason(layout) is not None:  # what only libpng's own reading gives exactly
+    if layout.orientation != 1 or gpu_reason(layout) is not None:  # libpng's own reading
         return None
     frame = np.empty((layout.height, layout.width, 3), np.uint8)
-    decoded = decode(data, layout.idat, layout.width, layout.height, channels, frame)
+    decoded = decode(
+        data, layout.idat, layout.width, layout.height, channels, layout.bit_depth, frame
+    )
     return frame if decoded else None
 
 
