@@ -1819,18 +1819,20 @@ static int png_inflate_whole(const unsigned char *data, const uint64_t *spans, P
     size_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++)
         total += spans[2 * i + 1];
-    if (total < 2 || (data[spans[0]] >> 4) != 7) /* (spans[0]: the first IDAT's data) */
+    if (total < 2)
         return -1;
     unsigned char *stream = malloc(total);
-    void *decompressor = stream ? libdeflate.alloc() : NULL;
-    if (decompressor == NULL) {
-        free(stream);
+    if (stream == NULL)
         return -1;
-    }
     unsigned char *to = stream;
     for (Py_ssize_t i = 0; i < count; i++) {
         memcpy(to, data + spans[2 * i], spans[2 * i + 1]);
         to += spans[2 * i + 1];
+    }
+    void *decompressor = (stream[0] >> 4) == 7 ? libdeflate.alloc() : NULL; /* a 32 KB window */
+    if (decompressor == NULL) {
+        free(stream);
+        return -1;
     }
     size_t read = 0, written = 0;
     int result = libdeflate.zlib_ex(decompressor, stream, total, filtered, size, &read, &written);

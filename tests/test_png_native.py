@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import cv2
@@ -118,3 +119,31 @@ def test_zlib_alone_gives_the_same_frames(tmp_path):
         if frame is not None:
             assert np.array_equal(frame, here) and np.array_equal(frame, cv2_frame(own[name]))
     assert sum(frame is not None for frame in with_zlib.values()) > 30
+
+
+@pytest.mark.skipif(native.c is None, reason="edgecli._native is not built here")
+def test_the_c_decoder_refuses_what_it_cannot_read():
+    """Arguments no layout gives are errors; streams that are no image's come back False."""
+    decode = native.c.png_decode
+    data = bytes(range(256)) * 4
+    out = np.empty((2, 3, 3), np.uint8)
+    with pytest.raises(ValueError, match="outside the data"):
+        decode(data, ((1000, 100),), 3, 2, 3, 8, out)
+    with pytest.raises(ValueError, match="height x width x 3"):
+        decode(data, ((0, 10),), 4, 2, 3, 8, out)
+    for channels, depth in ((0, 8), (5, 8), (3, 12), (3, 1)):
+        with pytest.raises(ValueError, match="channels"):
+            decode(data, ((0, 10),), 3, 2, channels, depth, out)
+    with pytest.raises(TypeError):
+        decode(data, ((0, 10),), 3, 2, 3, out)
+    rng = np.random.default_rng(5)
+    for length in (0, 1, 2, 64, 1000):
+        stream = ((0, length),) if length else ()
+        junk = rng.integers(0, 256, 1000, np.uint8).tobytes()
+        assert decode(junk, stream, 3, 2, 3, 8, out) is False
+    # A stream whose header names a 32 KB window and is damaged, and one whole but too short.
+    whole = zlib.compress(bytes(2 * (1 + 9)))
+    assert decode(whole, ((0, len(whole)),), 3, 2, 3, 8, out) is True
+    assert not out.any()
+    assert decode(whole[:-5], ((0, len(whole) - 5),), 3, 2, 3, 8, out) is False
+    assert decode(whole, ((0, len(whole)),), 3, 3, 3, 8, np.empty((3, 3, 3), np.uint8)) is False
