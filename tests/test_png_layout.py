@@ -17,13 +17,24 @@ from edgecli.decode.png_layout import (
     LIBPNG_MAX_DIMENSION,
     PngDamage,
     gpu_reason,
-    png_damage,
     read_layout,
 )
 
 from .png_corpus import SIGNATURE, chunk, chunks, encode_png, mutations, own_files, random_palette
 
 OWN = own_files()
+
+
+def png_damage(data: bytes) -> str | None:
+    """read_layout's reason for refusing ``data``, as the CPU decoder words it; None where
+    its chunks are whole."""
+    try:
+        read_layout(data)
+    except PngDamage as damage:
+        return damage.reason
+    return None
+
+
 RGB = np.full((3, 5, 3), 7, np.uint16)
 INDICES = np.zeros((3, 5, 1), np.uint16)
 

@@ -181,6 +181,9 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
     # size is checked in the bytes read, before they are decoded.
     check_size(source, declared_pixels(data), max_pixels)
     if data[:8] == PNG_SIGNATURE:
+        # libpng would refuse a damaged file in a line of its own on the process's stderr
+        # (OpenCV keeps its error handler, and fd 2 is every thread's): so the walk refuses it
+        # first, with edgecli's reason, and libpng decodes only files whose chunks are whole.
         try:
             layout = read_layout(data)
         except PngDamage as damage:

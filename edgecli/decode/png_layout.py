@@ -2,11 +2,11 @@
 zlib stream lies, and whether the file is damaged or cut short; and whether a GPU decoder of
 that stream (inflate, unfilter, expand to BGR) gives the frame the CPU decoder gives.
 
-The CPU decoder (:mod:`.cpu`) walks a file with ``read_layout`` before it hands it to libpng
-(``png_damage`` says the same as a reason), so that a damaged file gets edgecli's reason rather
-than libpng's line on the process's stderr, and decodes it itself where ``gpu_reason`` says
-that inflating, unfiltering and expanding its rows gives libpng's frame; a GPU decoder asks
-the same two for whether it may decode the file. The walk refuses what libpng refuses:
+The CPU decoder (:mod:`.cpu`) walks a file with ``read_layout`` before it hands it to libpng,
+so that a damaged file gets edgecli's reason rather than libpng's line on the process's
+stderr, and decodes it itself where ``gpu_reason`` says that inflating, unfiltering and
+expanding its rows gives libpng's frame; a GPU decoder asks the same two for whether it may
+decode the file. The walk refuses what libpng refuses:
 truncation, a critical chunk's CRC, an IHDR the PNG specification forbids, a palette image's
 missing, repeated or malformed PLTE, an unknown critical chunk; and a wrong CRC on IEND, which
 libpng leaves unread. libpng decodes past the rest (an ancillary chunk's CRC, a PLTE in an RGB
@@ -328,24 +328,6 @@ def _window_size(data: bytes, idat: list[tuple[int, int]]) -> int:
         if length:
             return 256 << (data[offset] >> 4)
     return 0
-
-
-def png_damage(data: bytes) -> str | None:
-    """Why no decoder may decode the PNG file ``data`` (``read_layout``'s reason); None where
-    its chunks are whole.
-
-    libpng refuses such a file, but says why in a line of its own, written to the process's
-    stderr (``libpng error: ...``) by its default error handler, which OpenCV keeps and whose
-    output no log level of OpenCV's governs. Only the decoding thread could catch that line,
-    and fd 2 is shared by every thread (the progress bar, other frames' messages), so the file
-    is checked before libpng sees it, and libpng then decodes only files whose chunks are
-    whole.
-    """
-    try:
-        read_layout(data)
-    except PngDamage as damage:
-        return damage.reason
-    return None
 
 
 def gpu_reason(layout: PngLayout) -> str | None:
