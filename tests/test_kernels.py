@@ -301,6 +301,30 @@ def test_the_resource_report_names_each_kernel():
     )
 
 
+class ReportsInTurn:
+    """A compiler whose compiles give ``reports`` in turn (each ok), counting them."""
+
+    def __init__(self, *reports: str):
+        self.reports, self.compiles = list(reports), 0
+
+    def compile(self, source, name, options):
+        self.compiles += 1
+        return True, self.reports.pop(0)
+
+
+def test_a_spill_ptxas_makes_only_now_and_then_is_compiled_again():
+    """A compile that spills is tried again, up to SPILL_ATTEMPTS compiles: one without the
+    spill passes; a spill every compile makes is a spill."""
+    varies = ReportsInTurn(NVCC_REPORT, NVRTC_REPORT)
+    ok, report = kernel_check.compile_unspilled(varies, "", "x.cu", ())
+    assert ok and not kernel_check.spilled(report) and varies.compiles == 2
+    always = ReportsInTurn(*[NVCC_REPORT] * kernel_check.SPILL_ATTEMPTS)
+    ok, report = kernel_check.compile_unspilled(always, "", "x.cu", ())
+    assert kernel_check.spilled(report) and always.compiles == kernel_check.SPILL_ATTEMPTS
+    clean = ReportsInTurn(NVRTC_REPORT)
+    assert kernel_check.compile_unspilled(clean, "", "x.cu", ()) == (True, NVRTC_REPORT)
+
+
 def test_spills_are_found_in_either_report():
     """Any spill or stack in ptxas's report is a spill; none is none."""
     assert kernel_check.spilled(NVCC_REPORT)
