@@ -1674,53 +1674,81 @@ static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t 
  * Anything else returns 0, and the caller has cv2 decode the file (its frame, warning or
  * error). Paeth's predictor is computed without branches: a photograph's choices are too random
  * for a branch predictor, and that is where libpng spends a third of a frame. */
-static int paeth_predict(int a, int b, int c)
+static inline int paeth_predict(int a, int b, int c)
 {
     int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - c - c);
-    int not_a = pb <= pc ? b : c;
-    return pa <= pb && pa <= pc ? a : not_a;
+    int take_a = -((pa <= pb) & (pa <= pc)), take_b = -(pb <= pc); /* all ones, or zero */
+    int not_a = c ^ ((b ^ c) & take_b);
+    return not_a ^ ((a ^ not_a) & take_a);
 }
 
-/* The rows of ``filtered`` (a filter byte, then ``row_bytes`` bytes, each) undone in place,
- * ``bpp`` bytes a pixel; 0 where a filter byte is over 4. */
-static int png_unfilter_rows(unsigned char *filtered, size_t height, size_t row_bytes, size_t bpp)
+/* One row's Sub (1), Average (3) or Paeth (4) filter undone in place below an undone row
+ * ``above``, ``bpp`` bytes a pixel. Each byte depends on the one a pixel to its left: kept in
+ * ``left[]`` rather than read back from the row, whose store the next pixel's load would wait
+ * for. Inlined for each constant ``kind`` and ``bpp``, so that no branch is left in the loop
+ * and ``left[]`` and ``upper_left[]`` live in registers. */
+static inline __attribute__((always_inline)) void
+unfilter_left(int kind, unsigned char *row, const unsigned char *above, size_t row_bytes,
+              size_t bpp)
 {
-    const unsigned char *above = NULL;
-    for (size_t y = 0; y < height; y++) {
-        unsigned char kind = filtered[y * (row_bytes + 1)];
-        unsigned char *row = filtered + y * (row_bytes + 1) + 1;
-        size_t left = bpp < row_bytes ? bpp : row_bytes, i;
-        if (kind > 4)
-            return 0;
-        if (above == NULL) { /* the row above the first is zeros: Up is None, Paeth is Sub */
-            if (kind == 1 || kind == 4)
-                for (i = left; i < row_bytes; i++)
-                    row[i] = (unsigned char)(row[i] + row[i - bpp]);
+    int left[8] = {0}, upper_left[8] = {0};
+    for (size_t i = 0; i + bpp <= row_bytes; i += bpp) {
+        for (size_t k = 0; k < bpp; k++) {
+            int up = above[i + k], predicted;
+            if (kind == 1)
+                predicted = left[k];
             else if (kind == 3)
-                for (i = left; i < row_bytes; i++)
-                    row[i] = (unsigned char)(row[i] + (row[i - bpp] >> 1));
-        } else if (kind == 1) {
+                predicted = (left[k] + up) >> 1;
+            else
+                predicted = paeth_predict(left[k], up, upper_left[k]);
+            left[k] = (row[i + k] + predicted) & 0xff;
+            row[i + k] = (unsigned char)left[k];
+            upper_left[k] = up;
+        }
+    }
+}
+
+#define UNFILTER_KIND(kind)                                                                    \
+    switch (bpp) {                                                                             \
+    case 1: unfilter_left(kind, row, above, row_bytes, 1); break;                              \
+    case 2: unfilter_left(kind, row, above, row_bytes, 2); break;                              \
+    case 3: unfilter_left(kind, row, above, row_bytes, 3); break;                              \
+    case 4: unfilter_left(kind, row, above, row_bytes, 4); break;                              \
+    case 6: unfilter_left(kind, row, above, row_bytes, 6); break;                              \
+    default: unfilter_left(kind, row, above, row_bytes, 8); break;                             \
+    }
+
+/* Row ``y`` of ``filtered`` (a filter byte, then ``row_bytes`` bytes, each row) undone in
+ * place, ``bpp`` bytes a pixel (1, 2, 3, 4, 6 or 8), the row above it undone already; 0 where
+ * its filter byte is over 4. */
+static int png_unfilter_row(unsigned char *filtered, size_t y, size_t row_bytes, size_t bpp)
+{
+    unsigned char kind = filtered[y * (row_bytes + 1)];
+    unsigned char *row = filtered + y * (row_bytes + 1) + 1;
+    const unsigned char *above = row - (row_bytes + 1);
+    size_t left = bpp < row_bytes ? bpp : row_bytes, i;
+    if (kind > 4)
+        return 0;
+    if (y == 0) { /* the row above the first is zeros: Up is None, Paeth is Sub */
+        if (kind == 1 || kind == 4)
             for (i = left; i < row_bytes; i++)
                 row[i] = (unsigned char)(row[i] + row[i - bpp]);
-        } else if (kind == 2) {
-            for (i = 0; i < row_bytes; i++)
-                row[i] = (unsigned char)(row[i] + above[i]);
-        } else if (kind == 3) {
-            for (i = 0; i < left; i++)
-                row[i] = (unsigned char)(row[i] + (above[i] >> 1));
-            for (; i < row_bytes; i++)
-                row[i] = (unsigned char)(row[i] + ((row[i - bpp] + above[i]) >> 1));
-        } else if (kind == 4) {
-            for (i = 0; i < left; i++)
-                row[i] = (unsigned char)(row[i] + above[i]);
-            for (; i < row_bytes; i++)
-                row[i] = (unsigned char)(row[i] +
-                                         paeth_predict(row[i - bpp], above[i], above[i - bpp]));
-        }
-        above = row;
+        else if (kind == 3)
+            for (i = left; i < row_bytes; i++)
+                row[i] = (unsigned char)(row[i] + (row[i - bpp] >> 1));
+    } else if (kind == 2) { /* Up: no byte depends on another of its row */
+        for (i = 0; i < row_bytes; i++)
+            row[i] = (unsigned char)(row[i] + above[i]);
+    } else if (kind == 1) {
+        UNFILTER_KIND(1)
+    } else if (kind == 3) {
+        UNFILTER_KIND(3)
+    } else if (kind == 4) {
+        UNFILTER_KIND(4)
     }
     return 1;
 }
+#undef UNFILTER_KIND
 
 /* The image data of ``idat`` (count spans of ``data``) inflated into ``filtered``, a row of
  * ``row_size`` bytes a call, ``height`` rows: 1 where the stream is exactly those rows. */
@@ -1885,20 +1913,21 @@ static PyObject *png_decode(PyObject *module, PyObject *const *args, Py_ssize_t 
                           : 0;
         if (whole < 0)
             whole = png_inflate_rows(s.in.buf, spans, count, filtered, row_bytes + 1, height);
-        decoded = whole && png_unfilter_rows(filtered, height, row_bytes, pixel_bytes);
-        if (decoded) {
-            unsigned char *bgr = s.out.buf;
-            for (size_t y = 0; y < height; y++) {
-                const unsigned char *row = filtered + y * (row_bytes + 1) + 1;
-                unsigned char *to = bgr + y * (size_t)width * 3;
+        /* Each row to BGR as soon as it is undone, while it is still in the cache. */
+        decoded = whole;
+        unsigned char *bgr = s.out.buf;
+        for (size_t y = 0; y < height && decoded; y++) {
+            decoded = png_unfilter_row(filtered, y, row_bytes, pixel_bytes);
+            const unsigned char *row = filtered + y * (row_bytes + 1) + 1;
+            unsigned char *to = bgr + y * (size_t)width * 3;
+            if (channels <= 2) { /* gray, and gray+alpha: the gray three times */
+                for (size_t x = 0; x < width; x++, to += 3, row += pixel_bytes)
+                    to[0] = to[1] = to[2] = row[0];
+            } else { /* RGB, and RGBA: blue, green, red (big-endian: high bytes) */
                 for (size_t x = 0; x < width; x++, to += 3, row += pixel_bytes) {
-                    if (channels <= 2) { /* gray, and gray+alpha: the gray three times */
-                        to[0] = to[1] = to[2] = row[0];
-                    } else { /* RGB, and RGBA: blue, green, red (big-endian: high bytes) */
-                        to[0] = row[2 * sample];
-                        to[1] = row[sample];
-                        to[2] = row[0];
-                    }
+                    to[0] = row[2 * sample];
+                    to[1] = row[sample];
+                    to[2] = row[0];
                 }
             }
         }
