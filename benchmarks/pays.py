@@ -1,8 +1,7 @@
 """What pays (issue 39): whole ``edgecli run`` processes with each optional part on and off, at
 each number of usable cores, in alternating rounds, so that a part stays only where whole runs
 need it. The parts: the GPU deflate of the 1-bit PNGs (off: ``EDGECLI_GPU_DEFLATE=0``, the
-CPU's zlib compresses them), the GPU's check of JPEG scans (off: ``EDGECLI_GPU_SCAN_CHECK=0``,
-the reading workers walk every scan in C) and ``edgecli._native`` (off: ``edgecli.native.c``
+CPU's zlib compresses them) and ``edgecli._native`` (off: ``edgecli.native.c``
 set to None, what an install without a C compiler runs: Python encodes and writes the PNGs,
 and JPEG scans get the markers' check only); and the C decoder of 8-bit PNGs on the CPU (off:
 its function hidden, cv2 decodes every PNG).
@@ -54,7 +53,6 @@ DEFAULT = "default"
 # Each part that must pay for itself: the variant without it, as (environment, Python setting).
 PARTS = {
     "no-gpu-deflate": ({"EDGECLI_GPU_DEFLATE": "0"}, ""),
-    "no-gpu-scan-check": ({"EDGECLI_GPU_SCAN_CHECK": "0"}, ""),
     "no-native": ({}, "import edgecli.native as native; native.c = None"),
     "no-native-png": (
         {},
@@ -83,7 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, nargs="+", help="usable CPUs a run (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--into", default="tmpfs", help="tmpfs (/dev/shm), disk, or a folder")
-    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS)[:3])
+    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS)[:2])
     parser.add_argument(
         "--setting", action="append", default=[], metavar="NAME=PYTHON",
         help="another variant: a line of Python run before edgecli starts",

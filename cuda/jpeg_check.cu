@@ -10,8 +10,9 @@
 // markers (in order, as many as the intervals call for: the plan checked that) taken out.
 // A scan of several restart intervals is checked an interval a lane (each starts afresh); the
 // rest of this header is about a scan of one. status[i] becomes CHECK_CLEAN only where
-// libjpeg-turbo decodes the scan without a warning: every code of its MCUs is one of its
-// tables' codes, and its last MCU ends in the data's last byte. Any other status is no
+// libjpeg-turbo decodes the scan without a warning, and as every decoder does: every code of
+// its MCUs is one of its tables' codes, none puts a coefficient past a block's end, and its
+// last MCU ends in the data's last byte. Any other status is no
 // verdict: the host then judges the file as before, on the CPU (edgecli._native's
 // jpeg_scan_damage), and a clean file that comes back unpassed costs only that time. So the
 // check may refuse what is fine (a second scan is never planned; a bad code where a lane's
@@ -91,10 +92,15 @@ __device__ __forceinline__ unsigned check_peek(const unsigned* words, unsigned l
 
 // One code of ``t`` and its magnitude bits at bit ``pos`` (a DC code where k is 0), as
 // jdhuff.c decodes them: k moves on past the block's end (64 or more) where the block ends.
-// False where no code of ``t`` starts the next 16 bits.
+// False where no code of ``t`` starts the next 16 bits. ``past`` is set where a coefficient or
+// a run of zeros passes the block's end: libjpeg-turbo puts such a coefficient in the block's
+// last place without a word, and other decoders, the JPEG engines among them, do otherwise, so
+// where the true decoding does that the CPU must judge the file (edgecli._native's
+// jpeg_scan_damage then says it is libjpeg-turbo's alone). A lane's guess, before it falls
+// into step, goes on as libjpeg-turbo would, so that it falls into step as before.
 __device__ __forceinline__ bool check_step(const unsigned* words, unsigned long long count,
                                            unsigned long long& pos, const check_table* t,
-                                           int& k) {
+                                           int& k, bool& past) {
     const unsigned peek = check_peek(words, count, pos) >> 16;
     const unsigned entry = t->look[peek >> (16 - CHECK_LOOKAHEAD)];
     int length = (int)(entry >> 8), symbol;
@@ -107,13 +113,16 @@ __device__ __forceinline__ bool check_step(const unsigned* words, unsigned long 
         symbol = t->val[((int)(peek >> (16 - length)) + t->valoffset[length]) & 0xFF];
     }
     const int size = k == 0 ? symbol : symbol & 15;  // DC symbols are at most 15 (the plan's)
-    pos += (unsigned long long)(length + size);
+    int next;
     if (k == 0)
-        k = 1;
+        next = 1;
     else if (size)
-        k += (symbol >> 4) + 1;
+        next = k + (symbol >> 4) + 1;
     else
-        k += (symbol >> 4) == 15 ? 16 : 64;  // ZRL, else the end of the block
+        next = k + ((symbol >> 4) == 15 ? 16 : 64);  // ZRL, else the end of the block
+    past = next > 64 && (size || (symbol >> 4) == 15);
+    pos += (unsigned long long)(length + size);
+    k = next;
     return true;
 }
 
@@ -177,7 +186,9 @@ extern "C" __global__ void __launch_bounds__(CHECK_LANES)
                 for (unsigned blk = 0; blk < blocks && verdict == CHECK_CLEAN; blk++) {
                     for (int k = 0; k < 64;) {
                         const unsigned table = k == 0 ? plan->block_dc[blk] : plan->block_ac[blk];
-                        if (!check_step(words, word_count, pos, &plan->tables[table], k)) {
+                        bool past;
+                        if (!check_step(words, word_count, pos, &plan->tables[table], k, past) ||
+                            past) {
                             verdict = CHECK_BAD_CODE;
                             break;
                         }
@@ -232,13 +243,15 @@ extern "C" __global__ void __launch_bounds__(CHECK_LANES)
             if (pos >= stop) break;
             const unsigned table = k == 0 ? plan->block_dc[blk] : plan->block_ac[blk];
             const unsigned long long at = pos;
-            if (!check_step(words, word_count, pos, &plan->tables[table], k)) {
+            bool past;
+            if (!check_step(words, word_count, pos, &plan->tables[table], k, past)) {
                 bad = at;
                 pos = at + 1;
                 blk = k = 0;
                 if (pos > total_bits) break;  // (a table of no codes fails every step)
                 continue;
             }
+            if (past) bad = at;
             if (pos > total_bits) break;  // the data ran out: the last lane's end
             if (k >= 64) {
                 k = 0;
@@ -285,7 +298,8 @@ extern "C" __global__ void __launch_bounds__(CHECK_LANES)
                 }
             }
             const unsigned table = k == 0 ? plan->block_dc[blk] : plan->block_ac[blk];
-            if (!check_step(words, word_count, pos, &plan->tables[table], k)) {
+            bool past;
+            if (!check_step(words, word_count, pos, &plan->tables[table], k, past) || past) {
                 failed[lane] = CHECK_BAD_CODE;
                 break;
             }

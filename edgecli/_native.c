@@ -485,6 +485,11 @@ struct walk {
     const struct huff_table *block_dc[WALK_MAX_BLOCKS], *block_ac[WALK_MAX_BLOCKS];
     unsigned long long mcu, mcus;
     char reason[200];
+    /* The scans hold what libjpeg-turbo reads silently in a way of its own, where the standard
+     * says nothing: a bad code its fast path takes for a 0, or a coefficient (or a run of
+     * zeros) past a block's end, which it puts in the block's last place. Other decoders, the
+     * JPEG engines among them, read those otherwise. */
+    int own_reading;
     struct check_plan *plan; /* jpeg_scan_plan's: stop at the first scan's data, planning */
     size_t plan_end;         /* and where that data ends: at its EOI */
 };
@@ -874,6 +879,11 @@ slow:
                       ((1u << (index_bits)) - 1)]                                          \
          : JOINT_NONE)
 
+/* Whether an entry taken at index k, now ``next``, put a coefficient or a run of zeros past
+ * the block's end: an entry whose last code is an end of block moves k by 63 or more, and no
+ * other by as much. */
+#define PAST_THE_BLOCK(next, entry) ((next) > 64 && JOINT_ADVANCE(entry) < 63)
+
 /* decode_mcu_slow without the coefficients. libjpeg-turbo fills its bit buffer here before a
  * code where fewer than 8 bits are left and before magnitude bits that are not all there:
  * a joint entry that leaves 8 bits or more holds no such test, and is consumed at once;
@@ -901,6 +911,7 @@ static enum walk_state slow_mcu(struct walk *w)
                 w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
                 w->bits_left -= (int)JOINT_LENGTH(entry);
                 k += (int)JOINT_ADVANCE(entry);
+                w->own_reading |= PAST_THE_BLOCK(k, entry);
                 continue;
             }
             if ((state = slow_symbol(w, w->block_ac[b], &s)) != WALK_OK)
@@ -917,6 +928,7 @@ static enum walk_state slow_mcu(struct walk *w)
                     break;
                 k += 16;
             }
+            w->own_reading |= k > 64;
         }
     }
     return WALK_OK;
@@ -1003,6 +1015,7 @@ static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
     do {                                                                                   \
         int length_;                                                                       \
         (s) = fast_symbol(bits, (t), &length_);                                            \
+        own_reading |= length_ > 16;                                                       \
         FAST_DROP(length_);                                                                \
     } while (0)
 
@@ -1022,6 +1035,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
     int count = w->bits_left;
     uint64_t bits = count ? w->buffer << (64 - count) : 0;
     uint32_t entry = 0;
+    int own_reading = 0; /* the walk's, once the MCU is decoded */
     FAST_FILL();
     for (int b = 0; b < w->blocks; b++) {
         const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
@@ -1060,6 +1074,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
                 run = s >> 4;
                 s &= 15;
                 k += s ? run + 1 : run == 15 ? 16 : 64;
+                own_reading |= k > 64 && (s || run == 15);
                 if (s) {
                     FAST_FILL();
                     FAST_DROP(s);
@@ -1070,6 +1085,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
                 continue;
             }
             k = next;
+            own_reading |= PAST_THE_BLOCK(next, entry);
             if (count - length > 16) {
                 FAST_DROP(length);
                 continue;
@@ -1089,6 +1105,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
     w->pos = pos;
     w->bits_left = count;
     w->buffer = count ? bits >> (64 - count) : 0;
+    w->own_reading |= own_reading;
     return 1;
 }
 
@@ -1490,8 +1507,9 @@ static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ss
     if (w == NULL)
         return NULL;
     PyBuffer_Release(&view);
-    PyObject *result =
-        state == WALK_DAMAGED ? PyUnicode_FromString(w->reason) : Py_NewRef(Py_None);
+    PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason)
+                       : w->own_reading      ? Py_NewRef(Py_False)
+                                             : Py_NewRef(Py_None);
     free(w);
     return result;
 }
@@ -1967,10 +1985,12 @@ static PyMethodDef methods[] = {
      "rename it to ``path``; on a failure after creating it, remove it. Raises the OSError "
      "of the system call that failed, as the os module's calls would."},
     {"jpeg_scan_damage", (PyCFunction)(void (*)(void))jpeg_scan_damage, METH_FASTCALL,
-     "jpeg_scan_damage(data) -> str | None\n\nThe first warning or error libjpeg-turbo meets "
-     "in the scans of the sequential Huffman JPEG file ``data`` (a bytes-like object), in its "
-     "words; None where it meets none, and where ``data`` is no such file (progressive, "
-     "arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut short without EOI)."},
+     "jpeg_scan_damage(data) -> str | None | False\n\nThe first warning or error "
+     "libjpeg-turbo meets in the scans of the sequential Huffman JPEG file ``data`` (a "
+     "bytes-like object), in its words; None where it meets none, and where ``data`` is no "
+     "such file (progressive, arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut "
+     "short without EOI); False where it meets none but reads codes silently in a way of its "
+     "own: a bad code its fast path takes for a 0, or a coefficient past a block's end."},
     {"jpeg_scan_plan", (PyCFunction)(void (*)(void))jpeg_scan_plan, METH_FASTCALL,
      "jpeg_scan_plan(data) -> str | bytes | None\n\njpeg_scan_damage's walk of the JPEG file "
      "``data`` up to its first scan's data: the warning it meets on the way (str); else the "

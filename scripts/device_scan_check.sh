@@ -2,15 +2,15 @@
 # The GPU's check of JPEG scans (cuda/jpeg_check.cu) and the small-run rule, in one call on
 # the GPU host (from the repository root), in under 9 minutes, the figures that matter first:
 # 1. every GPU test (scripts/device_tests.sh), the check's among them;
-# 2. benchmarks/pays.py's JPEG row, FRAMES links to the q95 JPEGs into tmpfs at 16 cores, with
-#    the check and without it (EDGECLI_GPU_SCAN_CHECK=0: every scan walked by the reading
-#    workers), in ROUNDS alternating rounds;
-# 3. benchmarks/jpeg_scans.py: per file, the CPU's walk and plan against cv2.imdecode; the
-#    check kernel alone on batches of 32 and 128 files (device events);
-# 4. benchmarks/startup.py: one small JPEG with --backend cpu, auto (the CPU for so small a
+# 2. benchmarks/jpeg_scans.py: per file, the CPU's walk and plan against cv2.imdecode; the
+#    check kernel alone on batches of 32 and 128 files (device events); whole --decode auto
+#    runs of FRAMES links to the q95 JPEGs, PNGs into tmpfs, with the check
+#    (EDGECLI_GPU_SCAN_CHECK=1), with the reading workers' walk of every scan (the default)
+#    and with the markers' check alone, in ROUNDS alternating rounds;
+# 3. benchmarks/startup.py: one small JPEG with --backend cpu, auto (the CPU for so small a
 #    run) and cuda; then benchmarks/profile_run.py: where a FRAMES-JPEG run's threads spend
 #    their time;
-# 5. the check's tests of damaged files, lying and random plans under compute-sanitizer memcheck (where
+# 4. the check's tests of damaged files, lying and random plans under compute-sanitizer memcheck (where
 #    the host has it), last: they may run into the call's end.
 #
 # Carry edgecli/_native.abi3.so (make install builds it), the GPU decoders' wheels (.whl) and
@@ -27,9 +27,14 @@ source scripts/device_env.sh
 scripts/device_tests.sh
 [[ -d "$DATA/q95/jpeg" ]] || "$PYTHON" scripts/make_bench_media.py --out "$DATA/q95" \
     --frames 240 --only jpeg --jpeg-quality 95 > "$OUT/media.txt" 2>&1
-"$PYTHON" benchmarks/pays.py --jpeg "$DATA/q95/jpeg" --rows jpeg --frames "$FRAMES" \
-    --parts no-gpu-scan-check --rounds "$ROUNDS" --into tmpfs 2>&1 | tee "$OUT/pays_scans.txt"
-"$PYTHON" benchmarks/jpeg_scans.py "$DATA/q95/jpeg" --rounds 0 2>&1 | tee "$OUT/jpeg_scans.txt"
+links=$(mktemp -d)
+files=("$DATA"/q95/jpeg/*.jpg)
+for ((i = 0; i < FRAMES; i++)); do
+    ln -s "$PWD/${files[i % ${#files[@]}]}" "$links/$(printf %06d "$i").jpg"
+done
+"$PYTHON" benchmarks/jpeg_scans.py "$links" --rounds "$ROUNDS" --decodes auto 2>&1 \
+    | tee "$OUT/jpeg_scans.txt"
+rm -rf "$links"
 "$PYTHON" benchmarks/startup.py --runs 5 2>&1 | tail -n 12 | tee "$OUT/startup.txt"
 "$PYTHON" benchmarks/profile_run.py "$DATA/q95/jpeg" --frames "$FRAMES" --decode auto \
     --json "$OUT/profile_jpeg.json" > "$OUT/profile_jpeg.txt" 2>&1 || true

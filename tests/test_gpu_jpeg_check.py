@@ -11,7 +11,7 @@ import pytest
 
 import edgecli
 from edgecli.decode.gpu import jpeg_check
-from edgecli.decode.jpeg_header import scan_damage
+from edgecli.decode.jpeg_header import LIBJPEG_ONLY, scan_damage
 from edgecli.errors import FrameError
 
 from .helpers import same_pixels
@@ -106,11 +106,20 @@ def engines_for_every_file(gpu, monkeypatch):
     monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
 
 
-def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file, tmp_path):
+@pytest.mark.parametrize("check", ["1", None], ids=["checked on the GPU", "walked on the CPU"])
+def test_runs_pass_whole_files_and_send_damage_to_the_cpu(
+    engines_for_every_file, check, tmp_path, monkeypatch
+):
     """A folder of whole 720p photos and copies damaged in their scans, in one size so that they
     share batches, and noise the check may not pass: --decode auto equals --decode cpu (pixels,
     failures and their words); every file whose scans are whole is the engines', checked on
-    the GPU or walked on the CPU, and every damaged one fails as on the CPU."""
+    the GPU (EDGECLI_GPU_SCAN_CHECK=1) or walked on the CPU (the default), every damaged one
+    fails as on the CPU, and every one that libjpeg-turbo reads in a way of its own
+    (LIBJPEG_ONLY) is the CPU's."""
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+
+    if check is not None:
+        monkeypatch.setenv(gpu_jpeg.SCAN_CHECK_ENV, check)
     rng = random.Random(43)
     folder = tmp_path / "in"
     folder.mkdir()
@@ -124,14 +133,15 @@ def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file
     files += noise_files()
     for i, data in enumerate(files):
         (folder / f"{i:03d}.jpg").write_bytes(data)
-    damaged = sum(scan_damage(data) is not None for data in files)
-    assert 5 < damaged < 16
+    damaged = sum(isinstance(scan_damage(data), str) for data in files)
+    own = sum(scan_damage(data) is LIBJPEG_ONLY for data in files)  # the CPU's to decode
+    assert 5 < damaged < 16 and own > 0
     cpu = edgecli.process(folder, tmp_path / "cpu", backend="cuda", decode="cpu", on_error="skip")
     auto = edgecli.process(folder, tmp_path / "auto", backend="cuda", decode="auto",
                            on_error="skip")  # fmt: skip
     same_pixels(tmp_path / "cpu", tmp_path / "auto")
     assert auto.failed == cpu.failed and len(auto.failed) == damaged
-    assert auto.decoders == {"nvjpeg-hw": len(files) - damaged}
+    assert auto.decoders == {"nvjpeg-hw": len(files) - damaged - own, "cpu": own}
     with pytest.raises(FrameError) as on_cpu:
         edgecli.process(folder, tmp_path / "c2", backend="cuda", decode="cpu")
     with pytest.raises(FrameError) as on_gpu:
@@ -142,19 +152,27 @@ def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file
 def test_without_the_check_every_scan_is_walked_on_the_cpu(
     engines_for_every_file, tmp_path, monkeypatch
 ):
-    """EDGECLI_GPU_SCAN_CHECK=0: the kernel is never launched, and the outputs are the same."""
+    """By default the kernel is never launched; with EDGECLI_GPU_SCAN_CHECK=1 it is, and the
+    outputs are the same."""
     from edgecli.decode.gpu import jpeg as gpu_jpeg
 
-    def launched(*args, **kwargs):
-        raise AssertionError("the scan check ran with EDGECLI_GPU_SCAN_CHECK=0")
+    calls = []
+    checked = jpeg_check.launch_jpeg_check
 
+    def launched(*args, **kwargs):
+        calls.append(len(args))
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(jpeg_check, "launch_jpeg_check", launched)
     folder = tmp_path / "in"
     folder.mkdir()
     for i in range(8):
         (folder / f"{i}.jpg").write_bytes(WHOLE[-5])
-    edgecli.process(folder, tmp_path / "on", backend="cuda", decode="auto")
-    monkeypatch.setenv(gpu_jpeg.SCAN_CHECK_ENV, "0")
-    monkeypatch.setattr(jpeg_check, "launch_jpeg_check", launched)
+    monkeypatch.delenv(gpu_jpeg.SCAN_CHECK_ENV, raising=False)
     off = edgecli.process(folder, tmp_path / "off", backend="cuda", decode="auto")
-    assert off.decoders == {"nvjpeg-hw": 8}
+    assert calls == []
+    monkeypatch.setenv(gpu_jpeg.SCAN_CHECK_ENV, "1")
+    on = edgecli.process(folder, tmp_path / "on", backend="cuda", decode="auto")
+    assert calls
+    assert off.decoders == on.decoders == {"nvjpeg-hw": 8}
     same_pixels(tmp_path / "on", tmp_path / "off")

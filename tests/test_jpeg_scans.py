@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from edgecli import native
-from edgecli.decode.jpeg_header import scan_damage
+from edgecli.decode.cpu import decode_image
+from edgecli.decode.jpeg_header import LIBJPEG_ONLY, scan_damage
 from tests.media import photo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,11 +97,20 @@ def verdicts(complaint, bases: list[bytes], per_kind: int, seed: int) -> list[tu
     return found
 
 
+def disagree(found: list[tuple]) -> list[tuple]:
+    """The verdicts where scan_damage finds damage and libjpeg-turbo says nothing, or the
+    other way round (LIBJPEG_ONLY is no damage: libjpeg-turbo decodes such a file without a
+    word)."""
+    return [v for v in found if (v[1] is None) == isinstance(v[2], str)]
+
+
 def test_damaged_exactly_where_libjpeg_warns(complaint):
     """Over 1800 files damaged in their scans in six ways, scan_damage finds damage exactly
     where libjpeg-turbo warns or fails decoding them (the verdict, not its words)."""
     found = verdicts(complaint, generated(), 300, seed=37)
-    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert disagree(found) == []
+    # Damage libjpeg-turbo decodes in a way of its own, without a word, is common too.
+    assert sum(v[2] is LIBJPEG_ONLY for v in found) > 20
     # Both verdicts are common: damage libjpeg-turbo sees in every kind, and damage it decodes
     # without a word (in padding bits, or where it reads a bad code silently) in most.
     damaged = {kind: sum(v[1] is not None for v in found if v[0] == kind) for kind in MUTATIONS}
@@ -115,7 +125,7 @@ def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
     bases = [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
     assert len(bases) == 2 and all(data.count(b"\xff\xda") == 3 for data in bases)
     found = verdicts(complaint, bases, 100, seed=38)
-    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert disagree(found) == []
     assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
 
 
@@ -179,7 +189,7 @@ def test_files_without_tables_are_damaged_where_libjpeg_warns(complaint):
     assert all(b"\xff\xc4" not in data for data in bases)
     assert [(complaint(data), scan_damage(data)) for data in bases] == [(None, None)] * 10
     found = verdicts(complaint, bases, 50, seed=39)
-    assert [v for v in found if (v[1] is None) != (v[2] is None)] == []
+    assert disagree(found) == []
     assert 50 < sum(v[1] is not None for v in found) < len(found) - 20
 
 
@@ -192,6 +202,68 @@ def test_a_bad_huffman_code_is_named(complaint):
     damaged = data[:start] + b"\xff\x00" * 4 + data[start + 8 :]
     assert complaint(damaged) == "warning: Corrupt JPEG data: bad Huffman code"
     assert scan_damage(damaged) == "corrupt JPEG data (bad Huffman code in MCU 1 of 64)"
+
+
+def standard_codes(data: bytes) -> dict[tuple[int, int], str]:
+    """The codes of the file's DC table 0 (class 0) and AC table 0 (class 1), by (class,
+    symbol), as bit strings: from its DHT segments, as any decoder builds them."""
+    codes = {}
+    at = 0
+    while (at := data.find(b"\xff\xc4", at)) >= 0:
+        end = at + 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+        at += 4
+        while at < end:
+            kind, counts = data[at], data[at + 1 : at + 17]
+            values, code = iter(data[at + 17 : at + 17 + sum(counts)]), 0
+            for length, count in enumerate(counts, start=1):
+                for _ in range(count):
+                    if kind & 15 == 0:
+                        codes[kind >> 4, next(values)] = format(code, f"0{length}b")
+                    code += 1
+                code <<= 1
+            at += 17 + sum(counts)
+    return codes
+
+
+def with_scan(data: bytes, bits: str) -> bytes:
+    """The gray baseline JPEG ``data`` with its scan's data replaced by ``bits``, padded with
+    1 bits to a byte, each FF stuffed."""
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2 : sos + 4], "big")
+    bits += "1" * (-len(bits) % 8)
+    scan = bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8))
+    return data[:start] + scan.replace(b"\xff", b"\xff\x00") + b"\xff\xd9"
+
+
+@pytest.mark.parametrize("odd_block", [1, 999], ids=["fast path", "slow path"])
+@pytest.mark.parametrize("oddity", ["past the block", "zeros past the block", "bad code"])
+def test_codes_libjpeg_reads_in_its_own_way(oddity, odd_block, complaint):
+    """A gray file of 1000 blocks, each a DC difference of 0 and an end of block, but one: a
+    coefficient put past the block's end (three runs of 16 zeros, then a run of 15 and a 1),
+    a run of 16 zeros past it (four of them), or 17 1 bits where a DC code belongs, which is
+    no code. libjpeg-turbo decodes each without a word, on its fast path (the block early,
+    512 bytes and more left) and on its slow one (near the end, where it warns of the bad
+    code); scan_damage says it is libjpeg-turbo's alone, where it says nothing, and the CPU
+    decodes it as cv2 does."""
+    base = encode("gray", 8, 8000, restarts=0, optimize=False)
+    codes = standard_codes(base)
+    dc0, eob, zrl = codes[0, 0x00], codes[1, 0x00], codes[1, 0xF0]
+    odd = {
+        "past the block": dc0 + zrl * 3 + codes[1, 0xF1] + "1",
+        "zeros past the block": dc0 + zrl * 4,
+        "bad code": "1" * 17 + eob,
+    }[oddity]
+    data = with_scan(base, "".join(odd if b == odd_block else dc0 + eob for b in range(1000)))
+    if oddity == "bad code" and odd_block == 999:
+        assert complaint(data) == "warning: Corrupt JPEG data: bad Huffman code"
+        assert scan_damage(data) == "corrupt JPEG data (bad Huffman code in MCU 1000 of 1000)"
+        return
+    assert complaint(data) is None
+    assert scan_damage(data) is LIBJPEG_ONLY
+    frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert np.array_equal(decode_image(Path("odd.jpg"), data, 10**8), frame)
+    # The same blocks without the odd one: whole, and no one's alone.
+    assert scan_damage(with_scan(base, (dc0 + eob) * 1000)) is None
 
 
 def test_extraneous_bytes_are_counted_as_libjpeg_counts_them(complaint):
@@ -231,7 +303,7 @@ def test_scans_that_end_in_random_bytes_get_libjpegs_words(complaint):
         damaged = data[:cut] + extra + data[-2:]
         warning = complaint(damaged)
         if warning is None:
-            assert scan_damage(damaged) is None
+            assert scan_damage(damaged) in (None, LIBJPEG_ONLY)
             continue
         words = warning.removeprefix("warning: Corrupt JPEG data: ")
         assert scan_damage(damaged).startswith(f"corrupt JPEG data ({words}")

@@ -193,7 +193,7 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
             return frame
     else:
         damage = scan_damage(data)
-        if damage is not None:
+        if isinstance(damage, str):
             raise FrameError(source, damage)
     tiff = path.suffix.lower() in (".tif", ".tiff")
     try:

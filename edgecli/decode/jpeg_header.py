@@ -358,7 +358,22 @@ class EncodedJpeg:
 _BETWEEN_SCANS = frozenset({0xC4, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE, *range(0xE0, 0xF0)})
 
 
-def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
+class _OwnReading:
+    """:data:`LIBJPEG_ONLY`'s type."""
+
+    def __repr__(self) -> str:
+        return "LIBJPEG_ONLY"
+
+
+# scan_damage's verdict on a file libjpeg-turbo decodes without a word, reading codes where the
+# standard says nothing in a way of its own: a bad Huffman code that its fast path takes for a
+# 0, or a coefficient (or a run of zeros) past a block's end, which it puts in the block's last
+# place. Other decoders, the JPEG engines among them, make other pixels of such a file, so only
+# libjpeg-turbo (cv2) may decode it.
+LIBJPEG_ONLY = _OwnReading()
+
+
+def scan_damage(data: bytes | bytearray | memoryview) -> str | _OwnReading | None:
     """Why the scans of the JPEG file ``data`` are corrupt; None where they are as they
     should be (or ``data`` is no JPEG whose scans this finds: the decoder says why).
 
@@ -372,7 +387,8 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
     Huffman codes as libjpeg-turbo's decoder reads them (no IDCT) and gives its first warning
     or error in its words: a bad Huffman code, a marker before a scan's last block
     ("premature end of data segment"), bytes before a marker ("N extraneous bytes"), a
-    restart marker out of order or missing. Other files (progressive or arithmetic-coded, or
+    restart marker out of order or missing; or, where it gives none, :data:`LIBJPEG_ONLY` for
+    codes it reads silently in a way of its own. Other files (progressive or arithmetic-coded, or
     no C extension) get the markers' check, at memory speed with no Huffman decoding: a byte
     pair FF xx that no scan can hold (random bytes over the data hold one most often),
     restart markers out of order and, in a file of one scan with a restart interval, too few
@@ -383,7 +399,7 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | None:
     return _judge(data, planning=False)  # never a plan
 
 
-def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | None:
+def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | _OwnReading | None:
     """:func:`scan_damage`'s verdict on ``data``, except where the GPU can check the file's
     scan (``cuda/jpeg_check.cu``): there, unless the walk up to the scan's data finds damage,
     the scan's plan for that check (bytes), which costs a fraction of a millisecond where
@@ -392,7 +408,7 @@ def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | None:
     return _judge(data, planning=True)
 
 
-def _judge(data, *, planning: bool) -> str | bytes | None:
+def _judge(data, *, planning: bool) -> str | bytes | _OwnReading | None:
     """scan_damage's walk; ``planning``: stopping at the scan's data with a plan, where
     ``edgecli._native`` makes one."""
     mv = memoryview(data).cast("B")
@@ -428,7 +444,9 @@ def _judge(data, *, planning: bool) -> str | bytes | None:
                 if isinstance(planned, bytes):
                     return planned
                 reason = walk(mv) if planned is None else planned
-                return None if reason is None else f"corrupt JPEG data ({reason})"
+                if reason is None or reason is False:
+                    return None if reason is None else LIBJPEG_ONLY
+                return f"corrupt JPEG data ({reason})"
             sof = mv[start:pos]
         elif marker == 0xDA:
             scans += 1

@@ -17,6 +17,7 @@ from functools import cache, partial
 from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
 from ..decode.jpeg_header import (
     JPEG_SUFFIXES,
+    LIBJPEG_ONLY,
     EncodedJpeg,
     parse_header,
     scan_damage,
@@ -285,6 +286,8 @@ class FrameReader:
             judged = scan_plan(data) if decoder.checks_scans else scan_damage(data)
             if isinstance(judged, str):
                 raise FrameError(path, judged)
+            if judged is LIBJPEG_ONLY:
+                return None
             return EncodedJpeg(source.out_name, path, source.path, data, header, judged)
         if data[:8] == PNG_SIGNATURE and self.gpu.png is not None and self.gpu.png.ready():
             try:

@@ -31,8 +31,9 @@ JPEG_BATCH = 32
 # Batches decoded ahead of the edge kernel, and the ring that holds them and those in flight.
 JPEG_AHEAD = 2
 JPEG_SLOTS = JPEG_AHEAD + 3
-# An environment setting for benchmarks and diagnosis: "0" judges every JPEG's scans on the
-# CPU as the file is read, as without the C extension (which makes the plans).
+# An environment setting for benchmarks and diagnosis: "1" checks the JPEGs' scans on the GPU
+# beside the engines (the C extension makes the plans) instead of on the CPU as each file is
+# read. Off by default: its one measurement so far made whole runs slower, not faster.
 SCAN_CHECK_ENV = "EDGECLI_GPU_SCAN_CHECK"
 
 
@@ -49,7 +50,7 @@ class JpegDecoder(BatchDecoder):
         self.stop = threading.Event()  # set by close: a decode waiting for a slot gives up
         self.batch = JPEG_BATCH
         # Whether the reader plans files' scans for the check here (FrameReader._encoded).
-        self.checks_scans = native.c is not None and os.environ.get(SCAN_CHECK_ENV) != "0"
+        self.checks_scans = native.c is not None and os.environ.get(SCAN_CHECK_ENV) == "1"
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="edgecli-nvjpeg")
         # The checks' own thread: a batch's plans staged and checked while this decoder's
         # thread hands the batch to the engines (one at a time: they share staging).
@@ -142,7 +143,8 @@ class JpegDecoder(BatchDecoder):
         if checking is not None:
             # A scan the check did not pass is judged here, as it would have been when read:
             # a whole one keeps the engines' frame; a damaged one goes to the CPU's decoder,
-            # which refuses it in the same words.
+            # which refuses it in the same words, and so does one that only libjpeg-turbo
+            # reads as cv2 does (LIBJPEG_ONLY), which it decodes.
             planned, found, also["scan_check"] = checking.result()
             if found is not None:
                 unpassed = [planned[j] for j in np.flatnonzero(found != jpeg_check.CLEAN)]
