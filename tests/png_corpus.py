@@ -19,6 +19,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
 from tests.media import photo
 
@@ -273,9 +274,9 @@ def own_files() -> dict[str, bytes]:
 
 
 def ffmpeg_exe() -> str:
-    import imageio_ffmpeg
-
-    return imageio_ffmpeg.get_ffmpeg_exe()
+    """imageio-ffmpeg's ffmpeg, or a skip where it is not installed (the GPU host has none)."""
+    reason = "imageio-ffmpeg (edgecli[dev]) is not installed"
+    return pytest.importorskip("imageio_ffmpeg", reason=reason).get_ffmpeg_exe()
 
 
 # FFmpeg's PNG encoder's pixel formats (rgb48be, rgba64be, ya16be are its 16-bit ones).

@@ -22,8 +22,12 @@ from edgecli.decode.jpeg_planes import (
 )
 from tests import cuda_host
 
-from .clips import FFMPEG, decode_planes, probe
 from .helpers import DATA
+
+# The clips are made and decoded to planes by imageio-ffmpeg's ffmpeg (a dev extra, so make
+# test has it; the GPU host has not, and runs only the gpu-marked tests).
+pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg (edgecli[dev]) is not installed")
+from .clips import FFMPEG, decode_planes, probe  # noqa: E402
 
 MATRICES = [(m, full) for m in ("bt601", "bt709", "bt2020") for full in (False, True)]
 # (height, width): H.264's frames have even heights; odd widths share the last chroma column;
