@@ -26,7 +26,7 @@ from .jpeg_check_cases import (
     statuses,
     whole_files,
 )
-from .test_jpeg_scans import encode, mutate
+from .test_jpeg_scans import MUTATIONS, encode, mutate
 from .turbojpeg import decode_complaint, load
 
 pytestmark = pytest.mark.gpu
@@ -147,6 +147,36 @@ def test_runs_pass_whole_files_and_send_damage_to_the_cpu(
     with pytest.raises(FrameError) as on_gpu:
         edgecli.process(folder, tmp_path / "a2", backend="cuda", decode="auto")
     assert str(on_gpu.value) == str(on_cpu.value)
+
+
+@pytest.mark.parametrize("check", ["1", None], ids=["checked on the GPU", "walked on the CPU"])
+def test_damaged_jpegs_of_every_kind_decode_as_on_the_cpu(
+    engines_for_every_file, check, tmp_path, monkeypatch
+):
+    """240 720p files damaged in their scans in every way test_jpeg_scans damages them, from
+    bases of three samplings, both table kinds and two qualities: --decode auto writes the
+    pixels --decode cpu writes and fails the same files, whether the GPU checks the scans or
+    the CPU walks them; among them files that only libjpeg-turbo reads as cv2 does."""
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+
+    if check is not None:
+        monkeypatch.setenv(gpu_jpeg.SCAN_CHECK_ENV, check)
+    bases = [encode(sampling, 720, 1280, 0, optimize, quality)
+             for sampling in ("420", "422", "444") for optimize in (False, True)
+             for quality in (75, 95)]  # fmt: skip
+    rng = random.Random(47)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    files = [mutate(rng.choice(bases), kind, rng) for kind in MUTATIONS for _ in range(40)]
+    for i, data in enumerate(files):
+        (folder / f"{i:03d}.jpg").write_bytes(data)
+    assert sum(scan_damage(data) is LIBJPEG_ONLY for data in files) > 5
+    cpu = edgecli.process(folder, tmp_path / "cpu", backend="cuda", decode="cpu", on_error="skip")
+    auto = edgecli.process(folder, tmp_path / "auto", backend="cuda", decode="auto",
+                           on_error="skip")  # fmt: skip
+    same_pixels(tmp_path / "cpu", tmp_path / "auto")
+    assert sorted(map(str, auto.failed)) == sorted(map(str, cpu.failed))
+    assert auto.decoders.get("nvjpeg-hw", 0) > 100
 
 
 def test_without_the_check_every_scan_is_walked_on_the_cpu(
