@@ -12,11 +12,11 @@
 // rest of this header is about a scan of one. status[i] becomes CHECK_CLEAN only where
 // libjpeg-turbo decodes the scan without a warning, and as every decoder does: every code of
 // its MCUs is one of its tables' codes, none puts a coefficient past a block's end, and its
-// last MCU ends in the data's last byte. Any other status is no
-// verdict: the host then judges the file as before, on the CPU (edgecli._native's
-// jpeg_scan_damage), and a clean file that comes back unpassed costs only that time. So the
-// check may refuse what is fine (a second scan is never planned; a bad code where a lane's
-// decoding had already fallen into step fails it) but never pass what is not.
+// last MCU ends in the data's last byte. Any other status is no verdict: the host then
+// judges the file as before, on the CPU (edgecli._native's jpeg_scan_damage), and a clean
+// file that comes back unpassed costs only that time. So the check may refuse what is fine (a
+// second scan is never planned; a bad code where a lane's decoding had already fallen into
+// step fails it) but never pass what is not.
 //
 // Why it is clean then: libjpeg-turbo reads the scan's codes as any reader does while they lie
 // in the data; it warns only of a bad code (none here), of codes wanted past a marker (the last
@@ -221,7 +221,8 @@ extern "C" __global__ void __launch_bounds__(CHECK_LANES)
 
     // Each lane decodes its segment as if a block started it, recording grid points. Where
     // its bits start no code it notes where, and starts again at the next bit: before the lane
-    // before it met it, that was its guess going wrong; after, the data is damaged.
+    // before it met it, that was its guess going wrong; after, the data is damaged. A
+    // coefficient past a block's end is noted so too, and the lane goes on.
     int blk = 0, k = 0;
     unsigned mcu = 0;
     unsigned long long bad = NO_BAD, bad_in_mcus = NO_BAD;

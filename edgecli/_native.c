@@ -14,8 +14,8 @@
  * edgecli.output.sinks.write_atomic's: the Python os calls there win the GIL back after each
  * of its four system calls; write_file makes the same calls in one release.
  * edgecli.output.png and edgecli.output.sinks use this module where it was built (setup.py
- * builds it optionally) and their own code elsewhere; tests/test_native.py and tests/test_files.py hold the two to the same
- * results.
+ * builds it optionally) and their own code elsewhere; tests/test_native.py and
+ * tests/test_files.py hold the two to the same results.
  *
  * Limited API (3.11: the buffer protocol): one build serves every later CPython.
  */
@@ -387,8 +387,9 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
  * marker and warns on a bad code or on bits wanted past a marker. Both consume a code and its
  * magnitude bits, or several codes, in one step where libjpeg-turbo's fills would come out
  * the same (make_joint). Bytes left in the bit buffer after a scan's last MCU are dropped
- * silently; those before the next restart marker count as extraneous. The walk stops at the first warning or error, whose words it gives:
- * the file is damaged then, whatever libjpeg-turbo would make of the rest. */
+ * silently; those before the next restart marker count as extraneous. The walk stops at the
+ * first warning or error, whose words it gives: the file is damaged then, whatever
+ * libjpeg-turbo would make of the rest. */
 
 #define WALK_MIN_GET_BITS 57 /* jdhuff.c's MIN_GET_BITS on a 64-bit bit buffer */
 #define WALK_LOOKAHEAD 8     /* jdhuff.h's HUFF_LOOKAHEAD: the slow path peeks this many */
@@ -1684,14 +1685,15 @@ static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t 
 
 /* png_decode: a gray, gray+alpha, RGB or RGBA PNG of 8 or 16 bits a sample (not interlaced)
  * into the BGR frame cv2.imdecode(IMREAD_COLOR) gives for it: each sample's high byte, gray
- * copied to all three, alpha dropped, red and blue swapped. Only where libpng would decode the image data without a word: zlib fed a
- * row of output at a time, as libpng feeds it (so a distance past the window the stream's
- * header names fails here as there; libdeflate inflates it whole where that window is 32 KB,
- * and no distance can pass it), each row's filter type at most 4, and the stream ending
- * exactly after the last row with every IDAT byte read (libpng warns of more, or of less).
+ * copied to all three, alpha dropped, red and blue swapped. Only where libpng would decode the
+ * image data without a word: zlib fed a row of output at a time, as libpng feeds it (so a
+ * distance past the window the stream's header names fails here as there; libdeflate inflates
+ * it whole where that window is 32 KB, and no distance can pass it), each row's filter type at
+ * most 4, and the stream ending exactly after the last row with every IDAT byte read (libpng
+ * warns of more, or of less).
  * Anything else returns 0, and the caller has cv2 decode the file (its frame, warning or
- * error). Paeth's predictor is computed without branches: a photograph's choices are too random
- * for a branch predictor, and that is where libpng spends a third of a frame. */
+ * error). Paeth's predictor is computed without branches: a photograph's choices are too
+ * random for a branch predictor, and that is where libpng spends a third of a frame. */
 static inline int paeth_predict(int a, int b, int c)
 {
     int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - c - c);

@@ -444,8 +444,10 @@ def _judge(data, *, planning: bool) -> str | bytes | _OwnReading | None:
                 if isinstance(planned, bytes):
                     return planned
                 reason = walk(mv) if planned is None else planned
-                if reason is None or reason is False:
-                    return None if reason is None else LIBJPEG_ONLY
+                if reason is None:
+                    return None
+                if reason is False:  # whole, as libjpeg-turbo alone reads it
+                    return LIBJPEG_ONLY
                 return f"corrupt JPEG data ({reason})"
             sof = mv[start:pos]
         elif marker == 0xDA:
