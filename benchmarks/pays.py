@@ -11,8 +11,8 @@ its function hidden, cv2 decodes every PNG).
     python benchmarks/pays.py ... --setting 'switch=import sys; sys.setswitchinterval(5e-4)'
 
 Rows: a JPEG folder, a glob of H.264 clips and one long H.264 video (``--decode auto``), the
-JPEG folder with ``--decode cpu``, and a PNG folder with ``--decode cpu`` (``--png``, FFmpeg's
-frames by default), each ``--frames`` long. Each row at each ``--cores``
+JPEG folder with ``--decode cpu``, and a PNG folder with ``--decode cpu`` and ``gpu``
+(``--png``, FFmpeg's frames by default), each ``--frames`` long. Each row at each ``--cores``
 count (the runs pinned to the first N CPUs with ``taskset``; edgecli sizes its pools to them)
 gets a warm-up run (the bytecode and kernel caches), then ``--rounds`` rounds in which every
 variant runs once, in turn, the order rotating from round to round; a run is timed from its
@@ -67,6 +67,7 @@ ROWS = {  # --rows: the input and --decode of each
     "long": ("long H.264 video", "auto"),
     "jpeg-cpu": ("JPEG folder, --decode cpu", "cpu"),
     "png-cpu": ("PNG folder, --decode cpu", "cpu"),
+    "png-gpu": ("PNG folder, --decode gpu", "gpu"),
 }
 
 
@@ -191,9 +192,9 @@ def main(argv: list[str]) -> int:
         jpegs = str(symlink_folder(sorted(args.jpeg.iterdir()), args.frames, scratch / "jpeg"))
         clips = video_copies(args.clip, max(args.frames // 240, 1), scratch / "clips")
         sources = {"jpeg": jpegs, "clips": clips, "long": str(args.long), "jpeg-cpu": jpegs}
-        if "png-cpu" in args.rows:
-            pngs = sorted(args.png.glob("*.png"))
-            sources["png-cpu"] = str(symlink_folder(pngs, args.frames, scratch / "png"))
+        if {"png-cpu", "png-gpu"} & set(args.rows):
+            pngs = str(symlink_folder(sorted(args.png.glob("*.png")), args.frames, scratch / "png"))
+            sources["png-cpu"] = sources["png-gpu"] = pngs
         for key in args.rows:
             name, decode = ROWS[key]
             for cores in args.cores:
