@@ -28,9 +28,9 @@ scripts/device_tests.sh
 [[ -d "$DATA/q95/jpeg" ]] || "$PYTHON" scripts/make_bench_media.py --out "$DATA/q95" \
     --frames 240 --only jpeg --jpeg-quality 95 > "$OUT/media.txt" 2>&1
 links=$(mktemp -d)
-files=("$DATA"/q95/jpeg/*.jpg)
+files=("$(cd "$DATA/q95/jpeg" && pwd)"/*.jpg)
 for ((i = 0; i < FRAMES; i++)); do
-    ln -s "$PWD/${files[i % ${#files[@]}]}" "$links/$(printf %06d "$i").jpg"
+    ln -s "${files[i % ${#files[@]}]}" "$links/$(printf %06d "$i").jpg"
 done
 "$PYTHON" benchmarks/jpeg_scans.py "$links" --rounds "$ROUNDS" --decodes auto 2>&1 \
     | tee "$OUT/jpeg_scans.txt"
