@@ -49,20 +49,6 @@ def launched(launch, kernel, plans: list[bytes], to_device=np.asarray, to_host=n
     return found
 
 
-def large(
-    sampling: str, height: int, width: int, quality: int, seed: int = 0, restarts: int = 0
-) -> bytes:
-    """A photo-like JPEG large enough that its scan is cut between many lanes (or, with a
-    restart interval of ``restarts`` MCUs, shared between them interval by interval)."""
-    image = photo(height, width, seed)
-    params = [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_RST_INTERVAL, restarts]
-    if SAMPLINGS[sampling] is None:
-        image = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-    else:
-        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, SAMPLINGS[sampling]]
-    return cv2.imencode(".jpg", image, params)[1].tobytes()
-
-
 def whole_files() -> list[bytes]:
     """Photos libjpeg-turbo decodes without a word, every one planned: the sample frames and
     test data (those of a single scan), every sampling, size and restart interval (none, 1 and
@@ -77,10 +63,12 @@ def whole_files() -> list[bytes]:
             SAMPLINGS, sizes, (0, 1, 3), (0, 1)
         )
     ]
-    # A restart interval of a 1080p frame's MCU row, and of every MCU.
-    files += [large("420", 1080, 1920, 95, 7, restarts=120), large("444", 480, 640, 90, 8, 1)]
+    # Photos large enough that a scan is cut between many lanes; with a restart interval of a
+    # 1080p frame's MCU row, and of every MCU, shared between them interval by interval.
+    files += [encode("420", 1080, 1920, 120, False, 95, seed=7),
+              encode("444", 480, 640, 1, False, 90, seed=8)]  # fmt: skip
     files += [
-        large(sampling, height, width, quality, seed)
+        encode(sampling, height, width, 0, False, quality, seed=seed)
         for seed, (sampling, (height, width), quality) in enumerate(
             [
                 ("420", (1080, 1920), 95),

@@ -24,10 +24,12 @@ SIZES = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
 MUTATIONS = ["overwrite", "zero", "flip", "truncate", "insert", "remove"]
 
 
-def encode(sampling: str, height: int, width: int, restarts: int, optimize: bool, quality=90):
-    """A JPEG of a photo-like frame: that sampling, size, restart interval (0: none), and
-    optimized Huffman tables or the standard ones."""
-    image = photo(height, width, seed=height * width)
+def encode(
+    sampling: str, height: int, width: int, restarts: int, optimize: bool, quality=90, seed=None
+):
+    """A JPEG of a photo-like frame (``seed``'s, by default its size's): that sampling, size,
+    restart interval (0: none), and optimized Huffman tables or the standard ones."""
+    image = photo(height, width, seed=height * width if seed is None else seed)
     params = [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_RST_INTERVAL, restarts]
     params += [cv2.IMWRITE_JPEG_OPTIMIZE, int(optimize)]
     if SAMPLINGS[sampling] is None:
