@@ -1937,7 +1937,8 @@ static PyObject *png_decode(PyObject *module, PyObject *const *args, Py_ssize_t 
         decoded = whole;
         unsigned char *bgr = s.out.buf;
         for (size_t y = 0; y < height && decoded; y++) {
-            decoded = png_unfilter_row(filtered, y, row_bytes, pixel_bytes);
+            if (!(decoded = png_unfilter_row(filtered, y, row_bytes, pixel_bytes)))
+                break;
             const unsigned char *row = filtered + y * (row_bytes + 1) + 1;
             unsigned char *to = bgr + y * (size_t)width * 3;
             if (channels <= 2) { /* gray, and gray+alpha: the gray three times */
