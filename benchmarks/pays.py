@@ -10,13 +10,14 @@ its function hidden, cv2 decodes every PNG).
         --long bench_data/pan_long.mp4 --cores 16 8 --into tmpfs
     python benchmarks/pays.py ... --setting 'switch=import sys; sys.setswitchinterval(5e-4)'
 
-Rows: a JPEG folder, a glob of H.264 clips and one long H.264 video (``--decode auto``), the
-JPEG folder with ``--decode cpu``, and a PNG folder with ``--decode cpu`` and ``gpu``
-(``--png``, FFmpeg's frames by default), each ``--frames`` long. Each row at each ``--cores``
-count (the runs pinned to the first N CPUs with ``taskset``; edgecli sizes its pools to them)
-gets a warm-up run (the bytecode and kernel caches), then ``--rounds`` rounds in which every
-variant runs once, in turn, the order rotating from round to round; a run is timed from its
-process's start to its end, and every variant's PNGs must equal the default's, file for file.
+Rows: a JPEG folder, a glob of H.264 clips, one of HEVC clips (``--hevc``) and one long H.264
+video (``--decode auto``), the JPEG folder with ``--decode cpu``, and a PNG folder with
+``--decode cpu`` and ``gpu`` (``--png``, FFmpeg's frames by default), each ``--frames`` long.
+Each row at each ``--cores`` count (the runs pinned to the first N CPUs with ``taskset``;
+edgecli sizes its pools to them) gets a warm-up run (the bytecode and kernel caches), then
+``--rounds`` rounds in which every variant runs once, in turn, the order rotating from round to
+round; a run is timed from its process's start to its end, and every variant's PNGs must equal
+the default's, file for file.
 ``--setting NAME=PYTHON`` adds a variant that runs a line of Python before edgecli starts (a
 module constant, an interpreter setting: an experiment, not an option).
 
@@ -64,6 +65,7 @@ MIN_ROUNDS = 3  # a verdict's fewest rounds
 ROWS = {  # --rows: the input and --decode of each
     "jpeg": ("JPEG folder", "auto"),
     "clips": ("H.264 clips", "auto"),
+    "hevc": ("HEVC clips", "auto"),
     "long": ("long H.264 video", "auto"),
     "jpeg-cpu": ("JPEG folder, --decode cpu", "cpu"),
     "png-cpu": ("PNG folder, --decode cpu", "cpu"),
@@ -75,6 +77,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jpeg", type=Path, default=REPO / "bench_data" / "q95" / "jpeg")
     parser.add_argument("--clip", type=Path, default=REPO / "bench_data" / "pan.mp4")
+    parser.add_argument("--hevc", type=Path, default=REPO / "bench_data" / "pan_hevc.mp4")
     parser.add_argument("--long", type=Path, default=REPO / "bench_data" / "pan_long.mp4")
     parser.add_argument("--png", type=Path, default=REPO / "bench_data" / "png_ffmpeg")
     parser.add_argument("--frames", type=int, default=2400, help="frames of the JPEG rows")
@@ -192,6 +195,9 @@ def main(argv: list[str]) -> int:
         jpegs = str(symlink_folder(sorted(args.jpeg.iterdir()), args.frames, scratch / "jpeg"))
         clips = video_copies(args.clip, max(args.frames // 240, 1), scratch / "clips")
         sources = {"jpeg": jpegs, "clips": clips, "long": str(args.long), "jpeg-cpu": jpegs}
+        if "hevc" in args.rows:
+            copies = max(args.frames // 240, 1)
+            sources["hevc"] = video_copies(args.hevc, copies, scratch / "hevc")
         if {"png-cpu", "png-gpu"} & set(args.rows):
             pngs = str(symlink_folder(sorted(args.png.glob("*.png")), args.frames, scratch / "png"))
             sources["png-cpu"] = sources["png-gpu"] = pngs
