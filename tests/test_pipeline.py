@@ -20,7 +20,7 @@ import pytest
 import edgecli
 from edgecli import pipeline
 from edgecli.edges.backends import BackendChoice
-from edgecli.errors import FrameError, OutputError
+from edgecli.errors import FrameError
 from edgecli.inputs.sources import Frame, ImageSource
 from edgecli.output.timing import StageClock, WaitClock
 from edgecli.pipeline import runner as runner_module
@@ -160,13 +160,14 @@ def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
     ring.submit = submit
 
     class Recorder:  # the writer: notes each frame handed over, done with its edges at once
+        encode_write = None
+
         def __init__(self):
             self.names = []
 
-        def submit_batch(self, names, edges, done):
-            self.names += names
-            for _ in names:
-                done()
+        def submit(self, fn, name, edges, done):
+            self.names.append(name)
+            done()
 
     writer = Recorder()
     handed_over = []  # frames handed to the encoders when frame i was asked for
@@ -186,57 +187,6 @@ def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
         pipeline.run_on_gpu(ring, frames(), options, pool.at(0), StageClock(), writer, WaitClock())
     assert handed_over[5][:2] == ["f0.png", "f1.png"]  # with 3 of 4 streams busy
     assert writer.names == [f"f{i}.png" for i in range(6)]
-
-
-class _CountingLane:
-    """A pool lane that counts the tasks submitted to it."""
-
-    def __init__(self, pool):
-        self.lane, self.tasks = pool.at(0), 0
-
-    def submit(self, fn, *args):
-        self.tasks += 1
-        return self.lane.submit(fn, *args)
-
-
-@pytest.mark.parametrize(("frames", "workers", "most_tasks", "least_tasks"),
-                         [(37, 4, 5, 5), (8, 4, 4, 4), (3, 4, 3, 3), (128, 16, 16, 16)])
-def test_a_batch_is_written_whole_in_a_few_tasks_spread_over_the_workers(
-    tmp_path, frames, workers, most_tasks, least_tasks
-):  # fmt: skip
-    """A batch's frames go to the encoders in tasks of several frames (fewer hand-offs from
-    the main thread), never fewer tasks than workers where there are frames enough: every
-    PNG is written with its own edges, every frame is let go once, the bar counts them all."""
-    rng = np.random.default_rng(frames)
-    edges = (rng.random((frames, 9, 13)) < 0.5).astype(np.uint8) * 255
-    names = [f"g{i:03d}.png" for i in range(frames)]
-    done, progress = [], []
-    with PriorityPool(workers, "test") as pool:
-        lane = _CountingLane(pool)
-        writer = writer_module.Writer(lane, tmp_path, edgecli.Options(), StageClock(), 6,
-                                      progress.append, workers=workers)  # fmt: skip
-        writer.submit_batch(names, edges, lambda: done.append(1))
-        writer.drain()
-    assert least_tasks <= lane.tasks <= most_tasks
-    assert len(done) == frames and sum(progress) == frames
-    for name, expected in zip(names, edges, strict=True):
-        written = cv2.imread(str(tmp_path / name), cv2.IMREAD_GRAYSCALE)
-        np.testing.assert_array_equal(written, expected)
-
-
-def test_a_frame_that_cannot_be_written_fails_the_batch_and_lets_every_frame_go(tmp_path):
-    """A write that fails (a file where a subfolder must go) raises when the run waits for
-    it, and every frame of the batch is still let go (its slab is freed), written or not."""
-    (tmp_path / "blocked").write_bytes(b"a file, not a folder")
-    names = ["a.png", "blocked/b.png", "c.png", "d.png"]
-    done = []
-    with PriorityPool(1, "test") as pool:
-        writer = writer_module.Writer(pool.at(0), tmp_path, edgecli.Options(), StageClock(),
-                                      8, lambda n: None)  # fmt: skip
-        writer.submit_batch(names, np.zeros((4, 3, 3), np.uint8), lambda: done.append(1))
-        with pytest.raises(OutputError, match="blocked/b.png: cannot write"):
-            writer.drain()
-    assert len(done) == 4
 
 
 class _NothingDecoded:

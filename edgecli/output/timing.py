@@ -85,16 +85,6 @@ class StageClock:
             if self._rows is not None:
                 self._rows.setdefault(frame, {})[stage] = elapsed_ms
 
-    def record_each(self, stage: str, elapsed_ms: float, frames: list[str], resource=None):
-        """:meth:`record` of ``elapsed_ms`` for each of ``frames``, under one acquisition of
-        the lock (a batch's share of a stage it ran as a whole)."""
-        with self._lock:
-            self._ms[stage].extend([elapsed_ms] * len(frames))
-            self._busy[resource or RESOURCE_OF[stage]][stage] += elapsed_ms * len(frames)
-            if self._rows is not None:
-                for frame in frames:
-                    self._rows.setdefault(frame, {})[stage] = elapsed_ms
-
     def add_busy(self, resource: str, stage: str, elapsed_ms: float) -> None:
         """Time ``resource`` spent on ``stage`` for no one frame (the main thread's)."""
         with self._lock:

@@ -163,9 +163,11 @@ class GpuBatches:
             resource, stage = decoded.timed
             timed.append((stage, decoded.decode_ms(), resource))
             timed += [(stage, ms, None) for stage, ms in decoded.also.items()]
-        for stage, ms, resource in timed:
-            self.clock.record_each(stage, ms / len(names), names, resource)
-        self.writer.submit_batch(names, edges, CountDown(len(names), pending.release).done)
+        encoded = CountDown(len(names), pending.release)
+        for name, frame_edges in zip(names, edges, strict=True):
+            for stage, ms, resource in timed:
+                self.clock.record(stage, ms / len(names), name, resource)
+            self.writer.submit(self.writer.encode_write, name, frame_edges, encoded.done)
 
     def make_room(self) -> None:
         """Hand finished batches to the encoders now, not when their stream is next needed:

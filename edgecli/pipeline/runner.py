@@ -438,8 +438,8 @@ def _run_into(
     gpu = ring = None
     with pool:
         writer = Writer(
-            pool.at(ENCODE), out_dir, options, state.clock, window, state.bar.update, budget,
-            keep_written=mixed, workers=workers,
+            pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
+            budget, keep_written=mixed,
         )  # fmt: skip
         try:
             if gpu_decoding is not None:
