@@ -5,9 +5,11 @@ as the CLI sets up a run (its GIL switch interval, the allocator's settings). Fo
 the summary calls hand-off-bound or not bound, this says which threads hold the GIL and where.
 
     python benchmarks/profile_run.py DIR [--frames 12000] [--decode gpu] [--into tmpfs]
+    python benchmarks/profile_run.py VIDEO [--clips 10] [--decode auto]
 
-DIR is a folder of frames (PNGs or JPEGs), cycled to ``--frames`` links. Prints the run's
-figures and bottleneck line, then the profile as JSON (also to ``--json``).
+DIR is a folder of frames (PNGs or JPEGs), cycled to ``--frames`` links; VIDEO a video file,
+run as a glob of ``--clips`` links to it. Prints the run's figures and bottleneck line, then the
+profile as JSON (also to ``--json``).
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from common import output_root, symlink_folder  # noqa: E402
+from common import output_root, symlink_folder, video_copies  # noqa: E402
 from e2e_tasks import Sampler  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a folder of PNG or JPEG frames")
-    parser.add_argument("--frames", type=int, default=12000)
+    parser.add_argument("folder", type=Path, help="a folder of PNG or JPEG frames, or a video")
+    parser.add_argument("--frames", type=int, default=12000, help="links of a folder's frames")
+    parser.add_argument("--clips", type=int, default=10, help="links of a video")
     parser.add_argument("--decode", default="gpu", choices=("auto", "cpu", "gpu"))
     parser.add_argument("--into", default="tmpfs", help="tmpfs (/dev/shm), disk, or a folder")
     parser.add_argument("--interval-ms", type=float, default=5.0, help="the sampler's period")
@@ -44,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # as the CLI runs
     keep_freed_memory()
-    frames = sorted(p for p in args.folder.iterdir() if p.suffix.lower() in (".png", ".jpg"))
     root = Path(output_root(args.into)) / f"edgecli-profile-{time.time_ns()}"
     try:
-        source = symlink_folder(frames, args.frames, root / "in")
+        if args.folder.is_file():
+            source = video_copies(args.folder, args.clips, root / "in")
+        else:
+            frames = [p for p in args.folder.iterdir() if p.suffix.lower() in (".png", ".jpg")]
+            source = symlink_folder(sorted(frames), args.frames, root / "in")
         with Sampler(args.interval_ms / 1e3) as sampler:
             summary = run(str(source), root / "out", Options(decode=args.decode))
         reported = summary.as_json()
