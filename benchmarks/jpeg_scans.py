@@ -1,10 +1,7 @@
 """What judging a JPEG's scans costs: per file on one thread, the C walk that repeats
-libjpeg-turbo's Huffman decoding (edgecli._native.jpeg_scan_damage) and the plan that hands a
-scan to the GPU's check instead (scan_plan), against cv2.imdecode; where a GPU is usable, the
-check kernel (cuda/jpeg_check.cu) on batches of the files (device events); and whole runs of
-a JPEG folder (its PNGs written to /dev/shm where there is one) with the GPU's check
-(EDGECLI_GPU_SCAN_CHECK=1), with the CPU's walk of every scan (the default) and with the
-markers' check alone, alternated.
+libjpeg-turbo's Huffman decoding (edgecli._native.jpeg_scan_damage) against cv2.imdecode; and
+whole runs of a JPEG folder (its PNGs written to /dev/shm where there is one) with the walk of
+every scan (the default) and with the markers' check alone, alternated.
 
     python benchmarks/jpeg_scans.py bench_data/q95/jpeg [--rounds 2] [--decodes auto,cpu]
 """
@@ -48,7 +45,6 @@ console()
 
 # Whole runs: (mode, the interpreter's arguments before edgecli's, environment).
 PROGRAMS = (
-    ("gpu-check", ["-m", "edgecli"], {"EDGECLI_GPU_SCAN_CHECK": "1"}),
     ("cpu-walk", ["-m", "edgecli"], {}),
     ("markers", ["-c", WITHOUT_WALK], {}),
 )
@@ -56,7 +52,6 @@ PROGRAMS = (
 
 def per_file(datas: list[bytes]) -> None:
     from edgecli import native
-    from edgecli.decode.jpeg_header import scan_plan
 
     cv2.setNumThreads(1)
 
@@ -69,42 +64,9 @@ def per_file(datas: list[bytes]) -> None:
         return 1e3 * statistics.median(times)
 
     walk = median_ms(native.c.jpeg_scan_damage)
-    plan = median_ms(scan_plan)
     decode = median_ms(lambda d: cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_COLOR))
-    print(f"per file, median of {len(datas)}, one thread: walk {walk:.2f} ms, plan "
-          f"{plan * 1e3:.1f} us, cv2.imdecode {decode:.2f} ms ({walk / decode:.0%})")  # fmt: skip
-
-
-def gpu_check(datas: list[bytes], batches: list[int], launches: int = 20) -> None:
-    """The check kernel alone on batches of the files (cycled), median of ``launches``."""
-    try:
-        import cupy
-
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no CuPy, no driver, no device: the CPU rows stand alone
-        print(f"check kernel: not timed ({type(exc).__name__}: {exc})")
-        return
-    from edgecli.decode.gpu import jpeg_check
-    from edgecli.decode.jpeg_header import scan_plan
-
-    planned = [p for d in datas if isinstance(p := scan_plan(d), bytes)]
-    kernel = jpeg_check.module(0)
-    for size in batches:
-        packed, starts = jpeg_check.pack_plans([planned[i % len(planned)] for i in range(size)])
-        args = (cupy.asarray(packed), cupy.asarray(starts))
-        status = cupy.full(size, -1, np.int32)
-        times = []
-        for _ in range(launches):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            jpeg_check.launch_jpeg_check(kernel, *args, status)
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end))
-        passed = int((status == jpeg_check.CLEAN).sum())
-        ms = statistics.median(times)
-        print(f"check kernel, batch {size}: {ms:.2f} ms ({size / ms * 1e3:,.0f} files/s), "
-              f"{passed}/{size} passed")  # fmt: skip
+    print(f"per file, median of {len(datas)}, one thread: walk {walk:.2f} ms, "
+          f"cv2.imdecode {decode:.2f} ms ({walk / decode:.0%})")  # fmt: skip
 
 
 def whole_runs(folder: Path, rounds: int, decodes: list[str]) -> None:
@@ -138,13 +100,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=200, help="files timed one by one")
     parser.add_argument("--rounds", type=int, default=2, help="whole runs of each, alternated")
     parser.add_argument("--decodes", default="auto,cpu", help="--decode values to run")
-    parser.add_argument(
-        "--batches", default="32,128", help="batch sizes the check kernel is timed at"
-    )
     args = parser.parse_args()
     datas = [p.read_bytes() for p in sorted(args.folder.glob("*.jpg"))[: args.files]]
     per_file(datas)
-    gpu_check(datas, [int(b) for b in args.batches.split(",")])
     whole_runs(args.folder, args.rounds, args.decodes.split(","))
 
 

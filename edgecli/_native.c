@@ -1,8 +1,7 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
  * atomically; for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
- * (jpeg_scan_damage, below), or the plan of its scan for the GPU's check (jpeg_scan_plan); and
- * PNG input of 8 or 16 bits a sample decoded to cv2's frame (png_decode).
+ * (jpeg_scan_damage, below); and PNG input of 8 or 16 bits a sample decoded to cv2's frame (png_decode).
  *
  * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -411,39 +410,7 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 #define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
 #define WALK_MAX_COMPONENTS 10
 
-/* WALK_PLANNED: the walk stopped at the first scan's data with a plan for the GPU's check of
- * it (jpeg_scan_plan); WALK_UNPLANNED: it stopped there with none (the scan is walked here). */
-enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED, WALK_PLANNED, WALK_UNPLANNED };
-
-/* The plan of a scan for cuda/jpeg_check.cu, which checks a JPEG's one scan on the GPU: its
- * layout is that file's struct check_plan, field for field (little-endian). There follow the
- * offsets (uint32) in the scan's data where each restart interval starts (one interval, at 0,
- * without a restart interval), zeros to a multiple of 8 bytes, then the scan's data with its
- * stuffed zero bytes (FF 00) and restart markers taken out, then zeros to a multiple of 8 bytes
- * (8 at least): jpeg_scan_plan's bytes. A table's ``look`` gives, for the next CHECK_LOOKAHEAD
- * bits, (code length << 8) | symbol, or 0 where the code is longer; ``maxcode`` and
- * ``valoffset`` are jdhuff.c's, for those. */
-#define CHECK_LOOKAHEAD 10
-#define CHECK_MAGIC 0x334B434Au /* "JCK3" */
-#define CHECK_MAX_INTERVALS (1u << 20)
-#define CHECK_TABLES 8          /* DC tables 0-3, then AC tables 0-3 */
-#define CHECK_MAX_BLOCKS 12
-struct check_table {
-    uint16_t look[1 << CHECK_LOOKAHEAD];
-    int32_t maxcode[18];
-    int32_t valoffset[18];
-    uint8_t val[256];
-};
-struct check_plan {
-    uint32_t magic;
-    uint32_t mcus;
-    uint32_t blocks;     /* blocks an MCU */
-    uint32_t data_bytes; /* the scan's data that follows, without its stuffed zeros */
-    uint32_t restart_interval; /* MCUs a restart interval (DRI), 0 for none */
-    uint32_t intervals;        /* the intervals (and offsets) of the scan: at least 1 */
-    uint8_t block_dc[CHECK_MAX_BLOCKS], block_ac[CHECK_MAX_BLOCKS]; /* tables[] indices */
-    struct check_table tables[CHECK_TABLES];
-};
+enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED };
 
 struct huff_spec { /* a table as a DHT defines it */
     int defined;
@@ -479,20 +446,25 @@ struct walk {
     int width, height, count, max_h, max_v;
     struct walk_component comps[WALK_MAX_COMPONENTS];
     int quant_defined[4];
+    int quant_dc[4]; /* each table's DC step, as its DQT defines it */
     struct huff_spec dc_specs[4], ac_specs[4];
     struct huff_table dc_tables[4], ac_tables[4];
     /* the scan being walked */
     int blocks;
     const struct huff_table *block_dc[WALK_MAX_BLOCKS], *block_ac[WALK_MAX_BLOCKS];
+    int block_comp[WALK_MAX_BLOCKS]; /* the scan's component each block is of */
+    int dc_limit[4];                 /* the largest DC an encoder writes, per scan component */
+    int64_t dc_pred[4];              /* the DC predictors, as last_dc_val */
     unsigned long long mcu, mcus;
     char reason[200];
     /* The scans hold what libjpeg-turbo reads silently in a way of its own, where the standard
      * says nothing: a bad code its fast path takes for a 0, or a coefficient (or a run of
-     * zeros) past a block's end, which it puts in the block's last place. Other decoders, the
-     * JPEG engines among them, read those otherwise. */
+     * zeros) past a block's end, which it puts in the block's last place; or a DC no encoder
+     * writes (one that an earlier scan's damage made drift past what a block of 8-bit samples
+     * holds), whose samples its inverse DCT takes out of range and into its range limit, which
+     * wraps them where other decoders clamp. Other decoders, the JPEG engines among them, read
+     * those otherwise. */
     int own_reading;
-    struct check_plan *plan; /* jpeg_scan_plan's: stop at the first scan's data, planning */
-    size_t plan_end;         /* and where that data ends: at its EOI */
 };
 
 static enum walk_state walk_say(struct walk *w, const char *format, ...)
@@ -639,26 +611,6 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
     }
 }
 
-/* A check_table of the table ``t`` that ``spec`` defines, its codes ``code_of``. */
-static void plan_table(struct check_table *out, const struct huff_table *t,
-                       const struct huff_spec *spec, const unsigned *code_of)
-{
-    memset(out->look, 0, sizeof out->look);
-    int p = 0;
-    for (int l = 1; l <= 16; l++) {
-        for (int i = 1; i <= spec->bits[l]; i++, p++) {
-            if (l > CHECK_LOOKAHEAD)
-                continue;
-            int look = (int)(code_of[p] << (CHECK_LOOKAHEAD - l));
-            for (int ctr = 1 << (CHECK_LOOKAHEAD - l); ctr > 0; ctr--)
-                out->look[look++] = (uint16_t)((l << 8) | spec->val[p]);
-        }
-    }
-    memcpy(out->maxcode, t->maxcode, sizeof out->maxcode);
-    memcpy(out->valoffset, t->valoffset, sizeof out->valoffset);
-    memcpy(out->val, t->val, sizeof out->val);
-}
-
 /* jpeg_make_d_derived_tbl: WALK_OK, or the error that table makes. */
 static enum walk_state make_table(struct walk *w, int dc, int number, struct huff_table *t)
 {
@@ -720,10 +672,7 @@ static enum walk_state make_table(struct walk *w, int dc, int number, struct huf
         for (int i = 0; i < symbols; i++)
             if (spec->val[i] > 15)
                 return WALK_ERROR(w, "bogus Huffman table definition");
-    if (w->plan != NULL) /* the scan is the GPU's to check: its table, not the fast path's */
-        plan_table(&w->plan->tables[dc ? number : 4 + number], t, spec, code_of);
-    else
-        make_joint(t, dc, spec, code_of);
+    make_joint(t, dc, spec, code_of);
     return WALK_OK;
 }
 
@@ -885,6 +834,31 @@ slow:
  * other by as much. */
 #define PAST_THE_BLOCK(next, entry) ((next) > 64 && JOINT_ADVANCE(entry) < 63)
 
+/* A DC entry's magnitude bits, the last of its JOINT_LENGTH: a code alone (its magnitude
+ * bits past the test) holds them after JOINT_BEFORE_TEST, a whole one says in JOINT_TAIL. */
+#define DC_MAGNITUDE(entry)                                                                \
+    (JOINT_BEFORE_TEST(entry) < JOINT_LENGTH(entry)                                        \
+         ? (int)(JOINT_LENGTH(entry) - JOINT_BEFORE_TEST(entry))                           \
+         : (int)JOINT_TAIL(entry))
+
+/* The top ``s`` bits of ``bits`` (none where ``s`` is 0). */
+#define TOP_BITS(bits, s) ((s) ? (unsigned)((bits) >> (64 - (s))) : 0u)
+
+/* HUFF_EXTEND: magnitude bits ``v`` of size ``s`` as the difference they code. */
+static int64_t dc_extend(unsigned v, int s)
+{
+    return s == 0 ? 0 : v < (1u << (s - 1)) ? (int64_t)v - (1 << s) + 1 : (int64_t)v;
+}
+
+/* Block ``b``'s DC difference added to its component's predictor in ``pred``: whether the DC
+ * is past what an encoder of 8-bit samples writes (walk.dc_limit). */
+static int dc_drifts(const struct walk *w, int64_t *pred, int b, int64_t diff)
+{
+    int c = w->block_comp[b];
+    pred[c] += diff;
+    return pred[c] > w->dc_limit[c] || pred[c] < -w->dc_limit[c];
+}
+
 /* decode_mcu_slow without the coefficients. libjpeg-turbo fills its bit buffer here before a
  * code where fewer than 8 bits are left and before magnitude bits that are not all there:
  * a joint entry that leaves 8 bits or more holds no such test, and is consumed at once;
@@ -895,17 +869,21 @@ static enum walk_state slow_mcu(struct walk *w)
     int s;
     for (int b = 0; b < w->blocks; b++) {
         uint32_t entry = SLOW_ENTRY(w, w->block_dc[b], WALK_JOINT_DC_BITS);
+        unsigned magnitude = 0;
         if (entry != JOINT_NONE && w->bits_left - (int)JOINT_LENGTH(entry) >= WALK_LOOKAHEAD) {
+            s = DC_MAGNITUDE(entry);
             w->bits_left -= (int)JOINT_LENGTH(entry);
+            magnitude = (unsigned)(w->buffer >> w->bits_left) & ((1u << s) - 1);
         } else {
             if ((state = slow_symbol(w, w->block_dc[b], &s)) != WALK_OK)
                 return state;
             if (s) {
                 if (w->bits_left < s && (state = fill_bits(w, s)) != WALK_OK)
                     return state;
-                w->bits_left -= s;
+                magnitude = (unsigned)WALK_BITS(w, s);
             }
         }
+        w->own_reading |= dc_drifts(w, w->dc_pred, b, dc_extend(magnitude, s));
         for (int k = 1; k < 64;) {
             entry = SLOW_ENTRY(w, w->block_ac[b], WALK_JOINT_AC_BITS);
             if (k <= (int)JOINT_LAST_INDEX(entry) &&
@@ -1037,24 +1015,32 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
     uint64_t bits = count ? w->buffer << (64 - count) : 0;
     uint32_t entry = 0;
     int own_reading = 0; /* the walk's, once the MCU is decoded */
+    int64_t pred[4];     /* and its DC predictors */
+    memcpy(pred, w->dc_pred, sizeof pred);
     FAST_FILL();
     for (int b = 0; b < w->blocks; b++) {
         const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
         int more = b + 1 < w->blocks; /* blocks after this one: a code after the block */
         entry = dc->joint[bits >> (64 - WALK_JOINT_DC_BITS)];
-        int length = (int)JOINT_LENGTH(entry), before = (int)JOINT_BEFORE_TEST(entry);
+        int length = (int)JOINT_LENGTH(entry), before = (int)JOINT_BEFORE_TEST(entry), s;
+        unsigned magnitude;
         if (entry == JOINT_NONE) {
-            int s;
             FAST_SLOW_CODE(dc, s);
             FAST_FILL();
+            magnitude = TOP_BITS(bits, s);
             FAST_DROP(s);
-        } else if (count - length > 16) {
+        } else if (s = DC_MAGNITUDE(entry), count - length > 16 || before == length) {
+            /* the whole entry is in the buffer (it fits the index, or 17 bits are left) */
+            magnitude = TOP_BITS(bits << (length - s), s);
             FAST_DROP(length);
+            FAST_FILL(); /* the next code's test, where the entry leaves 16 bits or fewer */
         } else {
             FAST_DROP(before);
             FAST_FILL();
+            magnitude = TOP_BITS(bits, s);
             FAST_DROP(length - before);
         }
+        own_reading |= dc_drifts(w, pred, b, dc_extend(magnitude, s));
         FAST_FILL(); /* an AC code follows */
         for (int k = 1; k < 64;) {
             entry = ac->joint[bits >> (64 - WALK_JOINT_AC_BITS)];
@@ -1107,6 +1093,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
     w->bits_left = count;
     w->buffer = count ? bits >> (64 - count) : 0;
     w->own_reading |= own_reading;
+    memcpy(w->dc_pred, pred, sizeof pred);
     return 1;
 }
 
@@ -1124,55 +1111,8 @@ static enum walk_state walk_restart(struct walk *w)
                         w->next_restart, w->marker_at);
     w->unread_marker = 0;
     w->next_restart = (w->next_restart + 1) & 7;
+    memset(w->dc_pred, 0, sizeof w->dc_pred);
     return WALK_OK;
-}
-
-/* The first scan's plan, where cuda/jpeg_check.cu can judge it: the only scan (one of every
- * component, or of a gray frame's one), whose MCUs and data fit 32 bits, and whose data holds
- * no marker but its restart markers, in order and as many as its restart interval calls for,
- * up to an EOI. The GPU's check passes such a scan only where the codes of each interval run
- * without a fault to its last MCU, which ends in the byte before the marker that follows: a
- * file libjpeg-turbo then decodes without a word. Any other scan is the walk's to judge. */
-static enum walk_state plan_scan(struct walk *w)
-{
-    struct check_plan *plan = w->plan;
-    unsigned long long restart = w->restart_interval;
-    unsigned long long intervals = restart ? (w->mcus + restart - 1) / restart : 1;
-    if (w->multiple_scans || w->mcus == 0 || w->mcus > UINT32_MAX ||
-        w->blocks > CHECK_MAX_BLOCKS || intervals > CHECK_MAX_INTERVALS)
-        return WALK_UNPLANNED;
-    size_t at = w->pos, stuffed = 0, restarts = 0;
-    for (;;) {
-        const unsigned char *ff = at < w->n ? memchr(w->data + at, 0xFF, w->n - at) : NULL;
-        if (ff == NULL || (size_t)(ff - w->data) + 1 >= w->n)
-            return WALK_UNPLANNED;
-        at = (size_t)(ff - w->data);
-        unsigned code = w->data[at + 1];
-        if (code == 0xD9)
-            break;
-        if (code == 0)
-            stuffed++;
-        else if (code == 0xD0 + (restarts & 7) && restarts + 1 < intervals)
-            restarts++;
-        else
-            return WALK_UNPLANNED;
-        at += 2;
-    }
-    size_t data_bytes = at - w->pos - stuffed - 2 * restarts;
-    if (restarts + 1 != intervals || data_bytes > UINT32_MAX / 8 - 64)
-        return WALK_UNPLANNED;
-    w->plan_end = at;
-    plan->magic = CHECK_MAGIC;
-    plan->data_bytes = (uint32_t)data_bytes;
-    plan->restart_interval = (uint32_t)restart;
-    plan->intervals = (uint32_t)intervals;
-    plan->mcus = (uint32_t)w->mcus;
-    plan->blocks = (uint32_t)w->blocks;
-    for (int b = 0; b < w->blocks; b++) {
-        plan->block_dc[b] = (uint8_t)(w->block_dc[b] - w->dc_tables);
-        plan->block_ac[b] = (uint8_t)(4 + (w->block_ac[b] - w->ac_tables));
-    }
-    return WALK_PLANNED;
 }
 
 /* start_input_pass and the scan's MCUs, as decode_mcu reads them. */
@@ -1220,6 +1160,7 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
         w->blocks = 1;
         w->block_dc[0] = &w->dc_tables[c->dc & 3]; /* a table past 3 fails below */
         w->block_ac[0] = &w->ac_tables[c->ac & 3];
+        w->block_comp[0] = 0;
     } else {
         per_row = ((unsigned long long)w->width + 8 * w->max_h - 1) / (8 * w->max_h);
         rows = ((unsigned long long)w->height + 8 * w->max_v - 1) / (8 * w->max_v);
@@ -1229,14 +1170,22 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
             if (w->blocks + c->h * c->v > WALK_MAX_BLOCKS)
                 return WALK_ERROR(w, "sampling factors too large for interleaved scan");
             for (int j = 0; j < c->h * c->v; j++) {
+                w->block_comp[w->blocks] = i;
                 w->block_dc[w->blocks] = &w->dc_tables[c->dc & 3];
                 w->block_ac[w->blocks++] = &w->ac_tables[c->ac & 3];
             }
         }
     }
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
         if (!w->quant_defined[in_scan[i]->quant & 3] || in_scan[i]->quant > 3)
             return WALK_ERROR(w, "quantization table 0x%02x was not defined", in_scan[i]->quant);
+        /* An encoder's DC is the block's mean less 128, times 8, over the step, rounded: at
+         * most (1024 + step / 2) / step in size; a step's more is left for other rounding. A
+         * step of 0 makes every DC 0. */
+        int step = w->quant_dc[in_scan[i]->quant];
+        w->dc_limit[i] = step ? (1024 + step) / step : INT_MAX;
+        w->dc_pred[i] = 0;
+    }
     if (spectral[0] != 0 || spectral[1] != 63 || spectral[2] != 0)
         return walk_say(w, "invalid SOS parameters for sequential JPEG");
     for (int i = 0; i < count; i++) {
@@ -1246,8 +1195,6 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
             return state;
     }
     w->mcus = per_row * rows;
-    if (w->plan != NULL)
-        return plan_scan(w);
     w->bits_left = 0;
     w->buffer = 0;
     w->next_restart = 0;
@@ -1375,6 +1322,7 @@ static enum walk_state walk_jpeg(struct walk *w)
                 if (at + 1 + 64 * (precision ? 2 : 1) > end)
                     return WALK_UNJUDGED;
                 w->quant_defined[number] = 1;
+                w->quant_dc[number] = precision ? (int)WALK_U16(w, at + 1) : w->data[at + 1];
                 at += 1 + 64 * (precision ? 2 : 1);
                 left -= 1 + 64 * (precision ? 2 : 1);
             }
@@ -1408,12 +1356,10 @@ static enum walk_state walk_jpeg(struct walk *w)
     }
 }
 
-/* Walks the bytes-like sole argument of ``call``, planning into ``plan`` where it is not
- * NULL: the walk (the caller frees it, and releases ``view``), its state in ``*state``; NULL
- * with an exception set and nothing held. */
+/* Walks the bytes-like sole argument of ``call``: the walk (the caller frees it, and releases
+ * ``view``), its state in ``*state``; NULL with an exception set and nothing held. */
 static struct walk *walk_argument(const char *call, PyObject *const *args, Py_ssize_t nargs,
-                                  struct check_plan *plan, Py_buffer *view,
-                                  enum walk_state *state)
+                                  Py_buffer *view, enum walk_state *state)
 {
     if (nargs != 1) {
         PyErr_Format(PyExc_TypeError, "%s(data) takes 1 argument", call);
@@ -1430,72 +1376,9 @@ static struct walk *walk_argument(const char *call, PyObject *const *args, Py_ss
     Py_BEGIN_ALLOW_THREADS
     w->data = view->buf;
     w->n = (size_t)view->len;
-    w->plan = plan;
     *state = walk_jpeg(w);
     Py_END_ALLOW_THREADS
     return w;
-}
-
-/* jpeg_scan_plan(data): see the module's docstring below. */
-static PyObject *jpeg_scan_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    struct check_plan *plan = calloc(1, sizeof *plan);
-    if (plan == NULL)
-        return PyErr_NoMemory();
-    Py_buffer view;
-    enum walk_state state;
-    struct walk *w = walk_argument("jpeg_scan_plan", args, nargs, plan, &view, &state);
-    if (w == NULL) {
-        free(plan);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    if (state == WALK_DAMAGED) {
-        result = PyUnicode_FromString(w->reason);
-    } else if (state == WALK_PLANNED) {
-        size_t offsets = ((size_t)plan->intervals * 4 + 7) & ~(size_t)7;
-        size_t size = sizeof *plan + offsets + ((plan->data_bytes + 8 + 7) & ~(size_t)7);
-        result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-        if (result != NULL) {
-            unsigned char *out = (unsigned char *)PyBytes_AsString(result);
-            Py_BEGIN_ALLOW_THREADS
-            memset(out, 0, size);
-            memcpy(out, plan, sizeof *plan);
-            unsigned char *starts = out + sizeof *plan, *data = starts + offsets, *to = data;
-            uint32_t interval = 1;
-            const unsigned char *from = w->data + w->pos, *end = w->data + w->plan_end;
-            while (from < end) { /* runs up to each FF: the FF of an FF 00 kept, an RSTn not */
-                const unsigned char *ff = memchr(from, 0xFF, (size_t)(end - from));
-                size_t run = ff == NULL ? (size_t)(end - from) : (size_t)(ff - from);
-                memcpy(to, from, run);
-                to += run;
-                from += run;
-                if (ff == NULL)
-                    break;
-                if (from[1] == 0) {
-                    *to++ = 0xFF;
-                } else { /* a restart marker: the next interval starts here */
-                    uint32_t offset = (uint32_t)(to - data);
-                    memcpy(starts + 4 * interval++, &offset, 4);
-                }
-                from += 2;
-            }
-            Py_END_ALLOW_THREADS
-        }
-    } else {
-        result = Py_NewRef(Py_None);
-    }
-    PyBuffer_Release(&view);
-    free(plan);
-    free(w);
-    return result;
-}
-
-static PyObject *jpeg_plan_bytes(PyObject *module, PyObject *unused)
-{
-    (void)module, (void)unused;
-    return PyLong_FromSize_t(sizeof(struct check_plan));
 }
 
 /* jpeg_scan_damage(data): see the module's docstring below. */
@@ -1504,7 +1387,7 @@ static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ss
     (void)module;
     Py_buffer view;
     enum walk_state state;
-    struct walk *w = walk_argument("jpeg_scan_damage", args, nargs, NULL, &view, &state);
+    struct walk *w = walk_argument("jpeg_scan_damage", args, nargs, &view, &state);
     if (w == NULL)
         return NULL;
     PyBuffer_Release(&view);
@@ -1993,15 +1876,8 @@ static PyMethodDef methods[] = {
      "bytes-like object), in its words; None where it meets none, and where ``data`` is no "
      "such file (progressive, arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut "
      "short without EOI); False where it meets none but reads codes silently in a way of its "
-     "own: a bad code its fast path takes for a 0, or a coefficient past a block's end."},
-    {"jpeg_scan_plan", (PyCFunction)(void (*)(void))jpeg_scan_plan, METH_FASTCALL,
-     "jpeg_scan_plan(data) -> str | bytes | None\n\njpeg_scan_damage's walk of the JPEG file "
-     "``data`` up to its first scan's data: the warning it meets on the way (str); else the "
-     "plan of that scan for cuda/jpeg_check.cu (bytes: jpeg_plan_bytes() of header and "
-     "tables, then the scan's data without its stuffed zeros, zeros to a multiple of 8), "
-     "where that check can judge it; else None (jpeg_scan_damage judges the file)."},
-    {"jpeg_plan_bytes", jpeg_plan_bytes, METH_NOARGS,
-     "jpeg_plan_bytes() -> int\n\nThe size of a plan's header and tables."},
+     "own: a bad code its fast path takes for a 0, a coefficient past a block's end, or a DC "
+     "no encoder of 8-bit samples writes."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, ((data offset, length), ...))."},

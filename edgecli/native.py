@@ -6,8 +6,7 @@ where :data:`c` is a module, and do the same work in Python where it is None (no
 zlib's header when edgecli was installed: setup.py builds it optionally). The results are the
 same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
 libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it
-checks only the markers in the scans, and plans a scan for the GPU's check of it
-(:func:`edgecli.decode.jpeg_header.scan_plan`); and it decodes PNGs of 8 and 16 bits for
+checks only the markers in the scans; and it decodes PNGs of 8 and 16 bits for
 :func:`edgecli.decode.cpu.png_frame`, which without it leaves every PNG to cv2.
 """
 

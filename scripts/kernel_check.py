@@ -1,5 +1,5 @@
 """``make kernel-check``: compile every variant of ``edges.cu``, and ``deflate.cu``,
-``decode.cu``, ``png.cu``, ``inflate.cu``, ``jpeg_check.cu`` and both norms of ``canny.cu``, for
+``decode.cu``, ``png.cu``, ``inflate.cu`` and both norms of ``canny.cu``, for
 every architecture in :data:`edgecli.cuda.compiling.CHECK_ARCHS` through NVRTC, on a machine
 without a GPU, and fail on any error or register spill (``python scripts/kernel_check.py --check``).
 
@@ -82,7 +82,7 @@ class Nvrtc:
 # The other CUDA files, compiled for every architecture too, with the options
 # edgecli.cuda.build.load_kernels compiles them with at run time: each of FILE_DEFINES' sets of
 # definitions where it lists the file, else none.
-OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu", "inflate.cu", "jpeg_check.cu", CANNY_FILE)
+OTHER_FILES = ("deflate.cu", "decode.cu", "png.cu", "inflate.cu", CANNY_FILE)
 FILE_DEFINES = {CANNY_FILE: tuple(canny_defines(norm) for norm in NORMS)}
 
 # The libraries' places in NVIDIA's wheels (site-packages/nvidia/...).

@@ -314,7 +314,6 @@ class StandInDeviceBatch:
     arrays here), and the protocol's checks: consumed or discarded exactly once."""
 
     timed = ("jpeg", "gpu_decode")  # as the JPEG engines' batches
-    also: dict = {}  # no other stage (the real batches' check of their scans)
 
     def __init__(self, names, sources, frames, decoders, errors=()):
         self.names, self.sources, self.frames = names, sources, frames

@@ -268,6 +268,57 @@ def test_codes_libjpeg_reads_in_its_own_way(oddity, odd_block, complaint):
     assert scan_damage(with_scan(base, (dc0 + eob) * 1000)) is None
 
 
+def dc_code(codes: dict, diff: int) -> str:
+    """The DC difference ``diff`` in the standard DC table's code and its magnitude bits."""
+    size = abs(diff).bit_length()
+    bits = format(diff if diff >= 0 else diff + (1 << size) - 1, f"0{size}b") if size else ""
+    return codes[0, size] + bits
+
+
+@pytest.mark.parametrize("odd_block", [1, 999], ids=["fast path", "slow path"])
+@pytest.mark.parametrize("past", [0, 1], ids=["the largest DC an encoder writes", "one more"])
+def test_a_dc_no_encoder_writes_is_libjpegs_alone(odd_block, past, complaint):
+    """A gray file of 1000 blocks of DC difference 0 but one, which takes the DC to the
+    largest an encoder of 8-bit samples writes at the file's DC step, or one more: the kind a
+    damaged scan's misread bits drift to, which takes the inverse DCT's samples out of range,
+    where libjpeg-turbo's range limit and other decoders' clamps part. libjpeg-turbo decodes
+    both without a word; scan_damage passes the first and leaves the second to it, on its
+    fast path and its slow one, and the CPU decodes it as cv2 does."""
+    base = encode("gray", 8, 8000, restarts=0, optimize=False)
+    step = dc_step(base)
+    largest = (1024 + step) // step
+    codes = standard_codes(base)
+    plain = codes[0, 0x00] + codes[1, 0x00]
+    odd = dc_code(codes, largest + past) + codes[1, 0x00]
+    data = with_scan(base, "".join(odd if b == odd_block else plain for b in range(1000)))
+    assert complaint(data) is None
+    if not past:
+        assert scan_damage(data) is None
+        return
+    assert scan_damage(data) is LIBJPEG_ONLY
+    frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    assert np.array_equal(decode_image(Path("odd.jpg"), data, 10**8), frame)
+
+
+def dc_step(data: bytes) -> int:
+    """The DC step of the file's first (8-bit) quantization table."""
+    at = data.index(b"\xff\xdb")
+    return data[at + 5]
+
+
+@pytest.mark.parametrize("restarts", [0, 1])
+@pytest.mark.parametrize("quality", [1, 50, 100])
+def test_frames_at_the_ends_of_the_range_are_read_by_every_decoder(restarts, quality):
+    """Black, white and blocks of both by turns, at every quality (quality 100's DC step is 1),
+    restarts or none: the largest DCs and differences an encoder writes are no one's alone."""
+    black, white = np.zeros((48, 64, 3), np.uint8), np.full((48, 64, 3), 255, np.uint8)
+    checks = np.kron((np.indices((6, 8)).sum(axis=0) % 2), np.ones((8, 8)))[..., None] * white
+    for frame in (black, white, checks.astype(np.uint8)):
+        params = [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_RST_INTERVAL, restarts]
+        data = cv2.imencode(".jpg", frame, params)[1].tobytes()
+        assert scan_damage(data) is None
+
+
 def test_extraneous_bytes_are_counted_as_libjpeg_counts_them(complaint):
     """245 zero bytes put between a whole scan and EOI: libjpeg-turbo does not count those its
     bit buffer took in, and gives the same count and marker."""

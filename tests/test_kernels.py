@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from edgecli.cuda import compiling
-from edgecli.decode.gpu import convert, inflate, jpeg_check, png
+from edgecli.decode.gpu import convert, inflate, png
 from edgecli.edges import variants as kernels
 from edgecli.edges.variants import KERNEL_FILE, Variant, all_variants, kernel_defines
 from edgecli.errors import OptionError
@@ -42,7 +42,6 @@ LOADED_KERNELS = {
     kernels.CANNY_FILE,
     convert.DECODE_FILE,
     inflate.INFLATE_FILE,
-    jpeg_check.CHECK_FILE,
     png.PNG_FILE,
 }
 

@@ -65,8 +65,6 @@ def test_a_gpu_whose_streams_were_full_sets_the_pace():
         ("workers", 8, {"encode": 6000, "write": 1500}, "encode-bound: PNG compression set"),
         ("workers", 8, {"encode": 1500, "write": 6000}, "write-bound: the writes set the pace"),
         ("jpeg", 1, {"gpu_decode": 950}, "gpu_decode-bound: the JPEG engines set the pace"),
-        ("jpeg_check", 1, {"scan_check": 960},
-         "scan_check-bound: the GPU's check of the JPEGs' scans set the pace"),
         ("nvdec", 4, {"gpu_decode": 3500, "upload": 300}, "gpu_decode-bound: NVDEC set the"),
         ("reader", 1, {"read": 900}, "read-bound: the reader of a video set the pace"),
         ("main", 1, {"handoff": 970}, "handoff-bound: the main thread's hand-offs between"),

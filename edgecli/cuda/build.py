@@ -4,7 +4,7 @@ A ``.cu`` file of the top-level ``cuda/`` (found by :mod:`edgecli.cuda.compiling
 with its ``-D`` definitions once per machine, kept in edgecli's cache
 (:func:`edgecli.cuda.compiling.kernel_cache_dir`) and loaded once per process:
 :func:`load_kernels` for any file's kernels, :func:`kernels_on` for a file without variants
-(the decoders' ``decode.cu``, ``inflate.cu``, ``png.cu``, ``jpeg_check.cu``). Also what a device is
+(the decoders' ``decode.cu``, ``inflate.cu``, ``png.cu``). Also what a device is
 (:func:`compute_capability`, :func:`device_arch`, :func:`device_description`). The edge
 kernels' variants are loaded by :mod:`edgecli.edges.kernels`. Imports CuPy.
 """

@@ -343,9 +343,6 @@ class EncodedJpeg:
     path: Path
     data: bytes
     header: JpegHeader
-    # Its scan's plan for the GPU's check (:func:`scan_plan`), where its scan was not judged on
-    # the CPU as it was read.
-    plan: bytes | None = None
 
     def key(self) -> tuple:
         """What the files of one batch share: size, sampling, orientation."""
@@ -367,8 +364,10 @@ class _OwnReading:
 
 # scan_damage's verdict on a file libjpeg-turbo decodes without a word, reading codes where the
 # standard says nothing in a way of its own: a bad Huffman code that its fast path takes for a
-# 0, or a coefficient (or a run of zeros) past a block's end, which it puts in the block's last
-# place. Other decoders, the JPEG engines among them, make other pixels of such a file, so only
+# 0, a coefficient (or a run of zeros) past a block's end, which it puts in the block's last
+# place, or a DC no encoder of 8-bit samples writes (misread bits drift there), which takes its
+# inverse DCT's samples out of range, where its range limit and other decoders' clamps part.
+# Other decoders, the JPEG engines among them, make other pixels of such a file, so only
 # libjpeg-turbo (cv2) may decode it.
 LIBJPEG_ONLY = _OwnReading()
 
@@ -382,35 +381,20 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | _OwnReading | Non
     with grey or shifted blocks; nvJPEG decodes such a file too. So the callers of both ask
     this first, and give a damaged file the same verdict whichever decoder has it.
 
-    A sequential Huffman file (SOF0, SOF1), where edgecli's C extension is built, is judged
-    as libjpeg-turbo judges it: ``edgecli._native.jpeg_scan_damage`` decodes every scan's
-    Huffman codes as libjpeg-turbo's decoder reads them (no IDCT) and gives its first warning
-    or error in its words: a bad Huffman code, a marker before a scan's last block
-    ("premature end of data segment"), bytes before a marker ("N extraneous bytes"), a
-    restart marker out of order or missing; or, where it gives none, :data:`LIBJPEG_ONLY` for
-    codes it reads silently in a way of its own. Other files (progressive or arithmetic-coded, or
+    A sequential Huffman file (SOF0, SOF1), where edgecli's C extension is built, is judged as
+    libjpeg-turbo judges it: ``edgecli._native.jpeg_scan_damage`` decodes every scan's Huffman
+    codes as libjpeg-turbo's decoder reads them (no IDCT) and gives its first warning or error
+    in its words: a bad Huffman code, a marker before a scan's last block ("premature end of
+    data segment"), bytes before a marker ("N extraneous bytes"), a restart marker out of order
+    or missing; or, where it gives none, :data:`LIBJPEG_ONLY` for codes it reads silently in a
+    way of its own, and DCs no encoder writes. Other files (progressive or arithmetic-coded, or
     no C extension) get the markers' check, at memory speed with no Huffman decoding: a byte
-    pair FF xx that no scan can hold (random bytes over the data hold one most often),
-    restart markers out of order and, in a file of one scan with a restart interval, too few
-    or too many of them. Damage that leaves the markers right (a flipped bit, zeroed bytes in
-    a file without restart markers) only the Huffman decoder finds: libjpeg's warning is then
-    all there is for those.
+    pair FF xx that no scan can hold (random bytes over the data hold one most often), restart
+    markers out of order and, in a file of one scan with a restart interval, too few or too many
+    of them. Damage that leaves the markers right (a flipped bit, zeroed bytes in a file without
+    restart markers) only the Huffman decoder finds: libjpeg's warning is then all there is for
+    those.
     """
-    return _judge(data, planning=False)  # never a plan
-
-
-def scan_plan(data: bytes | bytearray | memoryview) -> str | bytes | _OwnReading | None:
-    """:func:`scan_damage`'s verdict on ``data``, except where the GPU can check the file's
-    scan (``cuda/jpeg_check.cu``): there, unless the walk up to the scan's data finds damage,
-    the scan's plan for that check (bytes), which costs a fraction of a millisecond where
-    judging the scan here costs milliseconds. A file the check does not pass must be judged
-    by :func:`scan_damage` after all."""
-    return _judge(data, planning=True)
-
-
-def _judge(data, *, planning: bool) -> str | bytes | _OwnReading | None:
-    """scan_damage's walk; ``planning``: stopping at the scan's data with a plan, where
-    ``edgecli._native`` makes one."""
     mv = memoryview(data).cast("B")
     n = len(mv)
     if n < 4 or mv[0] != 0xFF or mv[1] != 0xD8:
@@ -439,11 +423,7 @@ def _judge(data, *, planning: bool) -> str | bytes | _OwnReading | None:
             # (an extension built before it had the walker has no such function)
             walk = getattr(native.c, "jpeg_scan_damage", None)
             if marker in (0xC0, 0xC1) and walk is not None:
-                plan = getattr(native.c, "jpeg_scan_plan", None) if planning else None
-                planned = None if plan is None else plan(mv)
-                if isinstance(planned, bytes):
-                    return planned
-                reason = walk(mv) if planned is None else planned
+                reason = walk(mv)
                 if reason is None:
                     return None
                 if reason is False:  # whole, as libjpeg-turbo alone reads it

@@ -21,17 +21,15 @@ from ..errors import printable
 # writing); the ``reader`` of videos and multi-frame files (a video's frames decoded in order);
 # the GPU's streams (CUDA events: upload, kernel with the packing of 1-bit rows, deflate when the
 # GPU compresses the PNGs, download); the JPEG engines (``gpu_decode``, events on their decoder's
-# stream) and the thread that has their files' scans checked on the GPU beside them
-# (``scan_check``, from the staging of a batch's plans to its statuses back); and the NVDEC
-# sessions, which record their own stages under ``nvdec``.
+# stream); and the NVDEC sessions, which record their own stages under ``nvdec``.
 STAGE_ORDER = (
-    "read", "decode", "load", "gpu_decode", "scan_check", "copy", "compute", "upload", "kernel",
-    "deflate", "download", "encode", "write",
+    "read", "decode", "load", "gpu_decode", "copy", "compute", "upload", "kernel", "deflate",
+    "download", "encode", "write",
 )  # fmt: skip
 RESOURCE_OF = {
     "decode": "workers", "load": "workers", "copy": "workers", "compute": "workers",
     "encode": "workers", "write": "workers", "read": "reader", "upload": "gpu", "kernel": "gpu",
-    "deflate": "gpu", "download": "gpu", "gpu_decode": "jpeg", "scan_check": "jpeg_check",
+    "deflate": "gpu", "download": "gpu", "gpu_decode": "jpeg",
 }  # fmt: skip
 # The main thread's own work: what it does between its waits (WaitClock) while frames flow.
 HANDOFF = "handoff"
@@ -49,7 +47,6 @@ PACE_SETTERS = {
     ("gpu", "deflate"): "PNG compression on the GPU",
     ("gpu", "download"): "copies from the GPU",
     ("jpeg", "gpu_decode"): "the JPEG engines",
-    ("jpeg_check", "scan_check"): "the GPU's check of the JPEGs' scans",
     ("png", "gpu_decode"): "the GPU's PNG decoder",
     ("nvdec", "gpu_decode"): "NVDEC",
     ("nvdec", "read"): "the CPU decoders of videos NVDEC does not decode exactly",
@@ -174,7 +171,6 @@ RESOURCE_NAMES = {
     "reader": "the reader of videos and multi-frame files",
     "gpu": "the GPU's {n} stream(s)",
     "jpeg": "the JPEG engines",
-    "jpeg_check": "the GPU's check of the JPEGs' scans",
     "png": "the GPU's PNG decoder ({n} thread(s))",
     "nvdec": "the {n} NVDEC session(s)",
     "main": "the main thread",

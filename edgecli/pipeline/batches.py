@@ -162,7 +162,6 @@ class GpuBatches:
         if decoded is not None:
             resource, stage = decoded.timed
             timed.append((stage, decoded.decode_ms(), resource))
-            timed += [(stage, ms, None) for stage, ms in decoded.also.items()]
         encoded = CountDown(len(names), pending.release)
         for name, frame_edges in zip(names, edges, strict=True):
             for stage, ms, resource in timed:

@@ -21,7 +21,6 @@ from ..decode.jpeg_header import (
     EncodedJpeg,
     parse_header,
     scan_damage,
-    scan_plan,
 )
 from ..decode.plan import PNG_SUFFIX
 from ..decode.png_layout import EncodedPng, PngDamage, gpu_reason, read_layout
@@ -281,14 +280,12 @@ class FrameReader:
             if not decoder.ready():
                 return None
             check_size(path, header.width * header.height, self.options.max_pixels)
-            # As decode_image judges it (nvJPEG decodes past damage), or planned for the GPU's
-            # check of its scan, which sends any file it does not pass back to decode_image.
-            judged = scan_plan(data) if decoder.checks_scans else scan_damage(data)
+            judged = scan_damage(data)  # as decode_image judges it: nvJPEG decodes past damage
             if isinstance(judged, str):
                 raise FrameError(path, judged)
             if judged is LIBJPEG_ONLY:
                 return None
-            return EncodedJpeg(source.out_name, path, source.path, data, header, judged)
+            return EncodedJpeg(source.out_name, path, source.path, data, header)
         if data[:8] == PNG_SIGNATURE and self.gpu.png is not None and self.gpu.png.ready():
             try:
                 layout = read_layout(data)

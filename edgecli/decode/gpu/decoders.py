@@ -24,8 +24,6 @@ class GpuDecoders:
         # the JPEG engines, fed by one thread; the PNG kernels, by their threads; NVDEC, its
         # sessions side by side.
         self.lanes = {"jpeg": 1} if self.jpeg is not None else {}
-        if self.jpeg is not None and self.jpeg.checks_scans:
-            self.lanes["jpeg_check"] = 1
         if self.png is not None:
             self.lanes["png"] = PNG_THREADS
         self.fleets: list[VideoFleet] = []

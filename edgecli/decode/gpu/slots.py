@@ -125,7 +125,7 @@ class BatchDecoder:
             raise FrameError(item.source, f"decoded as {pixels.shape}, its header says {shape}")
         return pixels
 
-    def finish(self, items, slot, frames, failed, started, ready, stream, also=None) -> DeviceBatch:
+    def finish(self, items, slot, frames, failed, started, ready, stream) -> DeviceBatch:
         """The DeviceBatch of ``items`` decoded into ``frames`` on ``stream``, the files at the
         indices in ``failed`` (which the GPU did not decode) decoded by the CPU into their
         places, and those it cannot decode dropped, the frames after them moved up."""
@@ -152,27 +152,23 @@ class BatchDecoder:
         decoders = {name: count for name, count in ((self.name, kept - on_cpu), (CPU, on_cpu))
                     if count}  # fmt: skip
         return DeviceBatch(names, sources, frames[:kept], ready, slot, decoders, errors, started,
-                           timed=self.timed, also=also)  # fmt: skip
+                           timed=self.timed)  # fmt: skip
 
 
 class DeviceBatch:
     """Frames decoded on the GPU into a slot: ``frames`` (n, H, W, 3) BGR, valid on the device
     once ``ready`` has fired. ``errors``: files of the batch that could not be decoded
     (FrameError, each as the CPU decoder words it); ``decoders``: frames per decoder;
-    ``timed``: the resource its decode occupied for :meth:`decode_ms`, and as what stage;
-    ``also``: the milliseconds of other stages it took (``scan_check``)."""
+    ``timed``: the resource its decode occupied for :meth:`decode_ms`, and as what stage."""
 
     def __init__(self, names, sources, frames, ready, slot, decoders, errors=(), started=None,
-                 decode_ms=None, timed=("jpeg", "gpu_decode"), also=None):  # fmt: skip
+                 decode_ms=None, timed=("jpeg", "gpu_decode")):  # fmt: skip
         self.names, self.sources, self.frames = names, sources, frames
         self.ready, self.slot, self.decoders = ready, slot, decoders
         self.errors = list(errors)
         self.started = started  # a CUDA event before the decode, for its time
         self._decode_ms = decode_ms
         self.timed = timed
-        # Milliseconds of other stages the batch took beside its decode (the check of its
-        # scans), each on its stage's resource.
-        self.also = also or {}
 
     def decode_ms(self) -> float:
         """Milliseconds the batch took to decode (once it is ready)."""
