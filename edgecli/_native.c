@@ -1,7 +1,8 @@
 /* edgecli._native: what the worker threads do for each PNG, without the GIL: encode it
  * (1-bit grayscale), or wrap the GPU's zlib stream of it in its chunks, and write a file
  * atomically; for each JPEG before it is decoded, libjpeg-turbo's verdict on its scans
- * (jpeg_scan_damage, below); and PNG input of 8 or 16 bits a sample decoded to cv2's frame (png_decode).
+ * (jpeg_scan_damage, below); and PNG input of 8 or 16 bits a sample decoded to cv2's frame
+ * (png_decode).
  *
  * Encoding makes the same bytes as edgecli.output.png's Python encoder (png_from_rows_1bit,
  * encode_png_1bit) where both link the same zlib: each scanline a filter byte 0 then the
@@ -460,10 +461,9 @@ struct walk {
     /* The scans hold what libjpeg-turbo reads silently in a way of its own, where the standard
      * says nothing: a bad code its fast path takes for a 0, or a coefficient (or a run of
      * zeros) past a block's end, which it puts in the block's last place; or a DC no encoder
-     * writes (one that an earlier scan's damage made drift past what a block of 8-bit samples
-     * holds), whose samples its inverse DCT takes out of range and into its range limit, which
-     * wraps them where other decoders clamp. Other decoders, the JPEG engines among them, read
-     * those otherwise. */
+     * writes (misread bits make DCs drift past what a block of 8-bit samples holds), whose
+     * samples its inverse DCT takes far out of range, where its arithmetic and other decoders'
+     * part. Other decoders, the JPEG engines among them, read those otherwise. */
     int own_reading;
 };
 
@@ -1030,7 +1030,7 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
             magnitude = TOP_BITS(bits, s);
             FAST_DROP(s);
         } else if (s = DC_MAGNITUDE(entry), count - length > 16 || before == length) {
-            /* the whole entry is in the buffer (it fits the index, or 17 bits are left) */
+            /* the whole entry is in the buffer: it fits the index, or 17 bits are left */
             magnitude = TOP_BITS(bits << (length - s), s);
             FAST_DROP(length);
             FAST_FILL(); /* the next code's test, where the entry leaves 16 bits or fewer */

@@ -280,8 +280,8 @@ def dc_code(codes: dict, diff: int) -> str:
 def test_a_dc_no_encoder_writes_is_libjpegs_alone(odd_block, past, complaint):
     """A gray file of 1000 blocks of DC difference 0 but one, which takes the DC to the
     largest an encoder of 8-bit samples writes at the file's DC step, or one more: the kind a
-    damaged scan's misread bits drift to, which takes the inverse DCT's samples out of range,
-    where libjpeg-turbo's range limit and other decoders' clamps part. libjpeg-turbo decodes
+    damaged scan's misread bits drift to, which takes the inverse DCT's samples far out of
+    range, where libjpeg-turbo's arithmetic and other decoders' part. libjpeg-turbo decodes
     both without a word; scan_damage passes the first and leaves the second to it, on its
     fast path and its slow one, and the CPU decodes it as cv2 does."""
     base = encode("gray", 8, 8000, restarts=0, optimize=False)

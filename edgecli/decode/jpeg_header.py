@@ -366,7 +366,7 @@ class _OwnReading:
 # standard says nothing in a way of its own: a bad Huffman code that its fast path takes for a
 # 0, a coefficient (or a run of zeros) past a block's end, which it puts in the block's last
 # place, or a DC no encoder of 8-bit samples writes (misread bits drift there), which takes its
-# inverse DCT's samples out of range, where its range limit and other decoders' clamps part.
+# inverse DCT's samples far out of range, where its arithmetic and other decoders' part.
 # Other decoders, the JPEG engines among them, make other pixels of such a file, so only
 # libjpeg-turbo (cv2) may decode it.
 LIBJPEG_ONLY = _OwnReading()
