@@ -424,6 +424,7 @@ struct huff_table { /* jdhuff.c's d_derived_tbl, and a wider lookup for the fast
     int32_t valoffset[18];
     uint16_t look8[1 << WALK_LOOKAHEAD]; /* (length << 8) | symbol; length 9: longer */
     uint32_t joint[1 << WALK_JOINT_AC_BITS]; /* see make_joint */
+    int16_t dc_diff[1 << WALK_JOINT_DC_BITS]; /* a whole DC entry's difference, by index */
     uint8_t val[256];
 };
 
@@ -548,6 +549,31 @@ static const uint8_t STD_VALS[4][162] = {
     },
 };
 
+/* A DC entry's magnitude bits, the last of its JOINT_LENGTH: a code alone (its magnitude
+ * bits past the test) holds them after JOINT_BEFORE_TEST, a whole one says in JOINT_TAIL. */
+#define DC_MAGNITUDE(entry)                                                                \
+    (JOINT_BEFORE_TEST(entry) < JOINT_LENGTH(entry)                                        \
+         ? (int)(JOINT_LENGTH(entry) - JOINT_BEFORE_TEST(entry))                           \
+         : (int)JOINT_TAIL(entry))
+
+/* The top ``s`` bits of ``bits`` (none where ``s`` is 0). */
+#define TOP_BITS(bits, s) ((s) ? (unsigned)((bits) >> (64 - (s))) : 0u)
+
+/* HUFF_EXTEND: magnitude bits ``v`` of size ``s`` as the difference they code. */
+static int64_t dc_extend(unsigned v, int s)
+{
+    return s == 0 ? 0 : v < (1u << (s - 1)) ? (int64_t)v - (1 << s) + 1 : (int64_t)v;
+}
+
+/* Block ``b``'s DC difference added to its component's predictor in ``pred``: whether the DC
+ * is past what an encoder of 8-bit samples writes (walk.dc_limit). */
+static int dc_drifts(const struct walk *w, int64_t *pred, int b, int64_t diff)
+{
+    int c = w->block_comp[b];
+    pred[c] += diff;
+    return pred[c] > w->dc_limit[c] || pred[c] < -w->dc_limit[c];
+}
+
 /* The fast path's joint table, indexed by the next WALK_JOINT_AC_BITS bits (DC: _DC_BITS):
  * what to consume in one step, where libjpeg-turbo tests its bit buffer before each code and
  * before each code's magnitude bits. An entry holds a code and its magnitude bits, or several
@@ -582,8 +608,13 @@ static void make_joint(struct huff_table *t, int dc, const struct huff_spec *spe
             uint32_t entry = JOINT(length, whole ? length : (uint32_t)l, advance,
                                    whole ? (uint32_t)magnitude : 0, 63);
             int look = (int)(code_of[p] << (bits - l));
-            for (int ctr = 1 << (bits - l); ctr > 0; ctr--)
-                single[look++] = entry;
+            for (int ctr = 1 << (bits - l); ctr > 0; ctr--, look++) {
+                single[look] = entry;
+                if (dc && whole) /* the magnitude bits follow the code within the index */
+                    t->dc_diff[look] = (int16_t)dc_extend(
+                        (unsigned)(look >> (bits - l - magnitude)) & ((1u << magnitude) - 1),
+                        magnitude);
+            }
         }
     }
     memcpy(t->joint, single, sizeof(uint32_t) << bits);
@@ -834,31 +865,6 @@ slow:
  * other by as much. */
 #define PAST_THE_BLOCK(next, entry) ((next) > 64 && JOINT_ADVANCE(entry) < 63)
 
-/* A DC entry's magnitude bits, the last of its JOINT_LENGTH: a code alone (its magnitude
- * bits past the test) holds them after JOINT_BEFORE_TEST, a whole one says in JOINT_TAIL. */
-#define DC_MAGNITUDE(entry)                                                                \
-    (JOINT_BEFORE_TEST(entry) < JOINT_LENGTH(entry)                                        \
-         ? (int)(JOINT_LENGTH(entry) - JOINT_BEFORE_TEST(entry))                           \
-         : (int)JOINT_TAIL(entry))
-
-/* The top ``s`` bits of ``bits`` (none where ``s`` is 0). */
-#define TOP_BITS(bits, s) ((s) ? (unsigned)((bits) >> (64 - (s))) : 0u)
-
-/* HUFF_EXTEND: magnitude bits ``v`` of size ``s`` as the difference they code. */
-static int64_t dc_extend(unsigned v, int s)
-{
-    return s == 0 ? 0 : v < (1u << (s - 1)) ? (int64_t)v - (1 << s) + 1 : (int64_t)v;
-}
-
-/* Block ``b``'s DC difference added to its component's predictor in ``pred``: whether the DC
- * is past what an encoder of 8-bit samples writes (walk.dc_limit). */
-static int dc_drifts(const struct walk *w, int64_t *pred, int b, int64_t diff)
-{
-    int c = w->block_comp[b];
-    pred[c] += diff;
-    return pred[c] > w->dc_limit[c] || pred[c] < -w->dc_limit[c];
-}
-
 /* decode_mcu_slow without the coefficients. libjpeg-turbo fills its bit buffer here before a
  * code where fewer than 8 bits are left and before magnitude bits that are not all there:
  * a joint entry that leaves 8 bits or more holds no such test, and is consumed at once;
@@ -1021,26 +1027,29 @@ static int fast_mcu(struct walk *w, struct fast_reader *r)
     for (int b = 0; b < w->blocks; b++) {
         const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
         int more = b + 1 < w->blocks; /* blocks after this one: a code after the block */
-        entry = dc->joint[bits >> (64 - WALK_JOINT_DC_BITS)];
+        unsigned look = (unsigned)(bits >> (64 - WALK_JOINT_DC_BITS));
+        entry = dc->joint[look];
         int length = (int)JOINT_LENGTH(entry), before = (int)JOINT_BEFORE_TEST(entry), s;
-        unsigned magnitude;
+        int64_t diff;
         if (entry == JOINT_NONE) {
             FAST_SLOW_CODE(dc, s);
             FAST_FILL();
-            magnitude = TOP_BITS(bits, s);
+            diff = dc_extend(TOP_BITS(bits, s), s);
             FAST_DROP(s);
-        } else if (s = DC_MAGNITUDE(entry), count - length > 16 || before == length) {
-            /* the whole entry is in the buffer: it fits the index, or 17 bits are left */
-            magnitude = TOP_BITS(bits << (length - s), s);
+        } else if (before == length) { /* code and magnitude bits within the index */
+            diff = dc->dc_diff[look];
             FAST_DROP(length);
             FAST_FILL(); /* the next code's test, where the entry leaves 16 bits or fewer */
+        } else if (s = length - before, count - length > 16) {
+            diff = dc_extend(TOP_BITS(bits << before, s), s);
+            FAST_DROP(length);
         } else {
             FAST_DROP(before);
             FAST_FILL();
-            magnitude = TOP_BITS(bits, s);
-            FAST_DROP(length - before);
+            diff = dc_extend(TOP_BITS(bits, s), s);
+            FAST_DROP(s);
         }
-        own_reading |= dc_drifts(w, pred, b, dc_extend(magnitude, s));
+        own_reading |= dc_drifts(w, pred, b, diff);
         FAST_FILL(); /* an AC code follows */
         for (int k = 1; k < 64;) {
             entry = ac->joint[bits >> (64 - WALK_JOINT_AC_BITS)];
