@@ -344,7 +344,6 @@ class StandInJpegDecoder:
 
     name = "stand-in-jpeg"
     kind = "EncodedJpeg"  # what its batches hold
-    checks_scans = True  # the reader plans scans for it, as for the real decoder
 
     def __init__(self, max_pixels: int, batch: int):
         self.max_pixels, self.batch = max_pixels, batch
