@@ -43,6 +43,32 @@ def gpu():
     return backend
 
 
+@pytest.fixture(scope="module")
+def gpu_decode(gpu):
+    """edgecli.decode.gpu.decoders, or a skip naming the GPU decoder that cannot run here."""
+    from edgecli.decode import engines
+
+    reason = engines.jpeg_unusable_reason("hardware")
+    if reason is not None:
+        pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
+    from edgecli.decode.gpu import decoders
+
+    return decoders
+
+
+@pytest.fixture(autouse=True)
+def engines_from_the_first_file(request, monkeypatch):
+    """Every JPEG of these short runs to the engines (auto waits for JPEG_MIN_FILES), and none
+    to the CPU while they open: the decoder each file gets is then known."""
+    if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
+        return
+    from edgecli.decode import plan as decoders
+    from edgecli.decode.gpu import jpeg as gpu_jpeg
+
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
+    monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
+
+
 @pytest.fixture(scope="session")
 def edge_kernels(gpu):
     """The edgecli.edges.kernels module (the edge kernels compiled and loaded), where CUDA is

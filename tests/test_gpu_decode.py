@@ -51,32 +51,6 @@ SIZES = [(1, 1), (1, 7), (7, 1), (2, 3), (17, 33), (33, 17), (1079, 1917)]
 
 
 @pytest.fixture(scope="module")
-def gpu_decode(gpu):
-    """edgecli.decode.gpu.decoders, or a skip naming the GPU decoder that cannot run here."""
-    from edgecli.decode import engines
-
-    reason = engines.jpeg_unusable_reason("hardware")
-    if reason is not None:
-        pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
-    from edgecli.decode.gpu import decoders
-
-    return decoders
-
-
-@pytest.fixture(autouse=True)
-def engines_from_the_first_file(request, monkeypatch):
-    """Every JPEG of these short runs to the engines (auto waits for JPEG_MIN_FILES), and none
-    to the CPU while they open: the decoder each file gets is then known."""
-    if "gpu_decode" not in request.fixturenames and "nvdec" not in request.fixturenames:
-        return
-    from edgecli.decode import plan as decoders
-    from edgecli.decode.gpu import jpeg as gpu_jpeg
-
-    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
-    monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
-
-
-@pytest.fixture(scope="module")
 def nvdec(gpu_decode):
     """edgecli.decode.gpu.video, or a skip saying why NVDEC cannot run here."""
     from edgecli.decode import engines

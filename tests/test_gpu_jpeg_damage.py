@@ -19,21 +19,7 @@ from .test_jpeg_scans import MUTATIONS, encode, mutate, noise
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def engines_for_every_file(gpu, monkeypatch):
-    """Every JPEG of these short runs to the engines (auto waits for JPEG_MIN_FILES)."""
-    from edgecli.decode import engines
-    from edgecli.decode import plan as decoders
-    from edgecli.decode.gpu import jpeg as gpu_jpeg
-
-    reason = engines.jpeg_unusable_reason("hardware")
-    if reason is not None:
-        pytest.skip(f"nvJPEG's hardware decoder unusable: {reason}")
-    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 1)
-    monkeypatch.setattr(gpu_jpeg.JpegDecoder, "ready", lambda self: self.opened.result() is None)
-
-
-def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file, tmp_path):
+def test_runs_pass_whole_files_and_send_damage_to_the_cpu(gpu_decode, tmp_path):
     """A folder of whole 720p photos and copies damaged in their scans, in one size so that they
     share batches, and random pixels at quality 100 (every coefficient coded, with its longest
     codes): --decode auto equals --decode cpu (pixels, failures and their words); every file
@@ -69,7 +55,7 @@ def test_runs_pass_whole_files_and_send_damage_to_the_cpu(engines_for_every_file
     assert str(on_gpu.value) == str(on_cpu.value)
 
 
-def test_damaged_jpegs_of_every_kind_decode_as_on_the_cpu(engines_for_every_file, tmp_path):
+def test_damaged_jpegs_of_every_kind_decode_as_on_the_cpu(gpu_decode, tmp_path):
     """240 720p files damaged in their scans in every way test_jpeg_scans damages them, from
     bases of three samplings, both table kinds and two qualities: --decode auto writes the
     pixels --decode cpu writes and fails the same files; among them files that only
