@@ -193,10 +193,10 @@ def main(argv: list[str]) -> int:
     rows = []
     try:
         jpegs = str(symlink_folder(sorted(args.jpeg.iterdir()), args.frames, scratch / "jpeg"))
-        clips = video_copies(args.clip, max(args.frames // 240, 1), scratch / "clips")
+        copies = max(args.frames // 240, 1)  # links to a 240-frame clip
+        clips = video_copies(args.clip, copies, scratch / "clips")
         sources = {"jpeg": jpegs, "clips": clips, "long": str(args.long), "jpeg-cpu": jpegs}
         if "hevc" in args.rows:
-            copies = max(args.frames // 240, 1)
             sources["hevc"] = video_copies(args.hevc, copies, scratch / "hevc")
         if {"png-cpu", "png-gpu"} & set(args.rows):
             pngs = str(symlink_folder(sorted(args.png.glob("*.png")), args.frames, scratch / "png"))
