@@ -144,6 +144,34 @@ def test_slow_encoders_never_read_a_reused_slab(fake_gpu, tmp_path, monkeypatch)
         np.testing.assert_array_equal(edges, plain_edges(frame, 100, "l1", "replicate"))
 
 
+def test_a_batch_is_given_back_once_its_last_map_is_read(tmp_path, monkeypatch):
+    """The encoders take a batch's maps in several tasks at once: the batch (its slab) is
+    given back only once every map has been read, though the last task ends first; every
+    PNG is written, and the progress counts each one."""
+    frames = 3 * writer_module.FRAMES_A_TASK + 1
+    read, written, released, counted = [], [], [], []
+
+    def encode(edges, bits):
+        if int(edges[0, 0]) < frames - 1:  # the last task, one map, ends first
+            time.sleep(0.003)
+        read.append(int(edges[0, 0]))
+        return bytes(edges[0])
+
+    monkeypatch.setattr(writer_module, "encode_png", encode)
+    monkeypatch.setattr(writer_module, "write_atomic", lambda path, data, **_: written.append(data))
+    maps = np.arange(frames, dtype=np.uint8).reshape(frames, 1, 1)
+    with PriorityPool(4, "test") as pool:
+        writer = writer_module.Writer(
+            pool.at(0), tmp_path, edgecli.Options(), StageClock(), 64, counted.append
+        )
+        names = [f"f{i}.png" for i in range(frames)]
+        writer.encode_batch(names, maps, lambda: released.append(len(read)))
+        writer.drain()
+    assert released == [frames]
+    assert sorted(written) == [bytes([i]) for i in range(frames)]
+    assert sum(counted) == frames
+
+
 def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
     """A batch the GPU has finished is handed to the encoders when the next batch starts,
     not only once every stream is busy: its slab comes free, and the encoders get its frames,
@@ -160,14 +188,12 @@ def test_finished_batches_go_to_the_encoders_before_their_stream_is_needed():
     ring.submit = submit
 
     class Recorder:  # the writer: notes each frame handed over, done with its edges at once
-        encode_write = None
-
         def __init__(self):
             self.names = []
 
-        def submit(self, fn, name, edges, done):
-            self.names.append(name)
-            done()
+        def encode_batch(self, names, edges, then):
+            self.names.extend(names)
+            then()
 
     writer = Recorder()
     handed_over = []  # frames handed to the encoders when frame i was asked for

@@ -3,7 +3,6 @@ and the packed rows back, batches handed to the encoders in order."""
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -37,21 +36,6 @@ class DecodeTally:
         for name, count in counts.items():
             self.frames[name] = self.frames.get(name, 0) + count
         self.megapixels += megapixels
-
-
-class CountDown:
-    """Calls ``then`` once ``count`` calls of :meth:`done` have come, from any threads."""
-
-    def __init__(self, count: int, then: Callable[[], None]):
-        self.count, self.then = count, then
-        self.lock = threading.Lock()
-
-    def done(self) -> None:
-        with self.lock:
-            self.count -= 1
-            last = self.count == 0
-        if last:
-            self.then()
 
 
 # Decoded batches the run holds while the main thread hands the one before them to the kernel,
@@ -162,11 +146,10 @@ class GpuBatches:
         if decoded is not None:
             resource, stage = decoded.timed
             timed.append((stage, decoded.decode_ms(), resource))
-        encoded = CountDown(len(names), pending.release)
-        for name, frame_edges in zip(names, edges, strict=True):
+        for name in names:
             for stage, ms, resource in timed:
                 self.clock.record(stage, ms / len(names), name, resource)
-            self.writer.submit(self.writer.encode_write, name, frame_edges, encoded.done)
+        self.writer.encode_batch(names, edges, pending.release)
 
     def make_room(self) -> None:
         """Hand finished batches to the encoders now, not when their stream is next needed:

@@ -438,7 +438,7 @@ def _run_into(
     gpu = ring = None
     with pool:
         writer = Writer(
-            pool.at(ENCODE), out_dir, options, state.clock, window, lambda: state.bar.update(1),
+            pool.at(ENCODE), out_dir, options, state.clock, window, lambda n: state.bar.update(n),
             budget, keep_written=mixed,
         )  # fmt: skip
         try:
