@@ -619,7 +619,8 @@ def camera_rounds(inputs: dict, rounds: int) -> dict:
             for kind in kinds:
                 run = edgecli(inputs[kind], root / kind, "auto")
                 shutil.rmtree(root / kind, ignore_errors=True)
-                log(f"  round {round_ + 1}, {kind}: {run.get('fps', run.get('error'))}")
+                said = run.get("error") or f"{run['fps']} fps, the run proper {run['run_s']} s"
+                log(f"  round {round_ + 1}, {kind}: {said}")
                 fps[kind].append(run.get("fps"))
     finally:
         shutil.rmtree(root, ignore_errors=True)
