@@ -291,7 +291,10 @@ class VideoFleet:
                     break
                 if self.stop.is_set():
                     raise Stopped
-                decoded = decoder.Decode(packet)  # held until converted: the frames' memory
+                # The decoder copies each frame it returns into a surface of its own on the
+                # session's stream, where a later frame's copy into the same surface follows
+                # the conversions enqueued before it: no wait between packets.
+                decoded = decoder.Decode(packet)
                 for frame in decoded:
                     if index >= segment.start and (stop is None or index < stop):
                         if filler is None:
@@ -302,8 +305,6 @@ class VideoFleet:
                             filler.put()
                             filler = None
                     index += 1
-                if filler is not None:
-                    filler.wait()  # the decoder reuses its surfaces from the next packet on
         except Stopped:
             raise
         except Exception:
