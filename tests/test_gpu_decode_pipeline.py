@@ -19,6 +19,7 @@ from edgecli.decode import plan as decoders
 from edgecli.errors import EXIT_CUDA_UNUSABLE, EXIT_USAGE, CudaUnavailableError, FrameError
 from edgecli.inputs.sources import discover
 from edgecli.options.params import Options
+from edgecli.pipeline import reader as reader_module
 from edgecli.pipeline import run
 
 from .helpers import DATA, invoke, same_pixels
@@ -78,7 +79,10 @@ def stand_in_run(source, out, **fields):
     return run(source, out, options, backend=backend), decoded
 
 
-def test_stand_in_gpu_decoding_gives_the_cpu_frames(folder, tmp_path):
+@pytest.mark.parametrize("files_a_read", [1, 3, reader_module.FILES_A_READ])
+def test_stand_in_gpu_decoding_gives_the_cpu_frames(folder, tmp_path, monkeypatch, files_a_read):
+    """Whatever the files a read task takes, the batches are the same, in order."""
+    monkeypatch.setattr(reader_module, "FILES_A_READ", files_a_read)
     run(folder, tmp_path / "cpu", Options(backend="cpu"))
     summary, decoders_used = stand_in_run(folder, tmp_path / "gpu")
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")

@@ -138,6 +138,11 @@ class RunAhead:
 # on at full depth when its turn comes; a whole window here as well would hold nearly a second
 # window of frames in memory.
 FOLLOWING_DEPTH = 2
+# Files a read task for the GPU's decoders takes, in order. Each task is a hand-off from the
+# main thread, which then waits to win the GIL back from the workers: a few files a task cut
+# those waits as many times. Such files hold their bytes only, and are read up to this many
+# times the window ahead.
+FILES_A_READ = 8
 
 
 class FrameReader:
@@ -198,6 +203,10 @@ class FrameReader:
         except BaseException:
             self.budget.release(source.out_name)
             raise
+
+    def read_files(self, sources: list) -> list:
+        """:meth:`read_for_gpu` of each of ``sources``, in order, in one task."""
+        return [self.decode(source, self.read_for_gpu) for source in sources]
 
     def failure(self, exc: FrameError) -> Failure:
         """``exc`` as the run's Failure under --on-error skip; raised under fail."""
@@ -361,6 +370,7 @@ class _InOrder:
         if gpu is not None and gpu.png is not None:
             self.decoders[PNG_SUFFIX] = gpu.png
         self.group: list = []  # EncodedJpegs or EncodedPngs for a GPU decoder's next batch
+        self.to_read: list = []  # sources for the GPU's decoders not yet handed to the pool
 
     def items(self) -> Iterator[Frame | Failure | object]:
         try:
@@ -369,6 +379,7 @@ class _InOrder:
                     yield from self._sequence(i, source)
                 else:
                     yield from self._image(source)
+            self._read()
             while self.pending:
                 yield from self._oldest()
             yield from self._flush()
@@ -387,20 +398,29 @@ class _InOrder:
             yield self._decoder(self.group[0]).submit(list(self.group))
             self.group.clear()
 
+    def _read(self) -> None:
+        """The files waiting to be read for the GPU's decoders, to the pool as one task."""
+        if self.to_read:
+            reader = self.reader
+            self.pending.append(reader.read_pool.submit(reader.read_files, list(self.to_read)))
+            self.to_read.clear()
+
     def _oldest(self) -> Iterator:
-        """The oldest still image's frame or failure, once decoded; a file read for a GPU
-        decoder joins the group instead (which goes first where it cannot join)."""
+        """The oldest still images' frames or failures, once decoded (one image, or a task's
+        files read for the GPU's decoders); a file read for a GPU decoder joins the group
+        instead (which goes first where it cannot join)."""
         with self.reader.waits.timed("decode"):
-            item = self.pending.popleft().result()
-        if not isinstance(item, (Frame, Failure)):  # read for a GPU decoder
-            group = self.group
-            full = len(group) >= self._decoder(item).batch_for(item.header)
-            if group and (item.key() != group[0].key() or full):
-                yield from self._flush()
-            group.append(item)
-            return
-        yield from self._flush()
-        yield item
+            done = self.pending.popleft().result()
+        for item in done if isinstance(done, list) else (done,):
+            if not isinstance(item, (Frame, Failure)):  # read for a GPU decoder
+                group = self.group
+                full = len(group) >= self._decoder(item).batch_for(item.header)
+                if group and (item.key() != group[0].key() or full):
+                    yield from self._flush()
+                group.append(item)
+                continue
+            yield from self._flush()
+            yield item
 
     def _sequence(self, i: int, source) -> Iterator:
         """A video's (or multi-frame file's) frames, after the images before it."""
@@ -421,6 +441,7 @@ class _InOrder:
             self.following = reader.read_sequence(
                 sources[i + 1], FOLLOWING_DEPTH, self.following_turn
             )
+        self._read()
         while self.pending:  # the images before it come first
             yield from self._oldest()
         yield from self._flush()
@@ -442,6 +463,7 @@ class _InOrder:
                 weigh = not for_gpu or reader.options.max_memory is not None
                 cost = reader.image_cost(header_pixels) if weigh else 0
                 while not reader.budget.try_reserve(source.out_name, cost, str(source.path)):
+                    self._read()  # the files it holds room for give it back once read
                     if not self.pending:  # all it waits for is downstream: given back
                         reader.budget.reserve(source.out_name, cost, str(source.path))
                         break
@@ -450,10 +472,11 @@ class _InOrder:
                 yield reader.failure(exc)
                 return
             if for_gpu:
-                self.pending.append(
-                    reader.read_pool.submit(reader.decode, source, reader.read_for_gpu)
-                )
+                self.to_read.append(source)
+                if len(self.to_read) >= FILES_A_READ:
+                    self._read()
             else:
+                self._read()  # the files before it come first
                 self.pending.append(reader.pool.submit(reader.decode, source))
         else:
             reader.count_skipped()
