@@ -228,6 +228,30 @@ def test_decode_gpu_on_videos_only_does_not_wait_for_the_jpeg_engines(tmp_path, 
     assert asked == ["hardware"]
 
 
+def test_decode_gpu_on_pngs_does_not_wait_for_the_jpeg_engines(tmp_path, monkeypatch):
+    """PNGs decode on CUDA kernels: --decode gpu asks for the JPEG engines, whose opening
+    takes the better part of a second, only once a JPEG is among the files, before listing
+    (by the INPUTs' names) or after."""
+    asked = []
+    monkeypatch.setattr(engines, "_opening", {})  # no decoder opened by an earlier test
+    monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda b, **_: asked.append(b))
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no NVDEC library")
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(3):
+        assert cv2.imwrite(str(folder / f"f{i}.png"), photo(6, 5, seed=i))
+    gpu = Options(decode="gpu")
+    assert not decoders.engines_wanted(gpu, [str(folder)])
+    assert not decoders.engines_wanted(gpu, [str(folder / "*.png")])
+    planned = decoders.plan(gpu, discover(str(folder)))
+    assert planned.png and planned.jpeg_backend is None
+    assert asked == []
+    (folder / "g.jpg").write_bytes(jpeg(photo(5, 6)))
+    assert decoders.engines_wanted(gpu, [str(folder)])
+    assert decoders.plan(gpu, discover(str(folder))).jpeg_backend == "hardware"
+    assert asked == ["hardware"]
+
+
 def test_auto_sends_jpegs_to_the_engines_only_in_long_runs(folder, monkeypatch):
     """Opening the engines costs about a second: auto uses them from JPEG_MIN_FILES JPEGs on
     (and never asks nvJPEG's CUDA backend, which is not exact)."""

@@ -30,9 +30,10 @@ JPEG_MIN_FILES = 64
 def open_early(options, inputs: list[str] | None = None, sources: list | None = None) -> None:
     """Start opening the JPEG engines' decoder where the run will decode JPEGs on them, as
     early as that is known, so that it opens while the sources are listed and CuPy starts:
-    before listing (``inputs``), under ``--decode gpu`` (:func:`plan` opens it then in any
-    case) or where a folder INPUT holds JPEG_MIN_FILES JPEG names; after (``sources``), by
-    :func:`plan`'s rule. Opening twice is not possible (:func:`.engines.open_jpeg_decoder`)."""
+    before listing (``inputs``), under ``--decode gpu`` where the INPUTs' names allow JPEGs
+    (:func:`plan` opens it then) or where a folder INPUT holds JPEG_MIN_FILES JPEG names;
+    after (``sources``), by :func:`plan`'s rule. Opening twice is not possible
+    (:func:`.engines.open_jpeg_decoder`)."""
     if options.decode == "cpu" or options.backend == "cpu":
         return
     if sources is not None:
@@ -46,19 +47,21 @@ def open_early(options, inputs: list[str] | None = None, sources: list | None = 
 def engines_wanted(options, inputs: list[str]) -> bool:
     """Whether a run of ``inputs`` will decode JPEGs on the engines, as far as their names
     tell before the sources are listed: under ``--decode gpu`` unless every INPUT names videos
-    (a file or a glob: ``clip.mp4``, ``clips/*.mov``; a folder of video names only), or where a
-    folder INPUT holds JPEG_MIN_FILES JPEG names (not under ``--decode cpu``)."""
+    or PNGs only (a file or a glob: ``clip.mp4``, ``frames/*.png``; a folder of such names
+    only), or where a folder INPUT holds JPEG_MIN_FILES JPEG names (not under ``--decode
+    cpu``)."""
     if options.decode == "cpu":
         return False
     if options.decode == "gpu":
-        return not all(_names_videos(text) for text in inputs)
+        return not all(_names_no_jpegs(text) for text in inputs)
     return _jpeg_names_at_least(inputs, JPEG_MIN_FILES)
 
 
-def _names_videos(text: str) -> bool:
-    """Whether INPUT ``text`` names videos only, as far as names tell: a video's name, or a
-    folder whose files of frames (:data:`edgecli.decode.kinds.FOLDER_EXTENSIONS`) are all videos."""
-    if text.lower().endswith(VIDEO_EXTENSIONS):
+def _names_no_jpegs(text: str) -> bool:
+    """Whether INPUT ``text`` names videos or PNGs only, as far as names tell: such a name, or
+    a folder whose files of frames (:data:`edgecli.decode.kinds.FOLDER_EXTENSIONS`) all are."""
+    others = (*VIDEO_EXTENSIONS, PNG_SUFFIX)
+    if text.lower().endswith(others):
         return True
     try:
         with os.scandir(text) as entries:
@@ -66,7 +69,7 @@ def _names_videos(text: str) -> bool:
     except OSError:  # not a folder (an image, a glob, nothing)
         return False
     frames = [name for name in names if name.endswith(FOLDER_EXTENSIONS)]
-    return bool(frames) and all(name.endswith(VIDEO_EXTENSIONS) for name in frames)
+    return bool(frames) and all(name.endswith(others) for name in frames)
 
 
 def _jpeg_names_at_least(inputs: list[str], count: int) -> bool:
@@ -123,14 +126,14 @@ def plan(options, sources: list) -> DecodePlan | None:
 
     Under ``auto`` the JPEG engines open while the run starts, and JPEGs decode on the CPU
     until they are open (or for the whole run, if they cannot open); ``gpu`` opens them here,
-    so that a GPU without them is known before anything is written, except for a run of
-    videos only, which would wait for their slow opening for nothing."""
+    so that a GPU without them is known before anything is written, except for a run without
+    JPEGs that has videos or PNGs, which would wait for their slow opening for nothing."""
     wants_gpu = options.decode == "gpu"
-    jpegs = _jpegs(sources)
+    jpegs, pngs = _jpegs(sources), _pngs(sources)
     has_video = any(s.multi_frame and s.kind == "video" for s in sources)
     missing = []
     jpeg_backend = None
-    if wants_gpu and (jpegs or not has_video):
+    if wants_gpu and (jpegs or not (has_video or pngs)):
         reason = _opened("hardware", options.device)
         if reason is None:
             jpeg_backend = "hardware"
@@ -153,7 +156,7 @@ def plan(options, sources: list) -> DecodePlan | None:
     # The PNG decoder is CUDA kernels (inflate.cu, png.cu): any GPU the edge kernel runs on
     # runs them. They are exact but not shown to beat the CPU's decoders, so only --decode gpu
     # asks for them.
-    png = wants_gpu and _pngs(sources) > 0
+    png = wants_gpu and pngs > 0
     if wants_gpu and jpeg_backend is None and not video and not png:
         raise CudaUnavailableError(
             "--decode gpu: no GPU decoder can run here; " + "; ".join(missing)
