@@ -139,6 +139,9 @@ CAMERA_COPIES = {
     "nvdec_vp9.mp4": ("nvdec_vp9.webm", [], []),
     "nvdec_hevc.mkv": ("nvdec_hevc.mp4", [], []),
     "nvdec_rot90.mkv": ("nvdec_250x142.mp4", ["-display_rotation", "90"], []),
+    # Cut at its second keyframe, an open GOP's CRA picture: the pictures after it that refer
+    # to frames before the cut are in the file, and every decoder drops them.
+    "nvdec_hevc_cra.mkv": ("nvdec_hevc.mp4", ["-ss", "0.5"], []),
 }
 
 

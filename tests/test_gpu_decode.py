@@ -35,7 +35,7 @@ EXACT_CLIPS = [
     "nvdec_1918x1080.mp4", "nvdec_250x142.mp4", "nvdec_66x18.mp4", "pan_h264.mp4",
     "nvdec_bt709.mp4", "nvdec_full.mp4", "nvdec_bt709_full.mov", "nvdec_1366x768.mp4",
     "nvdec_rotated.mp4", "nvdec_hevc.mp4", "nvdec_vp9.mp4", "nvdec_bframes.mkv",
-    "nvdec_hevc.mkv", "nvdec_rot90.mkv", "nvdec_vp9.webm",
+    "nvdec_hevc.mkv", "nvdec_rot90.mkv", "nvdec_vp9.webm", "nvdec_hevc_cra.mkv",
 ]  # fmt: skip
 # Stream copies of nvdec_250x142.mp4 that cv2 shows otherwise than decoded: cut by an edit list,
 # begun without a keyframe.
@@ -424,6 +424,45 @@ def test_a_session_keeps_its_decoder_from_clip_to_clip(nvdec, tmp_path, monkeypa
     # A decoder a session, another after the truncated clip, and perhaps one tried on it.
     assert sessions <= len(opened) <= sessions + 2 < len(order)
     assert Path(opened[0]).name.startswith(("0_", "1_"))
+
+
+@pytest.mark.parametrize("sessions", [1, 2])
+@pytest.mark.parametrize("selection", [{}, {"end": "17"}])
+def test_a_session_keeps_its_packet_decoder_from_clip_to_clip(
+    nvdec, tmp_path, monkeypatch, sessions, selection
+):
+    """Clips fed packet by packet, more than sessions: a session feeds its next clip of the
+    same codec and size to the decoder its last one ended in, also where that clip starts at
+    an open GOP's CRA picture (whose leading pictures refer to frames before the cut), and
+    gives the CPU's frames and failures; one left before its end (--end), cut short or of
+    another codec gets a new decoder."""
+    monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", sessions)
+    real, made = nvdec.import_nvc(), []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def CreateDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
+            made.append(kwargs["codec"])
+            return real.CreateDecoder(*args, **kwargs)
+
+    monkeypatch.setattr(nvdec, "import_nvc", Counting)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    whole = (DATA / "nvdec_hevc.mkv").read_bytes()
+    order = ["nvdec_hevc.mkv", "nvdec_hevc_cra.mkv", "nvdec_hevc.mp4", "nvdec_vp9.webm",
+             "nvdec_vp9.mp4", None, "nvdec_hevc_cra.mkv", "nvdec_bframes.mkv"]  # fmt: skip
+    for i, clip in enumerate(order):
+        data = whole[: len(whole) * 2 // 3] if clip is None else (DATA / clip).read_bytes()
+        (folder / f"{i}_{clip or 'cut.mkv'}").write_bytes(data)
+    cpu, auto = run_both(str(folder / "*"), tmp_path, on_error="skip", **selection)
+    assert sum(auto.decoders.values()) == cpu.frames and auto.decoders["nvdec"] > 0
+    assert auto.failed == cpu.failed
+    if sessions == 1 and not selection:
+        # HEVC for the first three, VP9 for the next two, then HEVC and H.264 again (the cut
+        # clip is the CPU's: its container says it is short).
+        assert len(made) == 4, made
 
 
 def test_truncated_clip_fails_as_on_the_cpu(nvdec, tmp_path):

@@ -36,16 +36,24 @@ class _Done:
 
 
 class SessionDecoder:
-    """One session's NVDEC decoder, kept from video to video: ``reconfigure_decoder`` points
-    it at the next video, whose first frames then follow far sooner than a new decoder's
-    would, and no decoder's slow teardown is paid between videos. Its frames equal a new
-    decoder's, at any size, up or down. A SimpleDecoder, not the library's ThreadedDecoder
-    (which decodes ahead on a thread of its own): that one is not reliable with several
-    sessions at once, and decoding ahead gains little."""
+    """One session's NVDEC decoders, kept from video to video.
+
+    The SimpleDecoder (:meth:`open`): ``reconfigure_decoder`` points it at the next video,
+    whose first frames then follow far sooner than a new decoder's would, and no decoder's
+    slow teardown is paid between videos. Its frames equal a new decoder's, at any size, up or
+    down. A SimpleDecoder, not the library's ThreadedDecoder (which decodes ahead on a thread
+    of its own): that one is not reliable with several sessions at once, and decoding ahead
+    gains little.
+
+    The decoder fed packet by packet (:meth:`for_packets`): the end of a video's stream
+    flushes it, after which it takes the next stream of the same codec, size and depth as a
+    new decoder would, with the same saving."""
 
     def __init__(self, device: int):
         self.device = device
         self.decoder = None
+        self.packet_decoder = None
+        self.packet_key: tuple | None = None  # what packet_decoder was made for
 
     def open(self, path):
         """The decoder, pointed at the video at ``path``; raises what the library raises
@@ -63,9 +71,29 @@ class SessionDecoder:
         )  # fmt: skip
         return self.decoder
 
+    def for_packets(self, demuxer, depth: int, stream):
+        """A decoder for the packets of ``demuxer``'s ``depth``-bit video, copying its frames
+        on ``stream``: the last video's, where that had the same codec, size and depth and was
+        fed to the end of its stream (else :meth:`drop_packets` dropped it), or a new one. Raises
+        what the library raises where it cannot make one."""
+        key = (demuxer.GetNvCodecId(), demuxer.Width(), demuxer.Height(), depth, stream.ptr)
+        if key != self.packet_key:
+            self.packet_decoder = self.packet_key = None
+            self.packet_decoder = import_nvc().CreateDecoder(
+                gpuid=self.device, codec=key[0], cudacontext=0, cudastream=stream.ptr,
+                usedevicememory=True,
+            )  # fmt: skip
+            self.packet_key = key
+        return self.packet_decoder
+
     def discard(self) -> None:
-        """After a failure: the next video gets a new decoder."""
+        """After a failure: the next video gets a new SimpleDecoder."""
         self.decoder = None
+
+    def drop_packets(self) -> None:
+        """After a failure, or a video left before the end of its stream: the next video fed
+        packet by packet gets a new decoder."""
+        self.packet_decoder = self.packet_key = None
 
 
 class _Filler:
@@ -201,7 +229,7 @@ class VideoFleet:
             if not plan.exact:
                 self.notes.setdefault(path, f"{NVDEC_APPROX}: {plan.inexact}")
             if plan.packets:
-                self._packets(segment, plan, stream, ring)
+                self._packets(segment, plan, stream, ring, decoder)
             else:
                 self._nvdec(segment, plan, stream, ring, decoder)
         else:
@@ -257,7 +285,9 @@ class VideoFleet:
             filler.put()  # the decoder reuses the frames: converted before the next batch
             index += len(decoded)
 
-    def _packets(self, segment: Segment, plan: NvdecPlan, stream, ring: SlotRing) -> None:
+    def _packets(
+        self, segment: Segment, plan: NvdecPlan, stream, ring: SlotRing, held: SessionDecoder
+    ) -> None:
         """``segment``'s frames from NVDEC fed packet by packet from PyNvVideoCodec's demuxer,
         which gives cv2's frames in cv2's order and count for HEVC, VP9 and Matroska where its
         SimpleDecoder repeats or drops some (:data:`edgecli.decode.nvdec.ORDER_CHECKED`). Never
@@ -268,14 +298,11 @@ class VideoFleet:
         self.schedule.keep(segment)
         index = 0
         try:
-            nvc = import_nvc()
-            demuxer = nvc.CreateDemuxer(str(path))
+            demuxer = import_nvc().CreateDemuxer(str(path))
             height, width = demuxer.Height(), demuxer.Width()
-            decoder = nvc.CreateDecoder(
-                gpuid=self.device, codec=demuxer.GetNvCodecId(), cudacontext=0,
-                cudastream=stream.ptr, usedevicememory=True,
-            )  # fmt: skip
+            decoder = held.for_packets(demuxer, plan.depth, stream)
         except Exception:  # the CPU decoder opens it, or says why it cannot
+            held.drop_packets()
             self.notes[path] = f"{CPU}: NVDEC could not open it"
             return self._cpu(segment, stream, ring)
         if width % 2 or height % 2:  # NVDEC's 4:2:0 surfaces are of even sizes
@@ -288,6 +315,7 @@ class VideoFleet:
         try:
             for packet in demuxer:
                 if stop is not None and index >= stop:
+                    held.drop_packets()  # its stream not ended: frames of this video still in it
                     break
                 if self.stop.is_set():
                     raise Stopped
@@ -308,6 +336,7 @@ class VideoFleet:
         except Stopped:
             raise
         except Exception:
+            held.drop_packets()
             if filler is not None:
                 filler.put()
             self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
@@ -317,6 +346,7 @@ class VideoFleet:
         expected = frame_count(path)
         if expected is not None and index < expected and (stop is None or index < stop):
             # Cut short: the CPU decoder says how, as it would without NVDEC.
+            held.drop_packets()
             self.notes[path] = f"{CPU} from frame {index}: NVDEC stopped there"
             self._cpu(Segment(source, index, None), stream, ring)
 
