@@ -1480,9 +1480,6 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
     return result;
 }
 
-/* png_gather(data, chunks, out): each (offset, length) of ``chunks`` (png_idat_run's) copied
- * from ``data`` to ``out`` end to end, without the GIL; the bytes copied. ValueError where a
- * chunk lies outside ``data`` or ``out`` is too small. */
 /* The arguments of png_gather and png_decode: a bytes-like ``in``, the (offset, length)
  * pairs of spans of it (``count`` of them, 2 * count integers), each checked to lie in it,
  * and a writable ``out``. */
@@ -1543,36 +1540,67 @@ static int open_spanned(const char *call, PyObject *data, PyObject *chunks, PyOb
     return 0;
 }
 
+/* png_gather(parts, out): for each (data, chunks, at) of ``parts``, the (offset, length) spans
+ * ``chunks`` (png_idat_run's) of ``data`` copied end to end into ``out`` from ``at`` on, all
+ * of them without the GIL: a batch of PNGs costs one hand-off of it, not one a file. The bytes
+ * copied; ValueError where a span lies outside its data, or a part runs past ``out``'s end. */
 static PyObject *png_gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "png_gather(data, chunks, out) takes 3 arguments");
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "png_gather(parts, out) takes 2 arguments");
         return NULL;
     }
-    struct spanned s;
-    if (open_spanned("png_gather", args[0], args[1], args[2], &s) < 0)
+    PyObject *parts = PySequence_Tuple(args[0]);
+    if (parts == NULL)
         return NULL;
-    uint64_t total = 0;
-    for (Py_ssize_t i = 0; i < s.count; ++i)
-        total += s.spans[2 * i + 1];
-    int fits = total <= (uint64_t)s.out.len;
-    if (fits) {
-        Py_BEGIN_ALLOW_THREADS
-        unsigned char *to = s.out.buf;
-        for (Py_ssize_t i = 0; i < s.count; ++i) {
-            size_t length = (size_t)s.spans[2 * i + 1];
-            memcpy(to, (const unsigned char *)s.in.buf + s.spans[2 * i], length);
-            to += length;
+    Py_ssize_t count = PyTuple_Size(parts), opened = 0;
+    struct spanned *all = calloc((size_t)count + 1, sizeof *all);
+    uint64_t *at = calloc((size_t)count + 1, sizeof *at);
+    PyObject *result = NULL;
+    if (all == NULL || at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; opened < count; ++opened) {
+        PyObject *data, *chunks;
+        unsigned long long where;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(parts, opened), "OOK", &data, &chunks, &where))
+            goto done;
+        struct spanned *s = &all[opened];
+        if (open_spanned("png_gather", data, chunks, args[1], s) < 0)
+            goto done;
+        at[opened] = where;
+        uint64_t total = 0;
+        for (Py_ssize_t i = 0; i < s->count; ++i)
+            total += s->spans[2 * i + 1];
+        if (where > (uint64_t)s->out.len || total > (uint64_t)s->out.len - where) {
+            close_spanned(s);
+            PyErr_SetString(PyExc_ValueError, "png_gather: the output is too small");
+            goto done;
         }
-        Py_END_ALLOW_THREADS
     }
-    close_spanned(&s);
-    if (!fits) {
-        PyErr_SetString(PyExc_ValueError, "png_gather: the output is too small");
-        return NULL;
+    uint64_t copied = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; ++k) {
+        const struct spanned *s = &all[k];
+        unsigned char *to = (unsigned char *)s->out.buf + at[k];
+        for (Py_ssize_t i = 0; i < s->count; ++i) {
+            size_t length = (size_t)s->spans[2 * i + 1];
+            memcpy(to, (const unsigned char *)s->in.buf + s->spans[2 * i], length);
+            to += length;
+            copied += length;
+        }
     }
-    return PyLong_FromUnsignedLongLong(total);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromUnsignedLongLong(copied);
+done:
+    for (Py_ssize_t k = 0; k < opened; ++k)
+        close_spanned(&all[k]);
+    free(all);
+    free(at);
+    Py_DECREF(parts);
+    return result;
 }
 
 /* png_decode: a gray, gray+alpha, RGB or RGBA PNG of 8 or 16 bits a sample (not interlaced)
@@ -1891,8 +1919,9 @@ static PyMethodDef methods[] = {
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, ((data offset, length), ...))."},
     {"png_gather", (PyCFunction)(void (*)(void))png_gather, METH_FASTCALL,
-     "png_gather(data, chunks, out): the (offset, length) spans of data end to end into out; "
-     "the bytes copied."},
+     "png_gather(parts, out): for each (data, chunks, at) of parts, the (offset, length) "
+     "spans chunks of data end to end into out from at on, without the GIL; the bytes "
+     "copied."},
     {"png_decode", (PyCFunction)(void (*)(void))png_decode, METH_FASTCALL,
      "png_decode(data, idat, width, height, channels, depth, out) -> bool\n\nThe "
      "non-interlaced PNG ``data`` (its IDAT spans ``idat``, (offset, length) pairs; 1, 2, 3 "

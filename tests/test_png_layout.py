@@ -16,6 +16,7 @@ from edgecli import native
 from edgecli.decode.png_layout import (
     LIBPNG_MAX_DIMENSION,
     PngDamage,
+    copy_streams,
     gpu_reason,
     read_layout,
 )
@@ -67,6 +68,49 @@ def test_copy_stream_joins_the_idats(name):
     assert buffer[: layout.stream_size].tobytes() == layout.stream(data)
     assert (buffer[layout.stream_size :] == 0xA5).all()
     assert len(zlib.decompress(layout.stream(data))) == layout.inflated_size
+
+
+@pytest.fixture(params=["C", "Python"])
+def gather(request, monkeypatch):
+    """copy_streams by the C half (where built) and by its Python fallback."""
+    if request.param == "Python":
+        monkeypatch.setattr(native, "c", None)
+    elif native.c is None:
+        pytest.skip("edgecli._native is not built here")
+    return copy_streams
+
+
+def test_copy_streams_puts_each_stream_at_its_place(gather):
+    """A batch's files, each stream at its own offset of one buffer with gaps between them:
+    every stream whole where it was put, the gaps untouched, the bytes counted."""
+    names = ["one-byte IDATs", "empty IDATs", "IDAT split in halves", "one-byte IDATs"]
+    layouts = [read_layout(OWN[name]) for name in names]
+    places, at = [], 3
+    for layout in layouts:
+        places.append(at)
+        at += layout.stream_size + 5
+    buffer = np.full(at, 0xA5, np.uint8)
+    parts = [
+        (OWN[n], layout, place) for n, layout, place in zip(names, layouts, places, strict=True)
+    ]
+    assert gather(parts, buffer) == sum(layout.stream_size for layout in layouts)
+    expected = np.full(at, 0xA5, np.uint8)
+    for name, layout, place in zip(names, layouts, places, strict=True):
+        expected[place : place + layout.stream_size] = np.frombuffer(
+            layout.stream(OWN[name]), np.uint8
+        )
+    assert buffer.tobytes() == expected.tobytes()
+    assert gather([], buffer) == 0
+
+
+def test_copy_streams_refuses_a_buffer_too_small(gather):
+    """A stream that would run past the buffer's end is refused (ValueError), never written
+    past it."""
+    data = OWN["IDAT split in halves"]
+    layout = read_layout(data)
+    buffer = np.zeros(layout.stream_size + 8, np.uint8)
+    with pytest.raises(ValueError):
+        gather([(data, layout, 9)], buffer[: layout.stream_size + 8])
 
 
 def test_palette_as_bgr():

@@ -13,7 +13,7 @@ import cupy
 import numpy as np
 
 from ...cuda.pinned import empty_pinned
-from ..png_layout import PALETTE, EncodedPng
+from ..png_layout import PALETTE, EncodedPng, copy_streams
 from . import inflate, png
 from .slots import BatchDecoder, DeviceBatch, Slot, SlotRing
 
@@ -38,20 +38,25 @@ FRAME_PIXELS = 1920 * 1080
 class _ThreadState:
     """One decoding thread's stream, slots, device scratch (the zlib streams and what they
     inflate to, reused batch after batch: the thread's stream orders their uses) and pinned
-    staging buffer for the zlib streams."""
+    host buffers (:meth:`pinned`)."""
 
     def __init__(self, stop: threading.Event):
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.ring = SlotRing(PNG_SLOTS, stop)
         self.scratch = Slot()
-        self.staging = empty_pinned(0)
+        self.host: dict[str, np.ndarray] = {}
 
-    def staged(self, nbytes: int) -> np.ndarray:
-        """The pinned buffer, grown to ``nbytes`` (its last upload has completed: the thread
-        waits for each batch before it takes the next)."""
-        if self.staging.size < nbytes:
-            self.staging = empty_pinned(max(nbytes, 2 * self.staging.size))
-        return self.staging[:nbytes]
+    def pinned(self, name: str, nbytes: int) -> np.ndarray:
+        """The pinned buffer ``name``, grown to ``nbytes``: every copy between the host and
+        the GPU goes through one, never through pageable memory, whose copies the driver
+        makes in the calling thread and which held the other threads' launches back until
+        they were done. Its last copy has completed: the thread waits for each batch before
+        it takes the next."""
+        held = self.host.get(name)
+        if held is None or held.size < nbytes:
+            size = max(nbytes, 2 * (0 if held is None else held.size))
+            held = self.host[name] = empty_pinned(size)
+        return held[:nbytes]
 
 
 def batch_pixels(free_bytes: int) -> int:
@@ -98,24 +103,30 @@ class PngDecoder(BatchDecoder):
         out_h, out_w = layout.height, layout.width
         if layout.orientation >= 5:  # turned a quarter: the frame is the image transposed
             out_h, out_w = out_w, out_h
-        src_start = inflate.offsets([item.header.stream_size for item in items])
-        dst_start = np.arange(n + 1, dtype=np.uint64) * np.uint64(image_bytes)
-        staged = state.staged(int(src_start[-1]))
-        for item, start in zip(items, src_start[:-1].tolist(), strict=True):
-            item.header.copy_stream(item.data, staged[start:])
+        offsets = state.pinned("offsets", 2 * (n + 1) * 8).view(np.uint64)
+        offsets[: n + 1] = inflate.offsets([item.header.stream_size for item in items])
+        offsets[n + 1 :] = np.arange(n + 1, dtype=np.uint64) * np.uint64(image_bytes)
+        staged = state.pinned("streams", int(offsets[n]))
+        places = zip(items, offsets[:n].tolist(), strict=True)
+        copy_streams([(item.data, item.header, at) for item, at in places], staged)
+        palettes = None
+        if layout.colour_type == PALETTE:
+            tables = state.pinned("palettes", n * 256 * 3).reshape(n, 256, 3)
+            for i, item in enumerate(items):
+                tables[i] = item.header.palette_table()
+            palettes = state.scratch.buffer("palettes", tables.nbytes).reshape(n, 256, 3)
         slot = state.ring.take(stream)
         src = state.scratch.buffer("src", staged.size)
+        starts = state.scratch.buffer("offsets", offsets.nbytes).view(np.uint64)
         inflated = state.scratch.buffer("inflated", n * image_bytes)
         frames = slot.buffer("frames", n * out_h * out_w * 3).reshape(n, out_h, out_w, 3)
         statuses = slot.buffer("statuses", 2 * n * 4).view(np.int32)
         started, ready = cupy.cuda.Event(), cupy.cuda.Event()
         started.record(stream)
-        with stream:
-            src.set(staged, stream=stream)
-            starts = cupy.asarray(np.concatenate([src_start, dst_start]))
-            palettes = None
-            if layout.colour_type == PALETTE:
-                palettes = cupy.asarray(np.stack([item.header.palette_table() for item in items]))
+        src.set(staged, stream=stream)
+        starts.set(offsets, stream=stream)
+        if palettes is not None:
+            palettes.set(tables, stream=stream)
         inflate.launch_inflate(
             inflater, src, starts[: n + 1], inflated, starts[n + 1 :], statuses[:n], stream=stream
         )
@@ -124,7 +135,9 @@ class PngDecoder(BatchDecoder):
             depth=layout.bit_depth, palettes=palettes, orientation=layout.orientation,
             stream=stream,
         )  # fmt: skip
-        found = statuses.get(stream=stream)  # waits for the batch: the CPU takes the rest
+        found = state.pinned("statuses", statuses.nbytes).view(np.int32)
+        statuses.get(stream=stream, out=found, blocking=False)
+        stream.synchronize()  # the batch is decoded: the CPU takes what it did not decode
         failed = np.flatnonzero((found[:n] != inflate.OK) | (found[n:] != 0)).tolist()
         return self.finish(items, slot, frames, failed, started, ready, stream)
 
