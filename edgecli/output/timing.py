@@ -36,7 +36,7 @@ HANDOFF = "handoff"
 # What set the pace, by the resource and the stage that kept it busiest.
 PACE_SETTERS = {
     ("workers", "decode"): "the CPU decoders",
-    ("workers", "load"): "reading the JPEGs for the GPU's decoder",
+    ("workers", "load"): "reading the files for the GPU's decoders",
     ("workers", "copy"): "copying frames into pinned memory",
     ("workers", "compute"): "edge detection on the CPU",
     ("workers", "encode"): "PNG compression",
