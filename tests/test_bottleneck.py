@@ -16,6 +16,7 @@ from edgecli import pipeline
 from edgecli.edges.reference import detect_batch
 from edgecli.inputs.sources import ImageSource, SequenceSource
 from edgecli.options.params import Options
+from edgecli.pipeline import reader as reader_module
 from edgecli.pipeline import writer as writer_module
 
 from .media import photo, write_video
@@ -137,6 +138,18 @@ def test_slow_jpeg_engines_are_named(jpegs, tmp_path, monkeypatch):
     assert bottleneck == "gpu_decode"
     assert line.startswith("gpu_decode-bound: the JPEG engines set the pace")
     assert busy["jpeg"]["lanes"] == 1
+
+
+def test_slow_reads_for_a_gpu_decoder_are_named(jpegs, tmp_path, monkeypatch):
+    """Files read slowly for the GPU's (stand-in) JPEG decoder name those reads, whatever the
+    decoder's kind: neither the CPU decoders nor the engines."""
+    slowed(monkeypatch, reader_module, "read_file", SLOW)
+    summary = gpu_run(jpegs, tmp_path / "out")
+    bottleneck, line, busy = verdict(summary)
+    assert summary.decoders == {"stand-in-jpeg": FRAMES}
+    assert bottleneck == "load"
+    assert line.startswith("load-bound: reading the files for the GPU's decoders set the pace (")
+    assert max(busy["workers"]["stages_s"], key=busy["workers"]["stages_s"].get) == "load"
 
 
 def test_a_slow_video_reader_is_named(tmp_path, monkeypatch):
