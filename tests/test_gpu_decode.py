@@ -393,23 +393,34 @@ def test_a_clip_with_one_keyframe_is_not_split(nvdec, tmp_path, monkeypatch):
     assert auto.decoders == {"nvdec": 24} and seeks == []
 
 
+def calls_of(nvdec, monkeypatch, name: str) -> list:
+    """The (args, kwargs) of each call the NVDEC sessions make of PyNvVideoCodec's ``name`` (a
+    maker of decoders), from now on: a list that fills as they make them."""
+    real, calls = nvdec.import_nvc(), []
+
+    class Library:
+        def __getattr__(self, attribute):
+            found = getattr(real, attribute)
+            if attribute != name:
+                return found
+
+            def recorded(*args, **kwargs):
+                calls.append((args, kwargs))
+                return found(*args, **kwargs)
+
+            return recorded
+
+    monkeypatch.setattr(nvdec, "import_nvc", Library)
+    return calls
+
+
 @pytest.mark.parametrize("sessions", [1, 2])
 def test_a_session_keeps_its_decoder_from_clip_to_clip(nvdec, tmp_path, monkeypatch, sessions):
     """More clips than sessions: a session's decoder is pointed at its next clip, down and up
     in size and past a truncated clip (after which it gets a new one), and gives the CPU's
     frames and failures."""
     monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", sessions)
-    real, opened = nvdec.import_nvc(), []
-
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def SimpleDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
-            opened.append(args[0])
-            return real.SimpleDecoder(*args, **kwargs)
-
-    monkeypatch.setattr(nvdec, "import_nvc", Counting)
+    opened = calls_of(nvdec, monkeypatch, "SimpleDecoder")
     folder = tmp_path / "clips"
     folder.mkdir()
     cut = (DATA / "nvdec_250x142.mp4").read_bytes()
@@ -423,7 +434,8 @@ def test_a_session_keeps_its_decoder_from_clip_to_clip(nvdec, tmp_path, monkeypa
     assert cpu.failed and all("2_cut.mp4" in failure["source"] for failure in cpu.failed)
     # A decoder a session, another after the truncated clip, and perhaps one tried on it.
     assert sessions <= len(opened) <= sessions + 2 < len(order)
-    assert Path(opened[0]).name.startswith(("0_", "1_"))
+    first_args, _ = opened[0]
+    assert Path(first_args[0]).name.startswith(("0_", "1_"))
 
 
 @pytest.mark.parametrize("sessions", [1, 2])
@@ -437,17 +449,7 @@ def test_a_session_keeps_its_packet_decoder_from_clip_to_clip(
     gives the CPU's frames and failures; one left before its end (--end), cut short or of
     another codec gets a new decoder."""
     monkeypatch.setattr(nvdec, "VIDEO_SESSIONS", sessions)
-    real, made = nvdec.import_nvc(), []
-
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def CreateDecoder(self, *args, **kwargs):  # noqa: N802 - the library's name
-            made.append(kwargs["codec"])
-            return real.CreateDecoder(*args, **kwargs)
-
-    monkeypatch.setattr(nvdec, "import_nvc", Counting)
+    made = calls_of(nvdec, monkeypatch, "CreateDecoder")
     folder = tmp_path / "clips"
     folder.mkdir()
     whole = (DATA / "nvdec_hevc.mkv").read_bytes()
