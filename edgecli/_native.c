@@ -1412,6 +1412,62 @@ static uint32_t get_u32(const unsigned char *at)
     return (uint32_t)at[0] << 24 | (uint32_t)at[1] << 16 | (uint32_t)at[2] << 8 | at[3];
 }
 
+/* libdeflate: that of the `deflate` package (a wheel that carries it whole, its symbols
+ * exported), whose path edgecli.native gives (use_libdeflate), else the system's (Debian's
+ * libdeflate0, which libtiff brings). It inflates a PNG's stream in about 0.4 times zlib's time
+ * and checks a chunk's CRC in a tenth of it. Loaded once, with no header needed: a build
+ * without it, or a machine without either, inflates and checks with zlib. */
+struct libdeflate_api {
+    void *(*alloc)(void);
+    void (*free)(void *);
+    int (*zlib_ex)(void *, const void *, size_t, void *, size_t, size_t *, size_t *);
+    uint32_t (*crc32)(uint32_t, const void *, size_t);
+    const char *whose; /* "the deflate package's", "the system's" */
+};
+static struct libdeflate_api libdeflate;
+static pthread_once_t libdeflate_once = PTHREAD_ONCE_INIT;
+static char libdeflate_path[4096]; /* the deflate package's library, where use_libdeflate named it */
+
+static int load_libdeflate_from(void *library, const char *whose)
+{
+    if (library == NULL)
+        return 0;
+    void *alloc = dlsym(library, "libdeflate_alloc_decompressor");
+    void *release = dlsym(library, "libdeflate_free_decompressor");
+    void *zlib_ex = dlsym(library, "libdeflate_zlib_decompress_ex");
+    void *crc = dlsym(library, "libdeflate_crc32");
+    if (alloc == NULL || release == NULL || zlib_ex == NULL || crc == NULL) {
+        dlclose(library);
+        return 0;
+    }
+    memcpy(&libdeflate.alloc, &alloc, sizeof alloc);
+    memcpy(&libdeflate.free, &release, sizeof release);
+    memcpy(&libdeflate.zlib_ex, &zlib_ex, sizeof zlib_ex);
+    memcpy(&libdeflate.crc32, &crc, sizeof crc);
+    libdeflate.whose = whose;
+    return 1;
+}
+
+static void load_libdeflate(void)
+{
+    /* Lazily bound: the package's library is a Python extension, whose calls into Python
+     * are never made here. */
+    if (libdeflate_path[0] != '\0' &&
+        load_libdeflate_from(dlopen(libdeflate_path, RTLD_LAZY | RTLD_LOCAL),
+                             "the deflate package's"))
+        return;
+    load_libdeflate_from(dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL), "the system's");
+}
+
+/* A chunk's CRC (of its type and data), by libdeflate where loaded, else zlib. */
+static uint32_t chunk_crc(const unsigned char *at, size_t length)
+{
+    pthread_once(&libdeflate_once, load_libdeflate);
+    if (libdeflate.crc32 != NULL)
+        return libdeflate.crc32(0, at, length);
+    return (uint32_t)crc32(0L, at, (uInt)length);
+}
+
 /* png_idat_run(data, position): the run of IDAT chunks of the PNG file ``data`` from the chunk
  * at ``position`` on, each whole and passing its CRC check, walked without the GIL: (the
  * position of the first chunk after the run, or of the first one that is cut short or fails
@@ -1443,8 +1499,7 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
         uint32_t length = get_u32(data + pos);
         if (length > 0x7fffffffu || n - pos - 12 < length)
             break; /* past PNG's limit or cut short: the caller's walk says so */
-        uLong crc = crc32(0L, data + pos + 4, (uInt)length + 4);
-        if (crc != get_u32(data + pos + 8 + length))
+        if (chunk_crc(data + pos + 4, (size_t)length + 4) != get_u32(data + pos + 8 + length))
             break;
         if (count == room) {
             uint64_t *more = realloc(found, room * 4 * sizeof *found);
@@ -1748,32 +1803,6 @@ static int png_inflate_rows(const unsigned char *data, const uint64_t *spans, Py
     return ok;
 }
 
-/* libdeflate, where the system has it (Debian's libdeflate0, which libtiff brings): it inflates
- * a PNG's stream in about 0.4 times zlib's time. Loaded once by name, with no header needed: a
- * build without it, or a machine without it, inflates with zlib. */
-struct libdeflate_api {
-    void *(*alloc)(void);
-    void (*free)(void *);
-    int (*zlib_ex)(void *, const void *, size_t, void *, size_t, size_t *, size_t *);
-};
-static struct libdeflate_api libdeflate;
-static pthread_once_t libdeflate_once = PTHREAD_ONCE_INIT;
-
-static void load_libdeflate(void)
-{
-    void *library = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL)
-        return;
-    void *alloc = dlsym(library, "libdeflate_alloc_decompressor");
-    void *release = dlsym(library, "libdeflate_free_decompressor");
-    void *zlib_ex = dlsym(library, "libdeflate_zlib_decompress_ex");
-    if (alloc == NULL || release == NULL || zlib_ex == NULL)
-        return;
-    memcpy(&libdeflate.alloc, &alloc, sizeof alloc);
-    memcpy(&libdeflate.free, &release, sizeof release);
-    memcpy(&libdeflate.zlib_ex, &zlib_ex, sizeof zlib_ex);
-}
-
 /* The image data inflated whole by libdeflate: 1 where the stream, every IDAT byte of it,
  * inflates to exactly ``size`` bytes with its Adler-32 right; -1 where libdeflate is not at
  * hand (or memory ran out): zlib's turn. Only for a stream whose header names a 32 KB window:
@@ -1814,7 +1843,26 @@ static PyObject *png_inflater(PyObject *module, PyObject *unused)
 {
     (void)module, (void)unused;
     pthread_once(&libdeflate_once, load_libdeflate);
-    return PyUnicode_FromString(libdeflate.zlib_ex != NULL ? "libdeflate" : "zlib");
+    if (libdeflate.zlib_ex == NULL)
+        return PyUnicode_FromString("zlib");
+    return PyUnicode_FromFormat("libdeflate (%s)", libdeflate.whose);
+}
+
+/* use_libdeflate(path): the deflate package's library for png_decode and png_idat_run, where
+ * it loads, before the system's; heeded only before either has run. */
+static PyObject *use_libdeflate(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *encoded = NULL;
+    if (!PyUnicode_FSConverter(arg, &encoded))
+        return NULL;
+    const char *path = PyBytes_AsString(encoded);
+    if (path != NULL && strlen(path) < sizeof libdeflate_path)
+        strcpy(libdeflate_path, path);
+    Py_DECREF(encoded);
+    if (path == NULL)
+        return NULL;
+    return png_inflater(module, NULL);
 }
 
 static PyObject *png_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1929,9 +1977,13 @@ static PyMethodDef methods[] = {
      "writable buffer of height x width x 3 bytes, as cv2.imdecode's BGR frame; False, "
      "``out`` then unspecified, where libpng would not decode the image data without a word "
      "(cv2 must then decode it)."},
+    {"use_libdeflate", use_libdeflate, METH_O,
+     "use_libdeflate(path) -> str\n\nTake the libdeflate at ``path`` (the deflate package's) "
+     "for png_decode and png_idat_run where it loads, before the system's; heeded only before "
+     "either has run. What png_inflater then says."},
     {"png_inflater", png_inflater, METH_NOARGS,
-     "png_inflater() -> str\n\nThe inflater of png_decode: libdeflate where the system "
-     "has it (libdeflate.so.0), else zlib."},
+     "png_inflater() -> str\n\nThe inflater of png_decode: 'libdeflate (the deflate "
+     "package's)', 'libdeflate (the system's)' (libdeflate.so.0) or 'zlib'."},
     {"zlib_version", runtime_zlib_version, METH_NOARGS,
      "zlib_version() -> str\n\nThe version of the zlib this module runs on."},
     {NULL, NULL, 0, NULL},

@@ -7,15 +7,44 @@ zlib's header when edgecli was installed: setup.py builds it optionally). The re
 same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
 libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it
 checks only the markers in the scans; and it decodes PNGs of 8 and 16 bits for
-:func:`edgecli.decode.cpu.png_frame`, which without it leaves every PNG to cv2.
+:func:`edgecli.decode.cpu.png_frame`, which without it leaves every PNG to cv2, inflating them
+(and checking their chunks' CRCs) with the ``deflate`` package's libdeflate, else the system's,
+else zlib.
 """
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 try:
     import edgecli._native as c
 except ImportError:
     c = None
+
+
+def deflate_library() -> Path | None:
+    """The library of the ``deflate`` package (a dependency, which carries libdeflate whole),
+    found without importing it; None where it is not installed."""
+    try:
+        spec = importlib.util.find_spec("deflate")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for library in sorted(Path(folder).glob("_deflate*.so")):
+            return library
+    return None
+
+
+def _take_libdeflate() -> None:
+    """The deflate package's libdeflate for the C half, before any PNG is decoded or walked:
+    it inflates and checks CRCs faster than zlib, and is there on every machine pip serves."""
+    library = deflate_library() if c is not None else None
+    if library is not None:
+        c.use_libdeflate(str(library))
+
+
+_take_libdeflate()
 
 
 def description() -> str:

@@ -4,11 +4,12 @@ depth, filter, zlib level and strategy, odd sizes, files written by libpng throu
 Pillow and by FFmpeg), decode_image's frame is cv2.imdecode's, array for array, and the gray,
 gray+alpha, RGB and RGBA ones of 8 and 16 bits come from the C decoder; on corrupt and cut
 variants, it gives a frame only where cv2 gives the same one, and libpng's word where the C
-decoder gives none (an Adler-32, a zlib header, data past the last row), each with zlib and
-with libdeflate where the system has it."""
+decoder gives none (an Adler-32, a zlib header, data past the last row), each with zlib, with
+the deflate package's libdeflate and with the system's."""
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -89,36 +90,75 @@ def test_corrupt_files_get_cv2s_frame_or_a_refusal():
     assert checked >= 5 and natively_decoded >= 1
 
 
-def test_zlib_alone_gives_the_same_frames(tmp_path):
-    """Without libdeflate (hidden from the loader), the C decoder inflates with zlib, a row a
-    call as libpng does: the same frames, the same files taken."""
+INFLATERS = {  # png_inflater's word: (hide the deflate package, hide the system's library)
+    "libdeflate (the deflate package's)": (False, True),
+    "libdeflate (the system's)": (True, False),
+    "zlib": (True, True),
+}
+
+
+@pytest.mark.parametrize("inflater", INFLATERS)
+def test_every_inflater_gives_the_same_frames_and_verdicts(tmp_path, inflater):
+    """With the deflate package's libdeflate, the system's, or zlib alone (the others hidden
+    from the loader: zlib inflates a row a call as libpng does), the C decoder and the chunk
+    walk (whose CRCs the same library checks) give the same frames, take the same files and
+    refuse the same damage, on every own file and its corrupt and cut variants."""
+    hide_package, hide_system = INFLATERS[inflater]
+    if native.c is None:
+        pytest.skip("edgecli._native is not built here")
+    if not hide_package and native.deflate_library() is None:
+        pytest.fail("the deflate package, a dependency of edgecli, is not installed")
+    if not hide_system and ctypes.util.find_library("deflate") is None:
+        pytest.skip("this system has no libdeflate")
     code = (
-        "import ctypes, sys, pickle, numpy as np\n"
-        "from pathlib import Path\n"
-        "from edgecli.decode import cpu\n"
-        "from edgecli.decode.png_layout import read_layout\n"
-        "from tests.png_corpus import own_files\n"
-        "out = {}\n"
-        "for name, data in sorted(own_files().items()):\n"
-        "    out[name] = cpu.png_frame(data, read_layout(data))\n"
-        "sys.stdout.buffer.write(pickle.dumps(out))\n"
+        "import sys, pickle\n"
+        + ("sys.modules['deflate'] = None\n" if hide_package else "")
+        + "from tests.test_png_native import verdicts\n"
+        "from edgecli import native\n"
+        "sys.stdout.buffer.write(pickle.dumps((native.c.png_inflater(), verdicts())))\n"
     )
-    env = dict(os.environ, LD_PRELOAD="", LD_LIBRARY_PATH=str(tmp_path))
-    (tmp_path / "libdeflate.so.0").write_bytes(b"not a library")  # dlopen fails on it
+    env = dict(os.environ, LD_PRELOAD="")
+    if hide_system:
+        env["LD_LIBRARY_PATH"] = str(tmp_path)
+        (tmp_path / "libdeflate.so.0").write_bytes(b"not a library")  # dlopen fails on it
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, env=env, check=True,
         cwd=Path(__file__).resolve().parent.parent,
     )  # fmt: skip
     import pickle
 
-    with_zlib = pickle.loads(done.stdout)
-    own = own_files()
-    for name, frame in with_zlib.items():
-        here = cpu.png_frame(own[name], read_layout(own[name]))
-        assert (frame is None) == (here is None), name
+    taken, theirs = pickle.loads(done.stdout)
+    assert taken == inflater
+    ours = verdicts()
+    assert theirs.keys() == ours.keys()
+    for key, (frame, reason, native_frame) in theirs.items():
+        here_frame, here_reason, here_native = ours[key]
+        assert reason == here_reason, key
+        assert (frame is None) == (here_frame is None), key
+        assert (native_frame is None) == (here_native is None), key
         if frame is not None:
-            assert np.array_equal(frame, here) and np.array_equal(frame, cv2_frame(own[name]))
-    assert sum(frame is not None for frame in with_zlib.values()) > 30
+            assert np.array_equal(frame, here_frame), key
+    assert sum(native_frame is not None for _, _, native_frame in theirs.values()) > 30
+
+
+def verdicts() -> dict:
+    """Each own file's and its variants' (frame, refusal, the C decoder's frame), by name."""
+    own, found = own_files(), {}
+    names = [n for n in sorted(own) if "8-bit" in n and ("RGB" in n or "gray" in n)][:8]
+    cases = [(name, "whole", data) for name, data in sorted(own.items())]
+    for index, name in enumerate(names):
+        cases += [(name, variant, data) for variant, data in mutations(own[name], index)]
+    for name, variant, data in cases:
+        try:
+            frame, reason = cpu.decode_image(Path("x.png"), data, 10**9), None
+        except FrameError as exc:
+            frame, reason = None, exc.reason
+        try:
+            native_frame = cpu.png_frame(data, read_layout(data))
+        except Exception:  # refused by the walk: no C decode
+            native_frame = None
+        found[f"{name}: {variant}"] = (frame, reason, native_frame)
+    return found
 
 
 @pytest.mark.skipif(native.c is None, reason="edgecli._native is not built here")
