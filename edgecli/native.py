@@ -38,7 +38,8 @@ def deflate_library() -> Path | None:
 
 def _take_libdeflate() -> None:
     """The deflate package's libdeflate for the C half, before any PNG is decoded or walked:
-    it inflates and checks CRCs faster than zlib, and is there on every machine pip serves."""
+    it inflates and checks CRCs faster than zlib, and comes with edgecli where the system may
+    have no libdeflate."""
     library = deflate_library() if c is not None else None
     if library is not None:
         c.use_libdeflate(str(library))
