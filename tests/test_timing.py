@@ -129,6 +129,23 @@ def test_timings_csv_ends_lines_with_newline_only():
     assert clock.csv_text() == "frame,decode_ms,write_ms\na.png,1.500,0.250\n"
 
 
+def test_a_batch_s_share_recorded_at_once_is_each_frame_s():
+    """record_each (a batch's share of a stage, for each of its frames) leaves the clock as a
+    record a frame would: the samples, the resource's busy time and the CSV's rows."""
+    names = ["a.png", "b.png", "c.png"]
+    at_once, one_by_one = StageClock(per_frame=True), StageClock(per_frame=True)
+    at_once.record_each("gpu_decode", 2.5, names, "png")
+    at_once.record_each("kernel", 0.5, names)
+    for name in names:
+        one_by_one.record("gpu_decode", 2.5, name, "png")
+        one_by_one.record("kernel", 0.5, name)
+    assert (
+        at_once.busy() == one_by_one.busy() == {"png": {"gpu_decode": 7.5}, "gpu": {"kernel": 1.5}}
+    )
+    assert at_once.csv_text() == one_by_one.csv_text()
+    assert at_once.stats() == one_by_one.stats()
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 10, 101])
 def test_percentiles_are_numpy_s_linear_ones(size, rng):
     """The summary's p50 and p95 equal np.percentile's (linear) on any number of samples."""

@@ -76,11 +76,17 @@ class StageClock:
     def record(self, stage: str, elapsed_ms: float, frame: str, resource: str | None = None):
         """``frame``'s ``elapsed_ms`` in ``stage``, which occupied ``resource`` (by default
         the one the stage runs on, RESOURCE_OF) that long."""
+        self.record_each(stage, elapsed_ms, (frame,), resource)
+
+    def record_each(self, stage: str, elapsed_ms: float, frames, resource: str | None = None):
+        """:meth:`record` of ``elapsed_ms`` for each of ``frames``, under one acquisition of
+        the lock: a batch's share of a stage it ran as a whole, recorded by the main thread."""
         with self._lock:
-            self._ms[stage].append(elapsed_ms)
-            self._busy[resource or RESOURCE_OF[stage]][stage] += elapsed_ms
+            self._ms[stage].extend([elapsed_ms] * len(frames))
+            self._busy[resource or RESOURCE_OF[stage]][stage] += elapsed_ms * len(frames)
             if self._rows is not None:
-                self._rows.setdefault(frame, {})[stage] = elapsed_ms
+                for frame in frames:
+                    self._rows.setdefault(frame, {})[stage] = elapsed_ms
 
     def add_busy(self, resource: str, stage: str, elapsed_ms: float) -> None:
         """Time ``resource`` spent on ``stage`` for no one frame (the main thread's)."""

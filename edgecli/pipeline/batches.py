@@ -146,9 +146,8 @@ class GpuBatches:
         if decoded is not None:
             resource, stage = decoded.timed
             timed.append((stage, decoded.decode_ms(), resource))
-        for name in names:
-            for stage, ms, resource in timed:
-                self.clock.record(stage, ms / len(names), name, resource)
+        for stage, ms, resource in timed:
+            self.clock.record_each(stage, ms / len(names), names, resource)
         self.writer.encode_batch(names, edges, pending.release)
 
     def make_room(self) -> None:

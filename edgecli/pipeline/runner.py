@@ -438,8 +438,8 @@ def _run_into(
     gpu = ring = None
     with pool:
         writer = Writer(
-            pool.at(ENCODE), out_dir, options, state.clock, window, lambda n: state.bar.update(n),
-            budget, keep_written=mixed,
+            pool.at(ENCODE), out_dir, options, state.clock, window, state.bar.update, budget,
+            keep_written=mixed,
         )  # fmt: skip
         try:
             if gpu_decoding is not None:

@@ -56,7 +56,7 @@ class Writer:
         self.pool, self.out_dir, self.options, self.clock = pool, out_dir, options, clock
         self.window, self.on_done = window, on_done
         self.budget = budget or FrameBudget(None, 0)
-        self.pending: deque[Future] = deque()
+        self.pending: deque[tuple[Future, int]] = deque()  # each task, and its frames
         self.waits = WaitClock()
         # With ``keep_written``, the output names, as each PNG is in place (what clears a
         # folder's mixed mark); else nothing is kept a frame.

@@ -78,7 +78,7 @@ class SessionDecoder:
         what the library raises where it cannot make one."""
         key = (demuxer.GetNvCodecId(), demuxer.Width(), demuxer.Height(), depth, stream.ptr)
         if key != self.packet_key:
-            self.packet_decoder = self.packet_key = None
+            self.drop_packets()  # let go before the new one is made
             self.packet_decoder = import_nvc().CreateDecoder(
                 gpuid=self.device, codec=key[0], cudacontext=0, cudastream=stream.ptr,
                 usedevicememory=True,
