@@ -5,12 +5,11 @@ for all of it (``_native.c``); :mod:`edgecli.output.png` and :mod:`edgecli.outpu
 where :data:`c` is a module, and do the same work in Python where it is None (no C compiler or
 zlib's header when edgecli was installed: setup.py builds it optionally). The results are the
 same, the PNGs byte for byte where both link one zlib. It also reads a JPEG's Huffman codes as
-libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it
-checks only the markers in the scans; and it decodes PNGs of 8 and 16 bits for
-:func:`edgecli.decode.cpu.png_frame`, which without it leaves every PNG to cv2, inflating them
-(and checking their chunks' CRCs) with the ``deflate`` package's libdeflate, else the system's,
-else zlib.
-"""
+libjpeg-turbo does, for :func:`edgecli.decode.jpeg_header.scan_damage`, which without it checks
+only the markers in the scans (so ``--decode auto`` then keeps JPEGs on the CPU); and it decodes
+PNGs of 8 and 16 bits for :func:`edgecli.decode.cpu.png_frame`, which without it leaves every
+PNG to cv2, inflating them (and checking their chunks' CRCs) with the ``deflate`` package's
+libdeflate, else the system's, else zlib."""
 
 from __future__ import annotations
 
@@ -56,6 +55,16 @@ def description() -> str:
             "zlib's header are, such as Debian's build-essential and zlib1g-dev)"
         )
     return f"C, without the GIL (edgecli._native, zlib {c.zlib_version()})"
+
+
+def jpeg_walk_missing() -> str | None:
+    """Why a JPEG's scans cannot be judged here as libjpeg-turbo reads them (None: they can).
+    Without that walk, damage libjpeg-turbo reads in a way of its own passes for whole, and the
+    JPEG engines would give other pixels of such a file than the CPU decoder: so ``--decode
+    auto`` keeps JPEGs on the CPU where this gives a reason."""
+    if getattr(c, "jpeg_scan_damage", None) is None:
+        return "edgecli._native, which reads a JPEG's scans as libjpeg-turbo does, is not built"
+    return None
 
 
 def png_description() -> str:

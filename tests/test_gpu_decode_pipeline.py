@@ -268,6 +268,41 @@ def test_auto_sends_jpegs_to_the_engines_only_in_long_runs(folder, monkeypatch):
     assert chosen(Options(), sources) is None
 
 
+def test_auto_keeps_jpegs_on_the_cpu_where_their_scans_cannot_be_judged(
+    folder, tmp_path, monkeypatch
+):
+    """Without edgecli._native's walk of a JPEG's Huffman codes, damage libjpeg-turbo reads in
+    a way of its own passes for whole, and the engines would give such a file other pixels:
+    auto then keeps JPEGs on the CPU, before listing and after, and says why where the run has
+    another GPU decoder; --decode gpu still asks for the engines."""
+    from edgecli import native
+
+    asked = []
+    monkeypatch.setattr(engines, "_opening", {})
+    monkeypatch.setattr(engines, "open_jpeg_decoder", lambda b, d: asked.append(b))
+    monkeypatch.setattr(engines, "nvjpeg_missing", lambda: None)
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: None)
+    monkeypatch.setattr(decoders, "JPEG_MIN_FILES", 20)
+    (folder / "clip.mp4").write_bytes((DATA / "nvdec_250x142.mp4").read_bytes())
+    sources = discover(str(folder))
+    assert chosen(Options(), sources) == {"jpeg": "hardware", "video": True, "notice": None}
+    assert decoders.engines_wanted(Options(), [str(folder)])
+    monkeypatch.setattr(native, "c", None)
+    assert chosen(Options(), sources) == {
+        "jpeg": None,
+        "video": True,
+        "notice": "decoding on the CPU: JPEG: edgecli._native, which reads a JPEG's scans as "
+        "libjpeg-turbo does, is not built",
+    }
+    assert not decoders.engines_wanted(Options(), [str(folder)])
+    decoders.open_early(Options(), sources=sources)
+    decoders.open_early(Options(), inputs=[str(folder)])
+    assert asked == []
+    assert decoders.engines_wanted(Options(decode="gpu"), [str(folder)])
+    decoders.open_early(Options(decode="gpu"), sources=sources)
+    assert asked == ["hardware"]
+
+
 def test_json_summary_names_the_decoders(folder, tmp_path):
     summary, _ = stand_in_run(folder, tmp_path / "gpu")
     data = json.loads(summary.dumps())
@@ -318,6 +353,19 @@ def test_info_names_the_gpu_decoders_or_why_not(monkeypatch):
         "png decoding (--decode auto): CPU; GPU under --decode gpu (edgecli's inflate and "
         "unfilter kernels)",
     ]
+
+
+def test_info_keeps_jpegs_on_the_cpu_without_the_scan_walk(monkeypatch):
+    from edgecli import native
+    from edgecli.cli.info import decoder_lines
+
+    monkeypatch.setattr(engines, "jpeg_unusable_reason", lambda backend: None)
+    monkeypatch.setattr(engines, "video_unusable_reason", lambda: "no libnvcuvid.so.1")
+    monkeypatch.setattr(native, "c", None)
+    assert decoder_lines()[0] == (
+        "jpeg decoding (--decode auto): CPU (edgecli._native, which reads a JPEG's scans as "
+        "libjpeg-turbo does, is not built)"
+    )
 
 
 def test_batches_of_large_frames_hold_fewer_files(tmp_path):

@@ -69,9 +69,10 @@ def decoder_lines() -> list[str]:
     from importlib.metadata import PackageNotFoundError, version  # slow, and only info needs it
 
     # Loaded once a command runs, not at every command's start-up.
+    from .. import native
     from ..decode.engines import jpeg_unusable_reason, video_unusable_reason
 
-    why = jpeg_unusable_reason("hardware")
+    why = jpeg_unusable_reason("hardware") or native.jpeg_walk_missing()
     if why is None:
         from ..decode.nvjpeg import version as nvjpeg_version  # as the engines, above
 

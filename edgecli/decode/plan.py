@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .. import native
 from ..errors import CudaUnavailableError
 from . import engines
 from .jpeg_header import JPEG_SUFFIXES
@@ -37,7 +38,10 @@ def open_early(options, inputs: list[str] | None = None, sources: list | None = 
     if options.decode == "cpu" or options.backend == "cpu":
         return
     if sources is not None:
-        wanted = _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
+        if options.decode == "gpu":
+            wanted = _jpegs(sources) >= 1
+        else:
+            wanted = native.jpeg_walk_missing() is None and _jpegs(sources) >= JPEG_MIN_FILES
     else:
         wanted = engines_wanted(options, inputs or [])
     if wanted:
@@ -54,7 +58,7 @@ def engines_wanted(options, inputs: list[str]) -> bool:
         return False
     if options.decode == "gpu":
         return not all(_names_no_jpegs(text) for text in inputs)
-    return _jpeg_names_at_least(inputs, JPEG_MIN_FILES)
+    return native.jpeg_walk_missing() is None and _jpeg_names_at_least(inputs, JPEG_MIN_FILES)
 
 
 def _names_no_jpegs(text: str) -> bool:
@@ -142,7 +146,8 @@ def plan(options, sources: list) -> DecodePlan | None:
         else:
             missing.append(f"JPEG: {reason}")
     elif jpegs >= JPEG_MIN_FILES:
-        reason = engines.nvjpeg_missing()
+        # auto promises the CPU decoder's pixels, of a damaged file too: the walk judges that
+        reason = engines.nvjpeg_missing() or native.jpeg_walk_missing()
         if reason is None:
             jpeg_backend = "hardware"
         else:
