@@ -1471,9 +1471,11 @@ static uint32_t chunk_crc(const unsigned char *at, size_t length)
 /* png_idat_run(data, position): the run of IDAT chunks of the PNG file ``data`` from the chunk
  * at ``position`` on, each whole and passing its CRC check, walked without the GIL: (the
  * position of the first chunk after the run, or of the first one that is cut short or fails
- * its CRC, which the caller then judges; a tuple of (data offset, length) of each IDAT of the
- * run). A file's IDATs are hundreds of chunks of a few KB each (FFmpeg writes 4 KB ones),
- * which edgecli.decode.png_layout would otherwise walk in Python, holding the GIL. */
+ * its CRC, which the caller then judges; the (data offset, length) of each IDAT of the run as
+ * native uint64 pairs packed in one bytes object; the sum of their lengths). A file's IDATs
+ * are hundreds of chunks of a few KB each (FFmpeg writes 4 KB ones), which
+ * edgecli.decode.png_layout would otherwise walk in Python, holding the GIL; a Python pair
+ * for each would be hundreds of objects a file made, read back and freed under it. */
 static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -1519,25 +1521,22 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
         free(found);
         return PyErr_NoMemory();
     }
-    PyObject *chunks = PyTuple_New((Py_ssize_t)count);
-    for (size_t i = 0; chunks != NULL && i < count; ++i) {
-        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)found[2 * i],
-                                       (unsigned long long)found[2 * i + 1]);
-        if (pair == NULL || PyTuple_SetItem(chunks, (Py_ssize_t)i, pair) < 0) {
-            Py_CLEAR(chunks);
-            break;
-        }
-    }
+    unsigned long long total = 0;
+    for (size_t i = 0; i < count; ++i)
+        total += found[2 * i + 1];
+    PyObject *spans = PyBytes_FromStringAndSize((const char *)found,
+                                                (Py_ssize_t)(count * 2 * sizeof *found));
     free(found);
-    if (chunks == NULL)
+    if (spans == NULL)
         return NULL;
-    PyObject *result = Py_BuildValue("(nN)", (Py_ssize_t)pos, chunks);
-    return result;
+    return Py_BuildValue("(nNK)", (Py_ssize_t)pos, spans, total);
 }
 
 /* The arguments of png_gather and png_decode: a bytes-like ``in``, the (offset, length)
  * pairs of spans of it (``count`` of them, 2 * count integers), each checked to lie in it,
- * and a writable ``out``. */
+ * and a writable ``out``. The spans come as png_idat_run gives them, native uint64 pairs
+ * packed in a bytes-like object (read without making an object a span), or as a sequence of
+ * pairs of integers. */
 struct spanned {
     Py_buffer in, out;
     uint64_t *spans;
@@ -1551,10 +1550,34 @@ static void close_spanned(struct spanned *s)
     free(s->spans);
 }
 
+static int open_spanned_buffers(const char *call, PyObject *data, PyObject *out,
+                                struct spanned *s);
+
 /* 0 with ``s`` open (close_spanned releases it), or -1 with an exception set. */
 static int open_spanned(const char *call, PyObject *data, PyObject *chunks, PyObject *out,
                         struct spanned *s)
 {
+    if (PyObject_CheckBuffer(chunks)) {
+        Py_buffer packed;
+        if (PyObject_GetBuffer(chunks, &packed, PyBUF_SIMPLE) < 0)
+            return -1;
+        if (packed.len % (Py_ssize_t)(2 * sizeof *s->spans) != 0) {
+            PyBuffer_Release(&packed);
+            PyErr_Format(PyExc_ValueError, "%s: the spans are not whole (offset, length) pairs",
+                         call);
+            return -1;
+        }
+        s->count = packed.len / (Py_ssize_t)(2 * sizeof *s->spans);
+        s->spans = malloc((size_t)packed.len + 2 * sizeof *s->spans);
+        if (s->spans != NULL)
+            memcpy(s->spans, packed.buf, (size_t)packed.len);
+        PyBuffer_Release(&packed);
+        if (s->spans == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return open_spanned_buffers(call, data, out, s);
+    }
     PyObject *pairs = PySequence_Tuple(chunks);
     if (pairs == NULL)
         return -1;
@@ -1575,6 +1598,13 @@ static int open_spanned(const char *call, PyObject *data, PyObject *chunks, PyOb
         s->spans[2 * i] = offset, s->spans[2 * i + 1] = length;
     }
     Py_DECREF(pairs);
+    return open_spanned_buffers(call, data, out, s);
+}
+
+/* open_spanned's second half, with ``s->spans`` read: the buffers, and each span checked. */
+static int open_spanned_buffers(const char *call, PyObject *data, PyObject *out,
+                                struct spanned *s)
+{
     if (PyObject_GetBuffer(data, &s->in, PyBUF_SIMPLE) < 0) {
         free(s->spans);
         return -1;

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import zlib
+from array import array
 from pathlib import Path
 
 import cv2
@@ -169,6 +170,13 @@ def test_the_c_decoder_refuses_what_it_cannot_read():
     out = np.empty((2, 3, 3), np.uint8)
     with pytest.raises(ValueError, match="outside the data"):
         decode(data, ((1000, 100),), 3, 2, 3, 8, out)
+    # The spans as read_layout keeps them: uint64 (offset, length) pairs packed in bytes.
+    with pytest.raises(ValueError, match="outside the data"):
+        decode(data, array("Q", (1000, 100)).tobytes(), 3, 2, 3, 8, out)
+    with pytest.raises(ValueError, match="outside the data"):
+        decode(data, array("Q", (0, 10, 1020, 5)).tobytes(), 3, 2, 3, 8, out)
+    with pytest.raises(ValueError, match="not whole"):
+        decode(data, array("Q", (0, 10, 20)).tobytes(), 3, 2, 3, 8, out)
     with pytest.raises(ValueError, match="height x width x 3"):
         decode(data, ((0, 10),), 4, 2, 3, 8, out)
     for channels, depth in ((0, 8), (5, 8), (3, 12), (3, 1)):
@@ -184,6 +192,9 @@ def test_the_c_decoder_refuses_what_it_cannot_read():
     # A stream whose header names a 32 KB window and is damaged, and one whole but too short.
     whole = zlib.compress(bytes(2 * (1 + 9)))
     assert decode(whole, ((0, len(whole)),), 3, 2, 3, 8, out) is True
+    out[:] = 0xA5
+    halves = array("Q", (0, 7, 7, len(whole) - 7)).tobytes()
+    assert decode(whole, halves, 3, 2, 3, 8, out) is True
     assert not out.any()
     assert decode(whole[:-5], ((0, len(whole) - 5),), 3, 2, 3, 8, out) is False
     assert decode(whole, ((0, len(whole)),), 3, 3, 3, 8, np.empty((3, 3, 3), np.uint8)) is False

@@ -226,7 +226,7 @@ def png_frame(data: bytes, layout: PngLayout) -> np.ndarray | None:
         return None
     frame = np.empty((layout.height, layout.width, 3), np.uint8)
     decoded = decode(
-        data, layout.idat, layout.width, layout.height, channels, layout.bit_depth, frame
+        data, layout.spans, layout.width, layout.height, channels, layout.bit_depth, frame
     )
     return frame if decoded else None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +77,12 @@ def _truncated(why: str) -> PngDamage:
 class PngLayout:
     """What ``read_layout`` read of a PNG file.
 
-    ``idat`` holds the (offset, length) of each IDAT chunk's data in the file, in order: the
-    zlib stream is their concatenation (``copy_stream`` writes it into one buffer, such as a
-    pinned one for an upload). Only the first run of consecutive IDATs counts, as in libpng;
+    ``spans`` holds the (offset, length) of each IDAT chunk's data in the file, in order, as
+    native uint64 pairs packed end to end (``idat`` gives them as pairs), and ``stream_size``
+    the sum of their lengths: the zlib stream is their concatenation (``copy_stream`` writes it
+    into one buffer, such as a pinned one for an upload). A file has hundreds of IDATs, whose
+    pairs as Python objects would be made, read and freed under the GIL that the reading and
+    decoding threads queue for. Only the first run of consecutive IDATs counts, as in libpng;
     ``idat_apart`` says another chunk came between IDATs. ``palette_bgr`` is the PLTE's
     entries as BGR, (entries, 3) uint8, for palette images (None otherwise): an index past
     them is black (``palette_table``). tRNS is not kept: the CPU decoder drops alpha.
@@ -96,7 +100,8 @@ class PngLayout:
     colour_type: int
     interlaced: bool
     palette_bgr: np.ndarray | None
-    idat: tuple[tuple[int, int], ...]
+    spans: bytes
+    stream_size: int
     idat_apart: bool
     window_size: int
     animated: bool
@@ -137,8 +142,10 @@ class PngLayout:
         return total
 
     @property
-    def stream_size(self) -> int:
-        return sum(length for _, length in self.idat)
+    def idat(self) -> tuple[tuple[int, int], ...]:
+        """The (offset, length) of each IDAT chunk's data, in order."""
+        values = array("Q", self.spans)
+        return tuple(zip(values[0::2], values[1::2], strict=True))
 
     def copy_stream(self, data: bytes, out) -> int:
         """Write the zlib stream, IDAT by IDAT, to the start of the writable buffer ``out``
@@ -187,7 +194,7 @@ def copy_streams(parts, out) -> int:
     of them: a batch's files, gathered on a thread that would otherwise wait to win the GIL
     back from busy workers once a file."""
     if native.c is not None:
-        return native.c.png_gather([(data, layout.idat, at) for data, layout, at in parts], out)
+        return native.c.png_gather([(data, layout.spans, at) for data, layout, at in parts], out)
     target = memoryview(out).cast("B")
     total = 0
     for data, layout, at in parts:
@@ -218,7 +225,8 @@ def read_layout(data: bytes) -> PngLayout:
     position = len(PNG_SIGNATURE)
     header = None
     palette = None
-    idat: list[tuple[int, int]] = []
+    idat = array("Q")  # (offset, length) pairs, flat
+    stream_size = 0
     idat_ended = idat_apart = animated = False
     opencv_refuses = None
     exif: list[tuple[int, int]] = []  # the eXIf chunks' data, (start, end)
@@ -250,10 +258,12 @@ def read_layout(data: bytes) -> PngLayout:
             if idat_ended:
                 idat_apart = True
             else:
-                idat.append((position + 8, length))
+                idat.extend((position + 8, length))
+                stream_size += length
                 if native.c is not None:  # the rest of the run, walked without the GIL
-                    end, more = native.c.png_idat_run(data, end)
-                    idat.extend(more)
+                    end, more, more_size = native.c.png_idat_run(data, end)
+                    idat.frombytes(more)
+                    stream_size += more_size
         elif kind == b"IEND":
             if not idat:
                 raise _corrupt("no IDAT chunk")
@@ -269,7 +279,8 @@ def read_layout(data: bytes) -> PngLayout:
                 colour_type=colour_type,
                 interlaced=bool(interlace),
                 palette_bgr=palette,
-                idat=tuple(idat),
+                spans=idat.tobytes(),
+                stream_size=stream_size,
                 idat_apart=idat_apart,
                 window_size=window,
                 animated=animated,
@@ -333,11 +344,12 @@ def _check_palette(header, palette, body: memoryview) -> np.ndarray | None:
     return np.ascontiguousarray(rgb[:, ::-1])
 
 
-def _window_size(data: bytes, idat: list[tuple[int, int]]) -> int:
-    """The window the zlib header declares, 256 << CINFO; 0 where the stream is empty."""
-    for offset, length in idat:
-        if length:
-            return 256 << (data[offset] >> 4)
+def _window_size(data: bytes, idat: array) -> int:
+    """The window the zlib header declares, 256 << CINFO; 0 where the stream is empty
+    (``idat``: the (offset, length) pairs, flat)."""
+    for i in range(0, len(idat), 2):
+        if idat[i + 1]:
+            return 256 << (data[idat[i]] >> 4)
     return 0
 
 
