@@ -399,7 +399,7 @@ def flat_pngs(folder, count: int, side: int):
 def test_frames_in_flight_stay_within_the_memory_budget(tmp_path, monkeypatch):
     """Under --max-memory room for two frames (not for the six), the run completes, every
     frame written, with never more than two frames between decode and write."""
-    from edgecli.pipeline.memory import HOST_BYTES_PER_PIXEL
+    from edgecli.pipeline.budget import HOST_BYTES_PER_PIXEL
 
     folder = flat_pngs(tmp_path / "in", 6, 600)
     frame_cost = 600 * 600 * HOST_BYTES_PER_PIXEL
@@ -419,7 +419,7 @@ def test_frames_in_flight_stay_within_the_memory_budget(tmp_path, monkeypatch):
 def test_a_budget_for_one_frame_never_deadlocks(tmp_path, kind, fake_gpu):
     """Room for just one frame: multi-page files on their reader, and the GPU path with
     batches of 4, still run to the end (each frame waits for the one before it)."""
-    from edgecli.pipeline.memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL
+    from edgecli.pipeline.budget import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL
 
     if kind == "tiff":
         pages = [np.full((300, 300, 3), 60 * i, np.uint8) for i in range(4)]
@@ -439,7 +439,7 @@ def test_a_budget_for_one_frame_never_deadlocks(tmp_path, kind, fake_gpu):
 def test_a_frame_larger_than_the_whole_budget_fails_naming_it(tmp_path):
     """A frame that could not fit even alone: exit 1, one Error line naming the file, what it
     needs and the budget; under skip, the frames that fit are written (exit 3)."""
-    from edgecli.pipeline.memory import HOST_BYTES_PER_PIXEL
+    from edgecli.pipeline.budget import HOST_BYTES_PER_PIXEL
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -462,7 +462,7 @@ def test_a_stop_while_a_reader_waits_for_room_ends_the_run(tmp_path):
     """SIGINT (the stop event) while a video's reader waits for room under --max-memory: the
     run returns, interrupted, with its PNGs whole, rather than hanging on that wait."""
     from edgecli.options.params import Options
-    from edgecli.pipeline.memory import HOST_BYTES_PER_PIXEL
+    from edgecli.pipeline.budget import HOST_BYTES_PER_PIXEL
 
     clip = tmp_path / "clip.avi"
     write_video(clip, [photo(240, 320, seed=i) for i in range(60)])
@@ -489,7 +489,7 @@ def test_a_stop_while_a_reader_waits_for_room_ends_the_run(tmp_path):
 def test_a_cancelled_budget_ends_every_wait_for_room():
     """A reservation that waits for room returns once the budget is cancelled, and later
     ones do not wait at all."""
-    from edgecli.pipeline.memory import FrameBudget
+    from edgecli.pipeline.budget import FrameBudget
 
     budget = FrameBudget(100, 1)
     budget.reserve("a", 80, "a")

@@ -289,7 +289,7 @@ class Options:
     on_error: str = "fail"
     skip_existing: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
-    # Bytes of frames in flight at once (edgecli.pipeline.memory); None: half the memory available.
+    # Bytes of frames in flight at once (edgecli.pipeline.budget); None: half the memory available.
     max_memory: int | None = None
     # (i, n): run only shard i of n (edgecli.options.shards); None: the whole run.
     shard: tuple[int, int] | None = None

@@ -30,7 +30,7 @@ from ..options.params import Options
 from ..output.png import PNG_SIGNATURE
 from ..output.timing import StageClock, WaitClock
 from ..workers import Raised, start_thread
-from .memory import FrameBudget
+from .budget import FrameBudget
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class FrameReader:
     ``wanted`` rejects (whole already, under --skip-existing) are not decoded where that can
     be avoided.
 
-    Under an active ``budget`` (:mod:`edgecli.pipeline.memory`) each frame reserves its cost: a
+    Under an active ``budget`` (:mod:`edgecli.pipeline.budget`) each frame reserves its cost: a
     still image from its header, before its decode is submitted (while it does not fit, the frames
     decoded already are handed on first, then the main thread waits); a sequence's frame on
     its reader, once decoded, before it is queued, once its turn has come. The next sequence,

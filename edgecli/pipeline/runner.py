@@ -32,7 +32,7 @@ from ..output.timing import HANDOFF, StageClock, Summary
 from ..version import __version__
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
-from .memory import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
+from .budget import DECODED_BYTES_PER_PIXEL, HOST_BYTES_PER_PIXEL, FrameBudget, default_budget
 from .reader import FOLLOWING_DEPTH, Failure, FrameReader
 from .threshold import resolve as resolve_threshold
 from .writer import Writer
@@ -54,7 +54,7 @@ COPY, ENCODE, DECODE = 0, 1, 2
 
 
 def frame_budget(options: Options, backend, workers: int, window: int) -> FrameBudget:
-    """The run's memory budget for frames in flight (:mod:`edgecli.pipeline.memory`): --max-memory,
+    """The run's memory budget for frames in flight (:mod:`edgecli.pipeline.budget`): --max-memory,
     or a share of the memory available now. It is left inactive (no header is read for it) where
     even the most frames the queues can hold, each of --max-pixels, fit in it."""
     per_pixel = HOST_BYTES_PER_PIXEL if backend.runs_on_host else DECODED_BYTES_PER_PIXEL

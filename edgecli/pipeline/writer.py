@@ -15,7 +15,7 @@ from ..options.params import Options
 from ..output.png import encode_png
 from ..output.sinks import write_atomic
 from ..output.timing import WaitClock
-from .memory import FrameBudget
+from .budget import FrameBudget
 
 # Frames an encode task of a GPU batch takes. Each task is a hand-off from the main thread,
 # which then waits to win the GIL back from the workers: a few frames a task cut those waits
