@@ -52,8 +52,8 @@ def engines_wanted(options, inputs: list[str]) -> bool:
     """Whether a run of ``inputs`` will decode JPEGs on the engines, as far as their names
     tell before the sources are listed: under ``--decode gpu`` unless every INPUT names videos
     or PNGs only (a file or a glob: ``clip.mp4``, ``frames/*.png``; a folder of such names
-    only), or where a folder INPUT holds JPEG_MIN_FILES JPEG names (not under ``--decode
-    cpu``)."""
+    only); under ``auto`` where a folder INPUT holds JPEG_MIN_FILES JPEG names and their
+    scans can be judged (:func:`edgecli.native.jpeg_walk_missing`)."""
     if options.decode == "cpu":
         return False
     if options.decode == "gpu":
