@@ -37,11 +37,10 @@ def open_early(options, inputs: list[str] | None = None, sources: list | None = 
     (:func:`.engines.open_jpeg_decoder`)."""
     if options.decode == "cpu" or options.backend == "cpu":
         return
+    if options.decode == "auto" and native.jpeg_walk_missing() is not None:
+        return  # auto keeps JPEGs on the CPU (plan)
     if sources is not None:
-        if options.decode == "gpu":
-            wanted = _jpegs(sources) >= 1
-        else:
-            wanted = native.jpeg_walk_missing() is None and _jpegs(sources) >= JPEG_MIN_FILES
+        wanted = _jpegs(sources) >= (1 if options.decode == "gpu" else JPEG_MIN_FILES)
     else:
         wanted = engines_wanted(options, inputs or [])
     if wanted:
