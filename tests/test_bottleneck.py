@@ -179,3 +179,29 @@ def test_a_slow_main_thread_is_named(jpegs, tmp_path, monkeypatch):
     assert bottleneck == "handoff"
     assert line.startswith("handoff-bound: the main thread's hand-offs between the stages set")
     assert busy["main"]["busy_fraction"] >= 0.7
+
+
+def test_videos_opened_ahead_keep_each_reader_within_its_lane(tmp_path, monkeypatch):
+    """Clips slow to open: while one is read, the next is opened beside it, so the reader's
+    time and the time read ahead each fit in the wall time, and the reader is still named."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    clips, per_clip = 2, FRAMES // 2
+    for c in range(clips):
+        write_video(folder / f"clip{c}.avi", [photo(24, 40, seed=c * per_clip + i)
+                                              for i in range(per_clip)])  # fmt: skip
+    real = SequenceSource.frames
+
+    def slow(self, *args, **kwargs):
+        time.sleep(SLOWED_S / 4)  # opening it
+        for frame in real(self, *args, **kwargs):
+            time.sleep(SLOWED_S / FRAMES)
+            yield frame
+
+    monkeypatch.setattr(SequenceSource, "frames", slow)
+    summary = cpu_run(folder, tmp_path / "out")
+    bottleneck, line, busy = verdict(summary)
+    assert summary.frames == FRAMES
+    assert all(held["busy_fraction"] <= 1 for held in busy.values()), busy
+    assert busy["ahead"]["stages_s"]["read"] > 0 and busy["ahead"]["lanes"] == 1
+    assert bottleneck == "read" and line.startswith("read-bound: the reader of a video set")

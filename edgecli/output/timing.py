@@ -33,6 +33,9 @@ RESOURCE_OF = {
 }  # fmt: skip
 # The main thread's own work: what it does between its waits (WaitClock) while frames flow.
 HANDOFF = "handoff"
+# The resource of a video's frames read before its turn (opening it, its first frames): the
+# reader of the next sequence, which runs beside the reader of the one being read.
+READ_AHEAD = "ahead"
 # What set the pace, by the resource and the stage that kept it busiest.
 PACE_SETTERS = {
     ("workers", "decode"): "the CPU decoders",
@@ -42,6 +45,7 @@ PACE_SETTERS = {
     ("workers", "encode"): "PNG compression",
     ("workers", "write"): "the writes",
     ("reader", "read"): "the reader of a video",
+    (READ_AHEAD, "read"): "opening each next video ahead",
     ("gpu", "upload"): "copies to the GPU",
     ("gpu", "kernel"): "the kernel",
     ("gpu", "deflate"): "PNG compression on the GPU",
@@ -175,6 +179,7 @@ class WaitClock:
 RESOURCE_NAMES = {
     "workers": "the {n} worker thread(s)",
     "reader": "the reader of videos and multi-frame files",
+    READ_AHEAD: "the reader of the next video, ahead",
     "gpu": "the GPU's {n} stream(s)",
     "jpeg": "the JPEG engines",
     "png": "the GPU's PNG decoder ({n} thread(s))",

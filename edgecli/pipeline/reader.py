@@ -28,7 +28,7 @@ from ..errors import FrameError
 from ..inputs.sources import Frame
 from ..options.params import Options
 from ..output.png import PNG_SIGNATURE
-from ..output.timing import StageClock, WaitClock
+from ..output.timing import READ_AHEAD, StageClock, WaitClock
 from ..workers import Raised, start_thread
 from .budget import FrameBudget
 
@@ -217,6 +217,9 @@ class FrameReader:
     def _sequence_items(self, source, turn: threading.Event) -> Iterator[Frame | Failure]:
         frames = source.frames(self.options.max_pixels)
         while True:
+            # Begun before its turn, the next sequence's reader runs beside the reader of the
+            # one being read (one lane): the time it takes to open and start it is hidden.
+            resource = "reader" if turn.is_set() else READ_AHEAD
             start = time.perf_counter()
             try:
                 frame = next(frames, None)
@@ -231,7 +234,7 @@ class FrameReader:
             if not self.wanted(frame.out_name, partial(operator.mul, *frame.pixels.shape[:2])):
                 self.count_skipped()
                 continue
-            self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name)
+            self.clock.record("read", (time.perf_counter() - start) * 1e3, frame.out_name, resource)
             height, width = frame.pixels.shape[:2]
             if turn.is_set():  # read ahead as the next sequence: no reservation (see frames)
                 try:
@@ -427,6 +430,7 @@ class _InOrder:
         reader, sources = self.reader, self.sources
         if self.following is None:
             turn = threading.Event()
+            turn.set()  # its turn has come: none is read before it
             self.current = reader.read_sequence(source, reader.window, turn)
         else:
             self.current, turn, self.following = self.following, self.following_turn, None

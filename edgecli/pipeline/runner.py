@@ -28,7 +28,7 @@ from ..output.sinks import (
     remove_stale_temporaries,
     write_reports,
 )
-from ..output.timing import HANDOFF, StageClock, Summary
+from ..output.timing import HANDOFF, READ_AHEAD, StageClock, Summary
 from ..version import __version__
 from ..workers import PriorityPool
 from .batches import DecodeTally, run_on_gpu
@@ -535,7 +535,7 @@ class RunState:
         stats = self.clock.stats()
         reader, options = self.reader, self.options
         # Each resource's lanes: what it can run at once (timing.find_bottleneck).
-        lanes = {"workers": options.worker_count, "reader": 1, "main": 1}
+        lanes = {"workers": options.worker_count, "reader": 1, READ_AHEAD: 1, "main": 1}
         if not on_host:
             lanes["gpu"] = options.streams
         if gpu is not None:
