@@ -2,14 +2,21 @@
 (its start time in /proc, Linux): printed to stderr at exit.
 
     PYTHONPATH=. python3 benchmarks/timeline.py run DIR -o OUT -q --decode gpu
+    PYTHONPATH=. python3 benchmarks/timeline.py --spans 0.25 run DIR -o OUT -q --decode gpu
 
-The arguments are edgecli's; the phases are the pipeline's functions, wrapped here.
+The arguments are edgecli's; the phases are the pipeline's functions, wrapped here. With
+``--spans STEP``, also what each kind of thread was doing, STEP seconds a line: the average
+number of files being read, GPU decoder batches (PNG: being gathered on the host, then on the
+GPU; JPEG: in the engines), encoder tasks, and what the main thread waited for; the steady
+rate is whichever of these stays full while the others wait.
 """
 
 import atexit
 import os
 import sys
+import threading
 import time
+from collections import defaultdict
 
 
 def since_start() -> float:
@@ -47,10 +54,108 @@ def wrap(owner, name: str, label: str, once: bool = False) -> None:
     setattr(owner, name, wrapped)
 
 
+spans: list[tuple[str, float, float]] = []  # (what, start, end), from any thread
+spans_lock = threading.Lock()
+
+
+def span(owner, name: str, label: str) -> None:
+    """Record every call of ``owner.name`` as a span ``label``, on whichever thread runs it."""
+    function = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        start = since_start()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            with spans_lock:
+                spans.append((label, start, since_start()))
+
+    setattr(owner, name, wrapped)
+
+
+def wait_spans(clock_class) -> None:
+    """Each of the main thread's waits (WaitClock.timed) as a span ``main waits <what>``."""
+    timed = clock_class.timed
+
+    def wrapped(self, what: str):
+        start = since_start()
+        inner = timed(self, what)
+
+        class Timed:
+            def __enter__(self):
+                return inner.__enter__()
+
+            def __exit__(self, *exc):
+                try:
+                    return inner.__exit__(*exc)
+                finally:
+                    with spans_lock:
+                        spans.append((f"main waits {what}", start, since_start()))
+
+        return Timed()
+
+    clock_class.timed = wrapped
+
+
+def occupancy(step: float) -> str:
+    """The spans as a table: a line every ``step`` seconds, a column a label, each cell the
+    average number of its spans open in that interval (a column of 1.0 was busy throughout)."""
+    if not spans:
+        return "no spans recorded"
+    labels = sorted({label for label, _, _ in spans}, key=lambda x: (x.startswith("main"), x))
+    first = min(start for _, start, _ in spans)
+    last = max(end for _, _, end in spans)
+    lines = int((last - first) / step) + 1
+    open_s = defaultdict(lambda: [0.0] * lines)
+    for label, start, end in spans:
+        row = open_s[label]
+        i = int((start - first) / step)
+        while i < lines and first + i * step < end:
+            low, high = first + i * step, first + (i + 1) * step
+            row[i] += max(0.0, min(end, high) - max(start, low))
+            i += 1
+    width = max(8, *map(len, labels))
+    out = ["".join(["      t"] + [f"  {label:>{width}}" for label in labels])]
+    for i in range(lines):
+        cells = "".join(f"  {open_s[label][i] / step:>{width}.2f}" for label in labels)
+        out.append(f"{first + i * step:7.2f}{cells}")
+    total = last - first
+    cells = "".join(f"  {sum(open_s[label]) / total:>{width}.2f}" for label in labels)
+    out.append(f"{'mean':>7}{cells}")
+    return "\n".join(out)
+
+
+def record_spans(step: float) -> None:
+    from edgecli.inputs import sources
+    from edgecli.output import timing
+    from edgecli.pipeline import reader, writer
+
+    span(reader.FrameReader, "read_for_gpu", "files read")
+    span(sources.ImageSource, "decode", "CPU decodes")
+    span(writer.Writer, "encode_write", "encode tasks")
+    wait_spans(timing.WaitClock)
+    try:  # the GPU decoders, where CuPy is installed
+        from edgecli.decode.gpu import jpeg, pngs
+    except ImportError:
+        pass
+    else:
+        span(pngs.PngDecoder, "_decode", "PNG batches")
+        span(pngs, "copy_streams", "PNG gathers")
+        span(jpeg.JpegDecoder, "_decode", "JPEG batches")
+    atexit.register(lambda: sys.stderr.write(occupancy(step) + "\n"))
+
+
 def main() -> None:
     mark("python started, script running")
     atexit.register(report)
+    step = None
+    if sys.argv[1:2] == ["--spans"]:
+        step = float(sys.argv[2])
+        del sys.argv[1:3]
     import edgecli.cli
+
+    if step is not None:
+        record_spans(step)
 
     mark("edgecli.cli imported")
     from edgecli.pipeline import batches, runner, writer

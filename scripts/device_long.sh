@@ -5,7 +5,9 @@
 #    clips of 240 frames and one 9,600-frame H.264 video, `--decode cpu` (the reference) and
 #    `auto` into tmpfs and into the disk, beside the engines alone (whole processes) and the
 #    OpenCV script, as ratios; kinds not started within LONG_BUDGET_S are skipped.
-# 2. The soak (`benchmarks/soak.py`): SOAK_RUNS consecutive runs of each kind (2400 JPEGs, 480
+# 2. A timeline of one long run (`benchmarks/timeline.py --spans`): what the workers, the
+#    engines, the encoders and the main thread did, half a second a line, over 12,000 JPEGs.
+# 3. The soak (`benchmarks/soak.py`): SOAK_RUNS consecutive runs of each kind (2400 JPEGs, 480
 #    PNGs, 10 clips, pan_long.mp4), under the watchdog that dumps a stalled run's stacks; no
 #    run starts after SOAK_BUDGET_S.
 #
@@ -17,8 +19,8 @@
 #   OUT=/some/dir scripts/device_long.sh
 #
 # About 6 minutes on 16 cores. Writes $OUT/device_long.log (this whole output),
-# $OUT/gpu_decode_long.json and $OUT/soak.tar.gz (the soak's table, every run, and the stacks
-# and stderr of every run that went wrong); the two tables come last. Environment: OUT
+# $OUT/timeline.txt, $OUT/gpu_decode_long.json and $OUT/soak.tar.gz (the soak's table, every
+# run, and the stacks and stderr of every run that went wrong); the two tables come last. Environment: OUT
 # (default bench_out), DATA (bench_data), PYTHON (python3), LONG_BUDGET_S (360), SOAK_RUNS (5),
 # SOAK_BUDGET_S (120), SOAK_INTO (disk); LONG_ARGS and SOAK_ARGS, more options for each (on a
 # machine without a GPU: LONG_ARGS=--skip-gpu).
@@ -45,6 +47,17 @@ long_and_soak() {
     echo "== long runs: benchmarks/gpu_decode.py --long-runs"
     "$PYTHON" benchmarks/gpu_decode.py --long-runs --data "$DATA" --jpeg "$DATA/q95/jpeg" \
         --budget-s "$LONG_BUDGET_S" --json "$OUT/gpu_decode_long.json" ${LONG_ARGS:-} || true
+    echo "== timeline of one long run: 12,000 JPEGs, --decode auto (benchmarks/timeline.py)"
+    rm -rf /dev/shm/edgecli-timeline && mkdir -p /dev/shm/edgecli-timeline
+    "$PYTHON" -c 'import sys; sys.path.insert(0, "benchmarks")
+from pathlib import Path
+from common import symlink_folder
+symlink_folder(sorted(Path(sys.argv[1]).iterdir()), 12000, Path(sys.argv[2]))' \
+        "$DATA/q95/jpeg" /dev/shm/edgecli-timeline/in
+    "$PYTHON" benchmarks/timeline.py --spans 0.5 run /dev/shm/edgecli-timeline/in \
+        -o /dev/shm/edgecli-timeline/out -q --decode auto 2> "$OUT/timeline.txt" || true
+    grep -v " begins$\| ends$" "$OUT/timeline.txt" || true
+    rm -rf /dev/shm/edgecli-timeline
     echo "== soak: $SOAK_RUNS runs a kind"
     "$PYTHON" benchmarks/soak.py --data "$DATA" --runs "$SOAK_RUNS" --into "$SOAK_INTO" \
         --first-timeout-s 90 --floor-s 20 --budget-s "$SOAK_BUDGET_S" --out "$OUT/soak" \
