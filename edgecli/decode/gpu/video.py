@@ -24,8 +24,8 @@ from .slots import CPU, DeviceBatch, SlotRing, Stopped, frames_a_batch, upload
 NVDEC = "nvdec"
 NVDEC_APPROX = "nvdec-approx"  # --decode gpu's frames where the conversion is not cv2's
 # Decoder sessions at once. NVDEC alone decodes more with each session added, but in a whole
-# run the PNGs set the pace: past 4 sessions a run is no faster, and each session holds a ring
-# of batches in GPU memory (measured: benchmarks/RESULTS.md, "GPU decoding").
+# run past 4 the main thread's hand-offs set the pace: a run is no faster, and each session
+# holds a ring of batches in GPU memory (measured: benchmarks/RESULTS.md, "Long runs").
 VIDEO_SESSIONS = 4
 VIDEO_BATCH = 16  # frames a get_batch_frames call, and a DeviceBatch
 VIDEO_SLOTS = 3  # a session's ring: a batch decoding, one waiting, one on the GPU
