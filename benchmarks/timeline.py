@@ -6,9 +6,10 @@
 
 The arguments are edgecli's; the phases are the pipeline's functions, wrapped here. With
 ``--spans STEP``, also what each kind of thread was doing, STEP seconds a line: the average
-number of files being read, GPU decoder batches (PNG: being gathered on the host, then on the
-GPU; JPEG: in the engines), encoder tasks, and what the main thread waited for; the steady
-rate is whichever of these stays full while the others wait.
+number of files being read or decoded on the CPU, GPU decoder batches (PNG: being gathered on
+the host, then on the GPU; JPEG: in the engines), videos (or parts of one) on the NVDEC
+sessions, encoder tasks, and what the main thread waited for. The steady rate is set by
+whichever of these stays full while the others wait.
 """
 
 import atexit
@@ -135,13 +136,14 @@ def record_spans(step: float) -> None:
     span(writer.Writer, "encode_write", "encode tasks")
     wait_spans(timing.WaitClock)
     try:  # the GPU decoders, where CuPy is installed
-        from edgecli.decode.gpu import jpeg, pngs
+        from edgecli.decode.gpu import jpeg, pngs, video
     except ImportError:
         pass
     else:
         span(pngs.PngDecoder, "_decode", "PNG batches")
         span(pngs, "copy_streams", "PNG gathers")
         span(jpeg.JpegDecoder, "_decode", "JPEG batches")
+        span(video.VideoFleet, "_run", "NVDEC segments")
     atexit.register(lambda: sys.stderr.write(occupancy(step) + "\n"))
 
 
