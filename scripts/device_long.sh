@@ -20,10 +20,10 @@
 #
 # About 6 minutes on 16 cores. Writes $OUT/device_long.log (this whole output),
 # $OUT/timeline.txt, $OUT/gpu_decode_long.json and $OUT/soak.tar.gz (the soak's table, every
-# run, and the stacks and stderr of every run that went wrong); the two tables come last. Environment: OUT
-# (default bench_out), DATA (bench_data), PYTHON (python3), LONG_BUDGET_S (360), SOAK_RUNS (5),
-# SOAK_BUDGET_S (120), SOAK_INTO (disk); LONG_ARGS and SOAK_ARGS, more options for each (on a
-# machine without a GPU: LONG_ARGS=--skip-gpu).
+# run, and the stacks and stderr of every run that went wrong); the two tables come last.
+# Environment: OUT (default bench_out), DATA (bench_data), PYTHON (python3), LONG_BUDGET_S
+# (360), SOAK_RUNS (5), SOAK_BUDGET_S (120), SOAK_INTO (disk); LONG_ARGS and SOAK_ARGS, more
+# options for each (on a machine without a GPU: LONG_ARGS=--skip-gpu).
 set -euo pipefail
 
 LONG_BUDGET_S=${LONG_BUDGET_S:-360}
@@ -49,14 +49,15 @@ long_and_soak() {
         --budget-s "$LONG_BUDGET_S" --json "$OUT/gpu_decode_long.json" ${LONG_ARGS:-} || true
     echo "== timeline of one long run: 12,000 JPEGs, --decode auto (benchmarks/timeline.py)"
     rm -rf /dev/shm/edgecli-timeline && mkdir -p /dev/shm/edgecli-timeline
-    "$PYTHON" -c 'import sys; sys.path.insert(0, "benchmarks")
+    if "$PYTHON" -c 'import sys; sys.path.insert(0, "benchmarks")
 from pathlib import Path
 from common import symlink_folder
 symlink_folder(sorted(Path(sys.argv[1]).iterdir()), 12000, Path(sys.argv[2]))' \
-        "$DATA/q95/jpeg" /dev/shm/edgecli-timeline/in
-    "$PYTHON" benchmarks/timeline.py --spans 0.5 run /dev/shm/edgecli-timeline/in \
-        -o /dev/shm/edgecli-timeline/out -q --decode auto 2> "$OUT/timeline.txt" || true
-    grep -v " begins$\| ends$" "$OUT/timeline.txt" || true
+        "$DATA/q95/jpeg" /dev/shm/edgecli-timeline/in; then
+        "$PYTHON" benchmarks/timeline.py --spans 0.5 run /dev/shm/edgecli-timeline/in \
+            -o /dev/shm/edgecli-timeline/out -q --decode auto 2> "$OUT/timeline.txt" || true
+        grep -v " begins$\| ends$" "$OUT/timeline.txt" || true
+    fi
     rm -rf /dev/shm/edgecli-timeline
     echo "== soak: $SOAK_RUNS runs a kind"
     "$PYTHON" benchmarks/soak.py --data "$DATA" --runs "$SOAK_RUNS" --into "$SOAK_INTO" \
