@@ -1535,8 +1535,7 @@ static PyObject *png_idat_run(PyObject *module, PyObject *const *args, Py_ssize_
 /* The arguments of png_gather and png_decode: a bytes-like ``in``, the (offset, length)
  * pairs of spans of it (``count`` of them, 2 * count integers), each checked to lie in it,
  * and a writable ``out``. The spans come as png_idat_run gives them, native uint64 pairs
- * packed in a bytes-like object (read without making an object a span), or as a sequence of
- * pairs of integers. */
+ * packed in a bytes-like object: read without making an object a span. */
 struct spanned {
     Py_buffer in, out;
     uint64_t *spans;
@@ -1550,61 +1549,28 @@ static void close_spanned(struct spanned *s)
     free(s->spans);
 }
 
-static int open_spanned_buffers(const char *call, PyObject *data, PyObject *out,
-                                struct spanned *s);
-
 /* 0 with ``s`` open (close_spanned releases it), or -1 with an exception set. */
 static int open_spanned(const char *call, PyObject *data, PyObject *chunks, PyObject *out,
                         struct spanned *s)
 {
-    if (PyObject_CheckBuffer(chunks)) {
-        Py_buffer packed;
-        if (PyObject_GetBuffer(chunks, &packed, PyBUF_SIMPLE) < 0)
-            return -1;
-        if (packed.len % (Py_ssize_t)(2 * sizeof *s->spans) != 0) {
-            PyBuffer_Release(&packed);
-            PyErr_Format(PyExc_ValueError, "%s: the spans are not whole (offset, length) pairs",
-                         call);
-            return -1;
-        }
-        s->count = packed.len / (Py_ssize_t)(2 * sizeof *s->spans);
-        s->spans = malloc((size_t)packed.len + 2 * sizeof *s->spans);
-        if (s->spans != NULL)
-            memcpy(s->spans, packed.buf, (size_t)packed.len);
-        PyBuffer_Release(&packed);
-        if (s->spans == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        return open_spanned_buffers(call, data, out, s);
-    }
-    PyObject *pairs = PySequence_Tuple(chunks);
-    if (pairs == NULL)
+    Py_buffer packed;
+    if (PyObject_GetBuffer(chunks, &packed, PyBUF_SIMPLE) < 0)
         return -1;
-    s->count = PyTuple_Size(pairs);
-    s->spans = malloc(((size_t)s->count + 1) * 2 * sizeof *s->spans);
+    if (packed.len % (Py_ssize_t)(2 * sizeof *s->spans) != 0) {
+        PyBuffer_Release(&packed);
+        PyErr_Format(PyExc_ValueError, "%s: the spans are not whole (offset, length) pairs",
+                     call);
+        return -1;
+    }
+    s->count = packed.len / (Py_ssize_t)(2 * sizeof *s->spans);
+    s->spans = malloc((size_t)packed.len + 2 * sizeof *s->spans);
+    if (s->spans != NULL)
+        memcpy(s->spans, packed.buf, (size_t)packed.len);
+    PyBuffer_Release(&packed);
     if (s->spans == NULL) {
-        Py_DECREF(pairs);
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < s->count; ++i) {
-        unsigned long long offset, length;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(pairs, i), "KK", &offset, &length)) {
-            free(s->spans);
-            Py_DECREF(pairs);
-            return -1;
-        }
-        s->spans[2 * i] = offset, s->spans[2 * i + 1] = length;
-    }
-    Py_DECREF(pairs);
-    return open_spanned_buffers(call, data, out, s);
-}
-
-/* open_spanned's second half, with ``s->spans`` read: the buffers, and each span checked. */
-static int open_spanned_buffers(const char *call, PyObject *data, PyObject *out,
-                                struct spanned *s)
-{
     if (PyObject_GetBuffer(data, &s->in, PyBUF_SIMPLE) < 0) {
         free(s->spans);
         return -1;
@@ -1995,15 +1961,16 @@ static PyMethodDef methods[] = {
      "no encoder of 8-bit samples writes."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
-     "checked: (the position after it, ((data offset, length), ...))."},
+     "checked: (the position after it, their (data offset, length) pairs as native uint64 "
+     "packed in bytes, the sum of their lengths)."},
     {"png_gather", (PyCFunction)(void (*)(void))png_gather, METH_FASTCALL,
      "png_gather(parts, out): for each (data, chunks, at) of parts, the (offset, length) "
      "spans chunks of data end to end into out from at on, without the GIL; the bytes "
      "copied."},
     {"png_decode", (PyCFunction)(void (*)(void))png_decode, METH_FASTCALL,
      "png_decode(data, idat, width, height, channels, depth, out) -> bool\n\nThe "
-     "non-interlaced PNG ``data`` (its IDAT spans ``idat``, (offset, length) pairs; 1, 2, 3 "
-     "or 4 channels: gray, gray+alpha, RGB, RGBA; of 8 or 16 bits) decoded into ``out``, a "
+     "non-interlaced PNG ``data`` (its IDAT spans ``idat``, packed as png_idat_run's; 1, 2, "
+     "3 or 4 channels: gray, gray+alpha, RGB, RGBA; of 8 or 16 bits) decoded into ``out``, a "
      "writable buffer of height x width x 3 bytes, as cv2.imdecode's BGR frame; False, "
      "``out`` then unspecified, where libpng would not decode the image data without a word "
      "(cv2 must then decode it)."},

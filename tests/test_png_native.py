@@ -162,6 +162,11 @@ def verdicts() -> dict:
     return found
 
 
+def spans(*pairs) -> bytes:
+    """(offset, length) ``pairs`` packed as read_layout keeps them, uint64 end to end."""
+    return array("Q", [n for pair in pairs for n in pair]).tobytes()
+
+
 @pytest.mark.skipif(native.c is None, reason="edgecli._native is not built here")
 def test_the_c_decoder_refuses_what_it_cannot_read():
     """Arguments no layout gives are errors; streams that are no image's come back False."""
@@ -169,32 +174,29 @@ def test_the_c_decoder_refuses_what_it_cannot_read():
     data = bytes(range(256)) * 4
     out = np.empty((2, 3, 3), np.uint8)
     with pytest.raises(ValueError, match="outside the data"):
-        decode(data, ((1000, 100),), 3, 2, 3, 8, out)
-    # The spans as read_layout keeps them: uint64 (offset, length) pairs packed in bytes.
-    with pytest.raises(ValueError, match="outside the data"):
-        decode(data, array("Q", (1000, 100)).tobytes(), 3, 2, 3, 8, out)
+        decode(data, spans((1000, 100)), 3, 2, 3, 8, out)
     with pytest.raises(ValueError, match="outside the data"):
         decode(data, array("Q", (0, 10, 1020, 5)).tobytes(), 3, 2, 3, 8, out)
     with pytest.raises(ValueError, match="not whole"):
         decode(data, array("Q", (0, 10, 20)).tobytes(), 3, 2, 3, 8, out)
     with pytest.raises(ValueError, match="height x width x 3"):
-        decode(data, ((0, 10),), 4, 2, 3, 8, out)
+        decode(data, spans((0, 10)), 4, 2, 3, 8, out)
     for channels, depth in ((0, 8), (5, 8), (3, 12), (3, 1)):
         with pytest.raises(ValueError, match="channels"):
-            decode(data, ((0, 10),), 3, 2, channels, depth, out)
+            decode(data, spans((0, 10)), 3, 2, channels, depth, out)
     with pytest.raises(TypeError):
-        decode(data, ((0, 10),), 3, 2, 3, out)
+        decode(data, spans((0, 10)), 3, 2, 3, out)
     rng = np.random.default_rng(5)
     for length in (0, 1, 2, 64, 1000):
-        stream = ((0, length),) if length else ()
+        stream = spans((0, length)) if length else spans()
         junk = rng.integers(0, 256, 1000, np.uint8).tobytes()
         assert decode(junk, stream, 3, 2, 3, 8, out) is False
     # A stream whose header names a 32 KB window and is damaged, and one whole but too short.
     whole = zlib.compress(bytes(2 * (1 + 9)))
-    assert decode(whole, ((0, len(whole)),), 3, 2, 3, 8, out) is True
+    assert decode(whole, spans((0, len(whole))), 3, 2, 3, 8, out) is True
     out[:] = 0xA5
     halves = array("Q", (0, 7, 7, len(whole) - 7)).tobytes()
     assert decode(whole, halves, 3, 2, 3, 8, out) is True
     assert not out.any()
-    assert decode(whole[:-5], ((0, len(whole) - 5),), 3, 2, 3, 8, out) is False
-    assert decode(whole, ((0, len(whole)),), 3, 3, 3, 8, np.empty((3, 3, 3), np.uint8)) is False
+    assert decode(whole[:-5], spans((0, len(whole) - 5)), 3, 2, 3, 8, out) is False
+    assert decode(whole, spans((0, len(whole))), 3, 3, 3, 8, np.empty((3, 3, 3), np.uint8)) is False
