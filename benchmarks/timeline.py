@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 
 
 def since_start() -> float:
@@ -78,22 +79,15 @@ def wait_spans(clock_class) -> None:
     """Each of the main thread's waits (WaitClock.timed) as a span ``main waits <what>``."""
     timed = clock_class.timed
 
+    @contextmanager
     def wrapped(self, what: str):
         start = since_start()
-        inner = timed(self, what)
-
-        class Timed:
-            def __enter__(self):
-                return inner.__enter__()
-
-            def __exit__(self, *exc):
-                try:
-                    return inner.__exit__(*exc)
-                finally:
-                    with spans_lock:
-                        spans.append((f"main waits {what}", start, since_start()))
-
-        return Timed()
+        try:
+            with timed(self, what):
+                yield
+        finally:
+            with spans_lock:
+                spans.append((f"main waits {what}", start, since_start()))
 
     clock_class.timed = wrapped
 
