@@ -411,7 +411,7 @@ static PyObject *write_file(PyObject *module, PyObject *const *args, Py_ssize_t 
 #define WALK_MAX_BLOCKS 10   /* D_MAX_BLOCKS_IN_MCU */
 #define WALK_MAX_COMPONENTS 10
 
-enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED };
+enum walk_state { WALK_OK, WALK_DAMAGED, WALK_UNJUDGED, WALK_NO_MEMORY };
 
 struct huff_spec { /* a table as a DHT defines it */
     int defined;
@@ -466,6 +466,7 @@ struct walk {
      * samples its inverse DCT takes far out of range, where its arithmetic and other decoders'
      * part. Other decoders, the JPEG engines among them, read those otherwise. */
     int own_reading;
+    size_t bulk_piece; /* the fewest bytes a stream of bulk_mcus reads (BULK_MIN_PIECE) */
 };
 
 static enum walk_state walk_say(struct walk *w, const char *format, ...)
@@ -919,44 +920,6 @@ static enum walk_state slow_mcu(struct walk *w)
     return WALK_OK;
 }
 
-/* The fast path's reader between MCUs. Within one, its bits live in fast_mcu's locals: the
- * bits not yet consumed at the top of ``bits`` (``count`` of them, zeros below), so that a
- * table's index is one shift and consuming is another. */
-struct fast_reader {
-    const unsigned char *d;
-    size_t pos, n;
-    /* Six bytes from the reader's position are taken at once where they end by here: no FF
-     * lies between (nor within 2 bytes of the data's end). A failed MCU's reads are undone,
-     * and leave it 0. */
-    size_t clear_to;
-    uint64_t bits;
-    int count;
-};
-
-/* FILL_BIT_BUFFER_FAST's six GET_BYTEs where an FF may be among them: an FF 00 is an FF, an FF
- * before anything else a marker, which fails the MCU (0). */
-static int fast_refill_bytes(struct fast_reader *r)
-{
-    for (int byte = 0; byte < 6; byte++) {
-        if (r->pos + 1 >= r->n) {
-            r->clear_to = 0;
-            return 0;
-        }
-        unsigned c0 = r->d[r->pos++];
-        if (c0 == 0xFF && r->d[r->pos++] != 0) {
-            r->clear_to = 0;
-            return 0;
-        }
-        r->bits |= (uint64_t)c0 << (56 - r->count);
-        r->count += 8;
-    }
-    const unsigned char *ff = memchr(r->d + r->pos, 0xFF, r->n - r->pos);
-    r->clear_to = ff ? (size_t)(ff - r->d) : r->n;
-    if (r->clear_to > r->n - 2)
-        r->clear_to = r->n - 2;
-    return 1;
-}
-
 /* HUFF_DECODE_FAST's symbol at the top of ``bits``, its code's length into ``*length``: a bad
  * code (none in 16 bits) takes 17 bits and reads as 0. */
 static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
@@ -974,136 +937,557 @@ static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
     return l > 16 ? 0 : t->val[((window >> (16 - l)) + t->valoffset[l]) & 0xFF];
 }
 
-/* FILL_BIT_BUFFER_FAST on fast_mcu's locals: six bytes in where 16 bits or fewer are left
- * (``left``: the count libjpeg-turbo tests); the MCU fails where they meet a marker. Where
- * and how much it fills repeats libjpeg-turbo, which decides which MCU meets a marker first. */
-#define FAST_FILL_AT(left)                                                                 \
-    do {                                                                                   \
-        if ((left) <= 16) {                                                                \
-            if (pos + 6 <= r->clear_to) {                                                  \
-                bits |= (load_be64(d + pos) >> 16) << (16 - count);                        \
-                pos += 6;                                                                  \
-                count += 48;                                                               \
-            } else {                                                                       \
-                r->pos = pos, r->bits = bits, r->count = count;                            \
-                if (!fast_refill_bytes(r))                                                 \
-                    return 0;                                                              \
-                pos = r->pos, bits = r->bits, count = r->count;                            \
-            }                                                                              \
-        }                                                                                  \
-    } while (0)
-#define FAST_FILL() FAST_FILL_AT(count)
-#define FAST_DROP(n) (bits <<= (n), count -= (n))
+/* decode_mcu_fast without the coefficients, over many MCUs at once. The scan's bytes up to its
+ * first marker, as FILL_BIT_BUFFER_FAST's GET_BYTE reads them (an FF 00 as one FF), are copied
+ * once, and codes are read from that copy with a bit buffer refilled whenever it runs low.
+ * libjpeg-turbo's own fills decide which MCU meets a marker first, and they need not be
+ * repeated code by code: it tests its bit buffer before each code and before each code's
+ * magnitude bits, takes six bytes where 16 bits or fewer are left, and no two tests are more
+ * than 17 bits apart; so after an MCU it has filled as often as the MCU's last test needed and
+ * no more (bulk_filled). An MCU whose fills would meet the marker is left to slow_mcu, as is
+ * every MCU that starts within the last WALK_FAST_BYTES a block of the file.
+ *
+ * One chain of codes leaves a core waiting on each table lookup, so the copy is cut in up to
+ * BULK_STREAMS pieces, each read by a stream of its own, in step with the others. A stream
+ * that starts within the data starts at a guess (a block's first code at the piece's first
+ * bit), and Huffman codes soon fall back into step: once a stream reaches where the next one
+ * started, it compares each block it starts with the next stream's first BULK_RECORDS blocks,
+ * and where one starts at the same bit with the same block of the MCU, the next stream read
+ * from there what this one would have, and this one stops. Only a DC's predictor differs,
+ * by a constant per component that the meeting gives; the records let the DCs read before it
+ * be checked with it. A stream that passes the next one's records without meeting them reads
+ * on in its place. Where anything cannot be joined so, one stream reads the whole copy. */
 
-/* A code that no joint entry holds, found by fast_symbol: its symbol into ``s``. */
-#define FAST_SLOW_CODE(t, s)                                                               \
-    do {                                                                                   \
-        int length_;                                                                       \
-        (s) = fast_symbol(bits, (t), &length_);                                            \
-        own_reading |= length_ > 16;                                                       \
-        FAST_DROP(length_);                                                                \
-    } while (0)
+#define BULK_PAD 4096        /* zeros after the copy: more than an MCU's codes can span */
+#define BULK_STREAMS 2       /* the most streams in step */
+#define BULK_RECORDS 512     /* blocks a stream records where it did not start the copy */
+#define BULK_MIN_PIECE 16384 /* the fewest bytes a stream is given to read */
 
-/* decode_mcu_fast without the coefficients: 1 where the MCU was decoded, 0 where it met a
- * marker (or the data's end), the walk's state then left as it was. libjpeg-turbo tests its
- * bit buffer before each code and each code's magnitude bits, and takes six bytes where 16
- * bits or fewer are left: which MCU meets a marker first depends on where it fills. Its fills
- * are the fewest that leave 17 bits at every test, so after a test they depend only on where
- * that test was. Here each entry ends with the next code's test, which makes any fill that a
- * test within the entry made; those are made only where the entry leaves 16 bits or fewer.
- * The MCU's end is no code's start: the last entry's own last test (JOINT_TAIL) is made
- * there instead. */
-static int fast_mcu(struct walk *w, struct fast_reader *r)
+/* The bytes from ``at`` as GET_BYTE reads them, into ``out``: how many, up to the first FF
+ * not followed by 00, or the file's last byte (GET_BYTE looks at the byte after each).
+ * ``*limit`` gets how many of them lie within the file's first ``start_by`` bytes. */
+static size_t bulk_unstuff(const unsigned char *d, size_t at, size_t n, size_t start_by,
+                           unsigned char *out, size_t *limit)
 {
-    const unsigned char *d = r->d;
-    size_t pos = w->pos;
-    int count = w->bits_left;
-    uint64_t bits = count ? w->buffer << (64 - count) : 0;
-    uint32_t entry = 0;
-    int own_reading = 0; /* the walk's, once the MCU is decoded */
-    int64_t pred[4];     /* and its DC predictors */
-    memcpy(pred, w->dc_pred, sizeof pred);
-    FAST_FILL();
-    for (int b = 0; b < w->blocks; b++) {
-        const struct huff_table *dc = w->block_dc[b], *ac = w->block_ac[b];
-        int more = b + 1 < w->blocks; /* blocks after this one: a code after the block */
-        unsigned look = (unsigned)(bits >> (64 - WALK_JOINT_DC_BITS));
-        entry = dc->joint[look];
-        int length = (int)JOINT_LENGTH(entry), before = (int)JOINT_BEFORE_TEST(entry), s;
-        int64_t diff;
-        if (entry == JOINT_NONE) {
-            FAST_SLOW_CODE(dc, s);
-            FAST_FILL();
-            diff = dc_extend(TOP_BITS(bits, s), s);
-            FAST_DROP(s);
-        } else if (before == length) { /* code and magnitude bits within the index */
-            diff = dc->dc_diff[look];
-            FAST_DROP(length);
-            FAST_FILL(); /* the next code's test, where the entry leaves 16 bits or fewer */
-        } else if (s = length - before, count - length > 16) {
-            diff = dc_extend(TOP_BITS(bits << before, s), s);
-            FAST_DROP(length);
-        } else {
-            FAST_DROP(before);
-            FAST_FILL();
-            diff = dc_extend(TOP_BITS(bits, s), s);
-            FAST_DROP(s);
+    size_t made = 0;
+    *limit = 0;
+    while (at + 1 < n) {
+        const unsigned char *ff = memchr(d + at, 0xFF, n - 1 - at);
+        size_t run = ff ? (size_t)(ff - d) - at : n - 1 - at;
+        memcpy(out + made, d + at, run);
+        if (at < start_by)
+            *limit = made + (start_by - at < run ? start_by - at : run);
+        made += run;
+        at += run;
+        if (!ff || d[at + 1] != 0)
+            break;
+        if (at < start_by)
+            *limit = made + 1;
+        out[made++] = 0xFF;
+        at += 2;
+    }
+    return made;
+}
+
+/* Where in the file the copy's byte ``count`` begins, the copy made by bulk_unstuff from
+ * ``start``: each FF in it stood for an FF 00. */
+static size_t bulk_file_position(const unsigned char *copy, size_t start, size_t count)
+{
+    size_t stuffed = 0;
+    for (size_t i = 0; i < count; i++)
+        stuffed += copy[i] == 0xFF;
+    return start + count + stuffed;
+}
+
+/* The bits after a joint entry's last test (see make_joint): JOINT_TAIL, or for an entry of one
+ * code, its magnitude bits, or the code where it has none. */
+#define BULK_TAIL(entry)                                                                   \
+    (JOINT_TAIL(entry)                    ? (int)JOINT_TAIL(entry)                          \
+     : JOINT_BEFORE_TEST(entry) < JOINT_LENGTH(entry)                                      \
+         ? (int)(JOINT_LENGTH(entry) - JOINT_BEFORE_TEST(entry))                           \
+         : (int)JOINT_LENGTH(entry))
+
+/* Eight bytes from ``p`` below the ``count`` bits at the top of ``bits``: 56 or more then. */
+#define BULK_REFILL(bits, count, p)                                                        \
+    do {                                                                                   \
+        (bits) |= load_be64(p) >> (count);                                                 \
+        (p) += (63 - (count)) >> 3;                                                        \
+        (count) |= 56;                                                                     \
+    } while (0)
+
+/* A block a stream started, as the stream before it may meet it. */
+struct bulk_record {
+    int64_t at;      /* the block's first bit */
+    int64_t pred[4]; /* the DC predictors before it */
+    int64_t dc;      /* its component's predictor after its DC */
+    uint64_t mcus;   /* the MCUs the stream had ended before it */
+    uint64_t own;    /* and its count of libjpeg-turbo's own readings */
+    int block;       /* which block of the MCU it is */
+};
+
+enum bulk_stop { BULK_RUNNING, BULK_MET, BULK_END };
+
+struct bulk_stream {
+    /* the bit buffer: ``count`` bits at the top of ``bits``, then those from ``p``; k, the
+     * next coefficient of the block, and joint, the block's AC table. While the streams run,
+     * these live in bulk_run's locals. */
+    const unsigned char *p;
+    uint64_t bits;
+    int count, k;
+    const uint32_t *joint;
+    int block;             /* the block of the MCU being read */
+    int64_t pred[4];       /* the DC predictors: true ones in stream 0, else off by a constant */
+    uint64_t mcus, own;    /* MCUs ended; libjpeg-turbo's own readings (drifts in stream 0) */
+    int64_t last_test;     /* the last test of the last MCU ended, -1 before one */
+    int tail;              /* the bits after the last code's test */
+    int64_t start;         /* the first bit it read */
+    int64_t watch;         /* from this bit on, it looks out for the next stream */
+    int64_t mark_from;     /* from this bit on, bulk_mark sees the blocks it starts */
+    int next;              /* that stream, -1 for none */
+    int seen;              /* how many of that stream's records it has passed */
+    int dead;              /* read by the stream before it, in its place */
+    enum bulk_stop stop;
+    int met_record;        /* BULK_MET: the record it met */
+    /* the MCU being read as it began, where a fill in it might meet the marker */
+    struct {
+        const unsigned char *p;
+        uint64_t bits;
+        int count;
+        int64_t pred[4];
+        uint64_t own;
+        int records;
+        int64_t low[4], high[4];
+    } mcu_start;
+    /* the blocks it started, where it did not start the copy */
+    struct bulk_record *records;
+    int recorded;
+    struct bulk_record *recording; /* the block being read, where it is recorded */
+    int64_t low[4], high[4];       /* its predictors after BULK_RECORDS blocks, least and most */
+};
+
+struct bulk {
+    struct walk *w;
+    const unsigned char *copy;
+    int64_t first;     /* the walk's bits before the copy's first byte */
+    int64_t available; /* the bits before the marker */
+    int64_t near_end;  /* an MCU that starts past this bit may have a fill meet the marker */
+    int64_t limit;     /* an MCU starts on the fast path where fewer bytes than this are read */
+    unsigned long long mcus; /* the MCUs left in the scan */
+    struct bulk_stream streams[BULK_STREAMS];
+    int changed; /* a stream stopped or was passed since bulk_run began */
+};
+
+/* Where libjpeg-turbo has filled to once an MCU whose last test is at ``last_test`` ends: the
+ * fewest fills of 48 bits that leave 17 at that test. */
+static int64_t bulk_filled(const struct bulk *bulk, int64_t last_test)
+{
+    int64_t need = last_test + 17 - bulk->first;
+    return bulk->first + (need > 0 ? 48 * ((need + 47) / 48) : 0);
+}
+
+/* The bit a stream's buffer has read to. */
+#define BULK_AT(bulk, p, count) ((bulk)->first + 8 * (int64_t)((p) - (bulk)->copy) - (count))
+
+/* Stream ``i`` starts an MCU (its buffer in the struct): its stop where the MCU would not be
+ * on the fast path or (in stream 0, the only one that knows) is past the scan's last; else
+ * its start kept where a fill in it might meet the marker. */
+static void bulk_mcu_start(struct bulk *bulk, int i)
+{
+    struct bulk_stream *s = &bulk->streams[i];
+    int64_t filled = s->last_test < 0 ? bulk->first : bulk_filled(bulk, s->last_test);
+    if ((filled - bulk->first) / 8 >= bulk->limit || (i == 0 && s->mcus == bulk->mcus)) {
+        s->stop = BULK_END;
+        bulk->changed = 1;
+        return;
+    }
+    if (BULK_AT(bulk, s->p, s->count) <= bulk->near_end)
+        return;
+    s->mcu_start.p = s->p;
+    s->mcu_start.bits = s->bits;
+    s->mcu_start.count = s->count;
+    memcpy(s->mcu_start.pred, s->pred, sizeof s->pred);
+    s->mcu_start.own = s->own;
+    s->mcu_start.records = s->recorded;
+    memcpy(s->mcu_start.low, s->low, sizeof s->low);
+    memcpy(s->mcu_start.high, s->high, sizeof s->high);
+}
+
+/* Stream ``i`` ends an MCU (its buffer in the struct): back to the MCU's start, and its stop,
+ * where a fill would meet the marker; then the next MCU's start. */
+static void bulk_mcu_end(struct bulk *bulk, int i)
+{
+    struct bulk_stream *s = &bulk->streams[i];
+    int64_t last_test = BULK_AT(bulk, s->p, s->count) - s->tail;
+    if (bulk_filled(bulk, last_test) > bulk->available) {
+        /* only an MCU that starts past near_end gets here, and it was kept */
+        s->p = s->mcu_start.p;
+        s->bits = s->mcu_start.bits;
+        s->count = s->mcu_start.count;
+        memcpy(s->pred, s->mcu_start.pred, sizeof s->pred);
+        s->own = s->mcu_start.own;
+        s->recorded = s->mcu_start.records;
+        memcpy(s->low, s->mcu_start.low, sizeof s->low);
+        memcpy(s->high, s->mcu_start.high, sizeof s->high);
+        s->stop = BULK_END;
+        bulk->changed = 1;
+        return;
+    }
+    s->last_test = last_test;
+    s->mcus++;
+    s->block = 0;
+    bulk_mcu_start(bulk, i);
+}
+
+/* Where a stream's bulk_mark next has work: at once while it records, else at its watch. */
+static void bulk_mark_from(struct bulk_stream *s)
+{
+    s->mark_from = s->records != NULL && s->recorded < BULK_RECORDS ? INT64_MIN : s->watch;
+}
+
+/* Stream ``i`` starts a block at bit ``at``, past its watch or while it records: whether it met
+ * the next stream there (its stop); if not, the block's record, where it keeps one. */
+static void bulk_mark(struct bulk *bulk, int i, int64_t at)
+{
+    struct bulk_stream *s = &bulk->streams[i];
+    while (s->next >= 0 && at >= s->watch) {
+        struct bulk_stream *t = &bulk->streams[s->next];
+        while (s->seen < t->recorded && t->records[s->seen].at < at)
+            s->seen++;
+        if (s->seen < t->recorded) {
+            const struct bulk_record *r = &t->records[s->seen];
+            if (r->at == at && r->block == s->block) {
+                s->stop = BULK_MET;
+                s->met_record = s->seen;
+                bulk->changed = 1;
+                return;
+            }
+            break;
         }
-        own_reading |= dc_drifts(w, pred, b, diff);
-        FAST_FILL(); /* an AC code follows */
-        for (int k = 1; k < 64;) {
-            entry = ac->joint[bits >> (64 - WALK_JOINT_AC_BITS)];
-            int next = k + (int)JOINT_ADVANCE(entry);
-            length = (int)JOINT_LENGTH(entry);
-            if (WALK_LIKELY(next < 64 && count - length > 16)) {
-                /* the block goes on after the entry (so none of its codes ended it), and no
-                 * test in it would fill */
-                bits <<= entry & 63;
-                count -= length;
-                k = next;
-                continue;
-            }
-            if (k > (int)JOINT_LAST_INDEX(entry)) {
-                /* no code fits the index, or the block ends within the entry */
-                int s, run;
-                FAST_SLOW_CODE(ac, s);
-                run = s >> 4;
-                s &= 15;
-                k += s ? run + 1 : run == 15 ? 16 : 64;
-                own_reading |= k > 64 && (s || run == 15);
-                if (s) {
-                    FAST_FILL();
-                    FAST_DROP(s);
-                }
-                if (k < 64 || more)
-                    FAST_FILL();
-                entry = 0;
-                continue;
-            }
-            k = next;
-            own_reading |= PAST_THE_BLOCK(next, entry);
-            if (count - length > 16) {
-                FAST_DROP(length);
-                continue;
-            }
-            before = (int)JOINT_BEFORE_TEST(entry);
-            FAST_DROP(before);
-            if (before < length) { /* a code alone: the test before its magnitude bits */
-                FAST_FILL();
-                FAST_DROP(length - before);
-            }
-            if (k < 64 || more)
-                FAST_FILL();
+        if (t->recorded < BULK_RECORDS && t->stop == BULK_RUNNING)
+            break; /* it has not come so far yet */
+        t->dead = 1; /* passed: this stream reads on in its place */
+        bulk->changed = 1;
+        s->next = t->next;
+        s->watch = s->next >= 0 ? bulk->streams[s->next].start : INT64_MAX;
+        s->seen = 0;
+    }
+    s->recording = NULL;
+    if (s->records != NULL && s->recorded < BULK_RECORDS) {
+        struct bulk_record *record = s->recording = &s->records[s->recorded++];
+        record->at = at;
+        memcpy(record->pred, s->pred, sizeof s->pred);
+        record->mcus = s->mcus;
+        record->own = s->own;
+        record->block = s->block;
+    }
+    bulk_mark_from(s);
+}
+
+/* Stream ``i`` starts block s->block on its buffer in bulk_run's locals: the look-out, the
+ * record, the block's DC. */
+static inline __attribute__((always_inline)) void
+bulk_block(struct bulk *bulk, int i, uint64_t *bits, int *count, const unsigned char **p,
+           int *k, const uint32_t **joint)
+{
+    struct bulk_stream *s = &bulk->streams[i];
+    struct walk *w = bulk->w;
+    int64_t at = BULK_AT(bulk, *p, *count);
+    if (at >= s->mark_from) {
+        bulk_mark(bulk, i, at);
+        if (s->stop != BULK_RUNNING)
+            return;
+    }
+    const struct huff_table *dc = w->block_dc[s->block];
+    if (*count < 32)
+        BULK_REFILL(*bits, *count, *p);
+    unsigned look = (unsigned)(*bits >> (64 - WALK_JOINT_DC_BITS));
+    uint32_t entry = dc->joint[look];
+    int size, length;
+    int64_t diff;
+    if (entry == JOINT_NONE) {
+        size = fast_symbol(*bits, dc, &length);
+        s->own += length > 16;
+        *bits <<= length;
+        *count -= length;
+        diff = dc_extend(TOP_BITS(*bits, size), size);
+    } else {
+        length = (int)(JOINT_LENGTH(entry));
+        size = DC_MAGNITUDE(entry);
+        diff = JOINT_BEFORE_TEST(entry) == JOINT_LENGTH(entry)
+                   ? dc->dc_diff[look]
+                   : dc_extend(TOP_BITS(*bits << (length - size), size), size);
+        length -= size;
+        *bits <<= length;
+        *count -= length;
+    }
+    *bits <<= size;
+    *count -= size;
+    int c = w->block_comp[s->block];
+    if (i == 0) {
+        s->own += dc_drifts(w, s->pred, s->block, diff);
+    } else {
+        s->pred[c] += diff;
+        if (s->recording != NULL) {
+            s->recording->dc = s->pred[c];
+            s->recording = NULL;
+        } else {
+            s->low[c] = s->pred[c] < s->low[c] ? s->pred[c] : s->low[c];
+            s->high[c] = s->pred[c] > s->high[c] ? s->pred[c] : s->high[c];
         }
     }
-    if (JOINT_TAIL(entry))
-        FAST_FILL_AT(count + (int)JOINT_TAIL(entry));
-    w->pos = pos;
-    w->bits_left = count;
-    w->buffer = count ? bits >> (64 - count) : 0;
-    w->own_reading |= own_reading;
-    memcpy(w->dc_pred, pred, sizeof pred);
+    *k = 1;
+    *joint = w->block_ac[s->block]->joint;
+}
+
+/* Stream ``i``'s AC step with ``entry``, the joint entry at its bits, where that entry ends
+ * the block or holds no code whole; then the next block, where the block ended. */
+static inline __attribute__((always_inline)) void
+bulk_step(struct bulk *bulk, int i, uint32_t entry, uint64_t *bits, int *count,
+          const unsigned char **p, int *k, const uint32_t **joint)
+{
+    struct bulk_stream *s = &bulk->streams[i];
+    struct walk *w = bulk->w;
+    int next = *k + (int)JOINT_ADVANCE(entry);
+    if (*k > (int)JOINT_LAST_INDEX(entry)) {
+        /* no code fits the index, or the block ends within the entry */
+        int size, length, run;
+        if (*count < 32)
+            BULK_REFILL(*bits, *count, *p);
+        size = fast_symbol(*bits, w->block_ac[s->block], &length);
+        s->own += length > 16;
+        *bits <<= length;
+        *count -= length;
+        run = size >> 4;
+        size &= 15;
+        *k += size ? run + 1 : run == 15 ? 16 : 64;
+        s->own += *k > 64 && (size || run == 15);
+        *bits <<= size;
+        *count -= size;
+        if (*k >= 64)
+            s->tail = size ? size : length;
+    } else {
+        *k = next;
+        s->own += PAST_THE_BLOCK(next, entry);
+        *bits <<= entry & 63;
+        *count -= (int)(entry & 63);
+        s->tail = BULK_TAIL(entry);
+    }
+    if (*k < 64)
+        return;
+    if (++s->block == w->blocks) {
+        s->p = *p, s->bits = *bits, s->count = *count;
+        bulk_mcu_end(bulk, i);
+        *p = s->p, *bits = s->bits, *count = s->count;
+        if (s->stop != BULK_RUNNING)
+            return;
+    }
+    bulk_block(bulk, i, bits, count, p, k, joint);
+}
+
+/* One stream's buffer in bulk_run's locals; the entry at its bits, and k after it; that entry
+ * taken; the locals put back. */
+#define BULK_LOCALS(j)                                                                     \
+    struct bulk_stream *s##j = &bulk->streams[active[j]];                                  \
+    uint64_t bits##j = s##j->bits;                                                         \
+    int count##j = s##j->count, k##j = s##j->k, next##j;                                   \
+    const unsigned char *p##j = s##j->p;                                                   \
+    const uint32_t *joint##j = s##j->joint;                                                \
+    uint32_t entry##j
+#define BULK_LOOK(j)                                                                       \
+    entry##j = joint##j[bits##j >> (64 - WALK_JOINT_AC_BITS)];                             \
+    next##j = k##j + (int)JOINT_ADVANCE(entry##j)
+#define BULK_TAKE(j)                                                                       \
+    (bits##j <<= entry##j & 63, count##j -= (int)(entry##j & 63), k##j = next##j)
+/* One stream's step in bulk_run's loop: its entry taken, or given to bulk_step; where that
+ * stops a stream or passes one, the loop ends at once, before a passed stream's step. */
+#define BULK_GO(j, out)                                                                    \
+    do {                                                                                   \
+        if (WALK_LIKELY(next##j < 64)) {                                                   \
+            BULK_TAKE(j);                                                                  \
+        } else {                                                                           \
+            bulk_step(bulk, active[j], entry##j, &bits##j, &count##j, &p##j, &k##j,        \
+                      &joint##j);                                                          \
+            BULK_REFILL(bits##j, count##j, p##j);                                          \
+            if (WALK_UNLIKELY(bulk->changed))                                              \
+                goto out;                                                                  \
+        }                                                                                  \
+    } while (0)
+#define BULK_SAVE(j)                                                                       \
+    (s##j->bits = bits##j, s##j->count = count##j, s##j->k = k##j, s##j->p = p##j,         \
+     s##j->joint = joint##j)
+
+/* The running streams in ``active``, in step, until one of them stops or another is passed.
+ * A refill leaves 56 bits or more, enough for two entries (27 bits at most each); bulk_step
+ * refills where it needs more, and BULK_GO after it. */
+static void bulk_run(struct bulk *bulk, const int *active, int count)
+{
+    if (count == 1) {
+        BULK_LOCALS(0);
+        for (;;) {
+            BULK_REFILL(bits0, count0, p0);
+            BULK_LOOK(0);
+            BULK_GO(0, out1);
+            BULK_LOOK(0);
+            BULK_GO(0, out1);
+        }
+    out1:
+        BULK_SAVE(0);
+    } else {
+        BULK_LOCALS(0);
+        BULK_LOCALS(1);
+        for (;;) {
+            BULK_REFILL(bits0, count0, p0);
+            BULK_REFILL(bits1, count1, p1);
+            BULK_LOOK(0);
+            BULK_LOOK(1);
+            BULK_GO(0, out2);
+            BULK_GO(1, out2);
+            BULK_LOOK(0);
+            BULK_LOOK(1);
+            BULK_GO(0, out2);
+            BULK_GO(1, out2);
+        }
+    out2:
+        BULK_SAVE(0);
+        BULK_SAVE(1);
+    }
+}
+
+/* ``count`` streams from their pieces' starts to their stops. */
+static void bulk_read(struct bulk *bulk, struct bulk_record *records, int count)
+{
+    struct walk *w = bulk->w;
+    for (int i = 0; i < count; i++) {
+        struct bulk_stream *s = &bulk->streams[i];
+        memset(s, 0, sizeof *s);
+        int64_t byte = bulk->limit * i / count;
+        s->p = bulk->copy + byte;
+        s->start = bulk->first + 8 * byte;
+        s->count = i == 0 ? w->bits_left : 0;
+        s->bits = i == 0 && s->count ? w->buffer << (64 - s->count) : 0;
+        if (i == 0)
+            memcpy(s->pred, w->dc_pred, sizeof s->pred);
+        s->last_test = -1;
+        s->records = i == 0 ? NULL : records + (size_t)(i - 1) * BULK_RECORDS;
+        for (int c = 0; c < 4; c++) {
+            s->low[c] = INT64_MAX;
+            s->high[c] = INT64_MIN;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        struct bulk_stream *s = &bulk->streams[i];
+        s->next = i + 1 < count ? i + 1 : -1;
+        s->watch = s->next >= 0 ? bulk->streams[s->next].start : INT64_MAX;
+        bulk_mark_from(s);
+        bulk_mcu_start(bulk, i);
+        if (s->stop == BULK_RUNNING)
+            bulk_block(bulk, i, &s->bits, &s->count, &s->p, &s->k, &s->joint);
+    }
+    for (;;) {
+        int active[BULK_STREAMS], running = 0;
+        for (int i = 0; i < count; i++)
+            if (bulk->streams[i].stop == BULK_RUNNING && !bulk->streams[i].dead)
+                active[running++] = i;
+        if (running == 0)
+            return;
+        bulk->changed = 0;
+        bulk_run(bulk, active, running);
+    }
+}
+
+/* The streams joined where each met the next: 1, and the walk where libjpeg-turbo would
+ * stand after them; 0 where they cannot be joined, the walk as it was. */
+static int bulk_join(struct bulk *bulk, size_t start)
+{
+    struct walk *w = bulk->w;
+    int64_t delta[4] = {0, 0, 0, 0};
+    uint64_t mcus = 0, own = 0, own_before = 0, mcus_before = 0;
+    int i = 0;
+    const struct bulk_record *met = NULL;
+    while (bulk->streams[i].stop == BULK_MET) {
+        const struct bulk_stream *s = &bulk->streams[i], *t = &bulk->streams[s->next];
+        if (s->met_record >= t->recorded) /* dropped by a stream going back from the marker */
+            return 0;
+        met = &t->records[s->met_record];
+        own += s->own - own_before;
+        mcus += s->mcus - mcus_before;
+        own_before = met->own;
+        mcus_before = met->mcus;
+        for (int c = 0; c < 4; c++)
+            delta[c] += s->pred[c] - met->pred[c];
+        /* the DCs it read from the meeting on, with the true predictors */
+        for (int r = s->met_record; r < t->recorded; r++) {
+            int c = w->block_comp[t->records[r].block];
+            int64_t dc = t->records[r].dc + delta[c];
+            own += dc > w->dc_limit[c] || dc < -w->dc_limit[c];
+        }
+        for (int c = 0; c < 4; c++)
+            own += t->low[c] <= t->high[c] &&
+                   (t->high[c] + delta[c] > w->dc_limit[c] ||
+                    t->low[c] + delta[c] < -w->dc_limit[c]);
+        i = s->next;
+    }
+    const struct bulk_stream *s = &bulk->streams[i];
+    mcus += s->mcus - mcus_before;
+    if (mcus > bulk->mcus) /* a stream read on past the scan's last MCU */
+        return 0;
+    own += s->own - own_before;
+    /* libjpeg-turbo's bit buffer holds the bits filled and not yet used, the last of those
+     * filled */
+    int64_t filled = mcus ? bulk_filled(bulk, s->last_test) : bulk->first;
+    int64_t from_copy = (filled - bulk->first) / 8;
+    int left = (int)(filled - BULK_AT(bulk, s->p, s->count));
+    uint64_t buffer = from_copy >= 8 ? load_be64(bulk->copy + from_copy - 8) : 0;
+    if (from_copy < 8) {
+        for (int64_t b = 0; b < from_copy; b++)
+            buffer = buffer << 8 | bulk->copy[b];
+        buffer = from_copy > 0 ? buffer | w->buffer << (8 * from_copy) : w->buffer;
+    }
+    w->buffer = left ? buffer & (~(uint64_t)0 >> (64 - left)) : 0;
+    w->bits_left = left;
+    w->pos = bulk_file_position(bulk->copy, start, (size_t)from_copy);
+    w->own_reading |= own > 0;
+    for (int c = 0; c < 4; c++)
+        w->dc_pred[c] = s->pred[c] + delta[c];
+    w->mcu += mcus;
     return 1;
+}
+
+/* The MCUs from w->mcu on, as above, while they stay on libjpeg-turbo's fast path (where it
+ * takes the first: no restart interval, no marker met, ``fast_bytes`` left); the walk then
+ * stands where libjpeg-turbo would. ``streams`` is the most to read with, ``piece`` the
+ * fewest bytes each is given. WALK_OK, or WALK_NO_MEMORY with the walk as it was. */
+static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, int streams, size_t piece)
+{
+    const size_t start = w->pos;
+    size_t records_at = (w->n - start + BULK_PAD + 15) & ~(size_t)15;
+    unsigned char *copy =
+        malloc(records_at + sizeof(struct bulk_record) * BULK_RECORDS * (BULK_STREAMS - 1));
+    if (copy == NULL)
+        return WALK_NO_MEMORY;
+    size_t limit, made = bulk_unstuff(w->data, start, w->n, w->n - fast_bytes + 1, copy, &limit);
+    memset(copy + made, 0, BULK_PAD);
+    struct bulk_record *records = (struct bulk_record *)(copy + records_at);
+    struct bulk bulk_state, *bulk = &bulk_state;
+    bulk->w = w;
+    bulk->copy = copy;
+    bulk->first = w->bits_left;
+    bulk->available = bulk->first + 8 * (int64_t)made;
+    /* an MCU's codes span at most 32 bits a coefficient; then a fill of 48 after 17 */
+    bulk->near_end = bulk->available - (int64_t)w->blocks * 64 * 32 - 17 - 48;
+    bulk->limit = (int64_t)limit;
+    bulk->mcus = w->mcus - w->mcu;
+    if (streams > BULK_STREAMS)
+        streams = BULK_STREAMS;
+    while (streams > 1 && limit / (size_t)streams < (piece ? piece : 1))
+        streams--;
+    bulk_read(bulk, records, streams);
+    if (!bulk_join(bulk, start)) {
+        bulk_read(bulk, records, 1);
+        bulk_join(bulk, start);
+    }
+    free(copy);
+    return WALK_OK;
 }
 
 /* process_restart and read_restart_marker: whole bytes left in the bit buffer count as
@@ -1209,24 +1593,24 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
     w->next_restart = 0;
     unsigned restarts_to_go = w->restart_interval;
     size_t fast_bytes = (size_t)WALK_FAST_BYTES * (size_t)w->blocks;
-    struct fast_reader reader = {w->data, 0, w->n, 0, 0, 0};
     for (w->mcu = 0; w->mcu < w->mcus; w->mcu++) {
-        int fast = 1;
         if (w->restart_interval) {
             if (restarts_to_go == 0) {
                 if ((state = walk_restart(w)) != WALK_OK)
                     return state;
                 restarts_to_go = w->restart_interval;
             }
-            fast = 0;
-        }
-        if (w->n - w->pos < fast_bytes || w->unread_marker != 0)
-            fast = 0;
-        if (!fast || !fast_mcu(w, &reader))
-            if ((state = slow_mcu(w)) != WALK_OK)
-                return state;
-        if (w->restart_interval)
             restarts_to_go--;
+        } else if (w->n - w->pos >= fast_bytes && w->unread_marker == 0) {
+            /* the fast path from here, as far as it goes; the MCU it stops at (if any) is the
+             * slow path's, whose fills may leave the next on the fast path again */
+            if ((state = bulk_mcus(w, fast_bytes, BULK_STREAMS, w->bulk_piece)) != WALK_OK)
+                return state;
+            if (w->mcu == w->mcus)
+                break;
+        }
+        if ((state = slow_mcu(w)) != WALK_OK)
+            return state;
     }
     return WALK_OK;
 }
@@ -1365,41 +1749,40 @@ static enum walk_state walk_jpeg(struct walk *w)
     }
 }
 
-/* Walks the bytes-like sole argument of ``call``: the walk (the caller frees it, and releases
- * ``view``), its state in ``*state``; NULL with an exception set and nothing held. */
-static struct walk *walk_argument(const char *call, PyObject *const *args, Py_ssize_t nargs,
-                                  Py_buffer *view, enum walk_state *state)
-{
-    if (nargs != 1) {
-        PyErr_Format(PyExc_TypeError, "%s(data) takes 1 argument", call);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    struct walk *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        PyBuffer_Release(view);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    w->data = view->buf;
-    w->n = (size_t)view->len;
-    *state = walk_jpeg(w);
-    Py_END_ALLOW_THREADS
-    return w;
-}
-
-/* jpeg_scan_damage(data): see the module's docstring below. */
+/* jpeg_scan_damage(data[, piece]): see the module's docstring below. */
 static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    Py_buffer view;
-    enum walk_state state;
-    struct walk *w = walk_argument("jpeg_scan_damage", args, nargs, &view, &state);
-    if (w == NULL)
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "jpeg_scan_damage(data[, piece]) takes 1 or 2 arguments");
         return NULL;
+    }
+    size_t piece = BULK_MIN_PIECE;
+    if (nargs == 2) {
+        piece = PyLong_AsSize_t(args[1]);
+        if (piece == (size_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    struct walk *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    enum walk_state state;
+    Py_BEGIN_ALLOW_THREADS
+    w->data = view.buf;
+    w->n = (size_t)view.len;
+    w->bulk_piece = piece;
+    state = walk_jpeg(w);
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    if (state == WALK_NO_MEMORY) {
+        free(w);
+        return PyErr_NoMemory();
+    }
     PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason)
                        : w->own_reading      ? Py_NewRef(Py_False)
                                              : Py_NewRef(Py_None);
@@ -1952,13 +2335,14 @@ static PyMethodDef methods[] = {
      "rename it to ``path``; on a failure after creating it, remove it. Raises the OSError "
      "of the system call that failed, as the os module's calls would."},
     {"jpeg_scan_damage", (PyCFunction)(void (*)(void))jpeg_scan_damage, METH_FASTCALL,
-     "jpeg_scan_damage(data) -> str | None | False\n\nThe first warning or error "
+     "jpeg_scan_damage(data, piece=16384) -> str | None | False\n\nThe first warning or error "
      "libjpeg-turbo meets in the scans of the sequential Huffman JPEG file ``data`` (a "
      "bytes-like object), in its words; None where it meets none, and where ``data`` is no "
      "such file (progressive, arithmetic-coded, 12-bit, a header libjpeg-turbo refuses, cut "
      "short without EOI); False where it meets none but reads codes silently in a way of its "
      "own: a bad code its fast path takes for a 0, a coefficient past a block's end, or a DC "
-     "no encoder of 8-bit samples writes."},
+     "no encoder of 8-bit samples writes. A scan is read in up to two pieces at once, "
+     "each of ``piece`` bytes or more; the answer is the same for any ``piece``."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, their (data offset, length) pairs as native uint64 "

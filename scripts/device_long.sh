@@ -10,6 +10,9 @@
 # 3. The soak (`benchmarks/soak.py`): SOAK_RUNS consecutive runs of each kind (2400 JPEGs, 480
 #    PNGs, 10 clips, pan_long.mp4), under the watchdog that dumps a stalled run's stacks; no
 #    run starts after SOAK_BUDGET_S.
+# 4. Where WALK_AGAINST names a build of an earlier edgecli/_native.c (carried, as this host
+#    has no compiler for it), the walk of a JPEG's scans with it and with this tree's, one
+#    thread, alternated (`benchmarks/jpeg_scans.py --against`), before the long runs.
 #
 # The host has no video encoder and no FFmpeg: only bench_data/pan.mp4 (3.3 MB at 1080p,
 # `make_bench_media.py --only video`) is carried; pan_long.mp4 (10 copies) and pan_long40.mp4
@@ -22,8 +25,8 @@
 # $OUT/timeline.txt, $OUT/gpu_decode_long.json and $OUT/soak.tar.gz (the soak's table, every
 # run, and the stacks and stderr of every run that went wrong); the two tables come last.
 # Environment: OUT (default bench_out), DATA (bench_data), PYTHON (python3), LONG_BUDGET_S
-# (360), SOAK_RUNS (5), SOAK_BUDGET_S (120), SOAK_INTO (disk); LONG_ARGS and SOAK_ARGS, more
-# options for each (on a machine without a GPU: LONG_ARGS=--skip-gpu).
+# (360), SOAK_RUNS (5), SOAK_BUDGET_S (120), SOAK_INTO (disk), WALK_AGAINST (none); LONG_ARGS
+# and SOAK_ARGS, more options for each (on a machine without a GPU: LONG_ARGS=--skip-gpu).
 set -euo pipefail
 
 LONG_BUDGET_S=${LONG_BUDGET_S:-360}
@@ -44,6 +47,11 @@ long_and_soak() {
     "$PYTHON" scripts/make_bench_media.py --out "$DATA" --long-copies 10
     "$PYTHON" scripts/make_bench_media.py --out "$DATA" --long-copies 40 \
         --long-name pan_long40.mp4
+    if [[ -n "${WALK_AGAINST:-}" ]]; then
+        echo "== the walk of a JPEG's scans against $WALK_AGAINST (benchmarks/jpeg_scans.py)"
+        "$PYTHON" benchmarks/jpeg_scans.py "$DATA/q95/jpeg" --rounds 0 \
+            --against "$WALK_AGAINST" || true
+    fi
     echo "== long runs: benchmarks/gpu_decode.py --long-runs"
     "$PYTHON" benchmarks/gpu_decode.py --long-runs --data "$DATA" --jpeg "$DATA/q95/jpeg" \
         --budget-s "$LONG_BUDGET_S" --json "$OUT/gpu_decode_long.json" ${LONG_ARGS:-} || true

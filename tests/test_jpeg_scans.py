@@ -24,6 +24,37 @@ SIZES = [(1, 1), (1, 37), (37, 1), (17, 33), (120, 160)]
 MUTATIONS = ["overwrite", "zero", "flip", "truncate", "insert", "remove"]
 
 
+# jpeg_scan_damage reads a scan in up to two pieces at once, each of ``piece`` bytes or more,
+# and joins them where their Huffman codes fall into step: these pieces cut the test files'
+# scans at every few bytes, and the default (16 KiB) leaves a small file in one piece.
+PIECES = (1, 5, 300)
+
+
+class EveryPiece:
+    """edgecli._native with a jpeg_scan_damage that reads each file in the default pieces and
+    in every size of PIECES, and holds all those verdicts equal."""
+
+    def __init__(self, c):
+        self._c = c
+
+    def __getattr__(self, name):
+        return getattr(self._c, name)
+
+    def jpeg_scan_damage(self, data):
+        verdict = self._c.jpeg_scan_damage(data)
+        for piece in PIECES:
+            assert self._c.jpeg_scan_damage(data, piece) == verdict, piece
+        return verdict
+
+
+@pytest.fixture(autouse=True)
+def every_piece(monkeypatch):
+    """Every verdict in this module, libjpeg-turbo's own held against it, is also the verdict
+    of the scans read in small pieces."""
+    if native.c is not None:
+        monkeypatch.setattr(native, "c", EveryPiece(native.c))
+
+
 def encode(
     sampling: str, height: int, width: int, restarts: int, optimize: bool, quality=90, seed=None
 ):
@@ -131,6 +162,27 @@ def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
     assert 100 < sum(v[1] is not None for v in found) < len(found) - 50
 
 
+def test_frames_read_in_pieces_are_damaged_where_libjpeg_warns(complaint):
+    """Frames of 1280x720 and 1920x1080, large enough to be read in two pieces by default,
+    whole and damaged: the same verdicts as libjpeg-turbo."""
+    bases = [
+        encode(sampling, height, width, 0, optimize, quality=quality, seed=seed)
+        for seed, (sampling, (height, width), optimize, quality) in enumerate(
+            [
+                ("420", (1080, 1920), False, 95),
+                ("444", (720, 1280), True, 90),
+                ("422", (720, 1280), False, 75),
+                ("gray", (1080, 1920), True, 95),
+            ]
+        )
+    ]
+    assert min(len(data) for data in bases) > 2 * 16384
+    assert [(complaint(data), scan_damage(data)) for data in bases] == [(None, None)] * 4
+    found = verdicts(complaint, bases, 8, seed=41)
+    assert disagree(found) == []
+    assert 10 < sum(v[1] is not None for v in found) < len(found) - 5
+
+
 def noise(sampling: str, height: int, width: int, optimize: bool) -> bytes:
     """A JPEG of random pixels at quality 100: long codes with many magnitude bits, blocks
     that run to their 63rd coefficient, and a stuffed FF byte every few hundred."""
@@ -161,6 +213,10 @@ def test_markers_in_scans_get_libjpegs_first_warning(complaint):
         encode(s, 240, 320, restarts, False, 95) for s in ("444", "420") for restarts in (0, 5)
     ]
     bases += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
+    # Gray blocks of a few bits: after the slow path reads the MCU whose fast fills meet the
+    # marker, libjpeg-turbo takes the next ones on its fast path again, while they need none.
+    flat = np.full((64, 512), 128, np.uint8)
+    bases += [cv2.imencode(".jpg", flat)[1].tobytes(), encode("gray", 64, 512, 0, False, 30)]
     rng = random.Random(40)
     words = []
     for _ in range(1000):
@@ -275,22 +331,36 @@ def dc_code(codes: dict, diff: int) -> str:
     return codes[0, size] + bits
 
 
-@pytest.mark.parametrize("odd_block", [1, 999], ids=["fast path", "slow path"])
+@pytest.mark.parametrize(
+    "odd_block", [1, 2999, 3998], ids=["fast path", "fast path, late", "slow path"]
+)
 @pytest.mark.parametrize("past", [0, 1], ids=["the largest DC an encoder writes", "one more"])
 def test_a_dc_no_encoder_writes_is_libjpegs_alone(odd_block, past, complaint):
-    """A gray file of 1000 blocks of DC difference 0 but one, which takes the DC to the
-    largest an encoder of 8-bit samples writes at the file's DC step, or one more: the kind a
-    damaged scan's misread bits drift to, which takes the inverse DCT's samples far out of
-    range, where libjpeg-turbo's arithmetic and other decoders' part. libjpeg-turbo decodes
-    both without a word; scan_damage passes the first and leaves the second to it, on its
-    fast path and its slow one, and the CPU decodes it as cv2 does."""
-    base = encode("gray", 8, 8000, restarts=0, optimize=False)
+    """A gray file of 4000 blocks of small DC differences and coefficients but one, which
+    takes the DC to the largest an encoder of 8-bit samples writes at the file's DC step, or
+    one more, and the next, which takes it back: the kind a damaged scan's misread bits drift
+    to, which takes the inverse DCT's samples far out of range, where libjpeg-turbo's
+    arithmetic and other decoders' part. libjpeg-turbo decodes both without a word;
+    scan_damage passes the first and leaves the second to it, on its fast path (early, and
+    late in the last of the pieces a scan is read in) and its slow one, and the CPU decodes
+    it as cv2 does."""
+    base = encode("gray", 8, 32000, restarts=0, optimize=False)
     step = dc_step(base)
     largest = (1024 + step) // step
     codes = standard_codes(base)
-    plain = codes[0, 0x00] + codes[1, 0x00]
-    odd = dc_code(codes, largest + past) + codes[1, 0x00]
-    data = with_scan(base, "".join(odd if b == odd_block else plain for b in range(1000)))
+    rng = random.Random(odd_block)
+    bits, dc = [], 0
+    for block in range(4000):
+        if block == odd_block:
+            diff, before = largest + past - dc, dc
+        elif block == odd_block + 1:
+            diff = before - dc
+        else:
+            diff = rng.choice([-1, 0, 1]) if abs(dc) < 50 else -dc // abs(dc)
+        dc += diff
+        coefficient = codes[1, 0x01] + rng.choice("01") if rng.random() < 0.5 else ""
+        bits.append(dc_code(codes, diff) + coefficient + codes[1, 0x00])
+    data = with_scan(base, "".join(bits))
     assert complaint(data) is None
     if not past:
         assert scan_damage(data) is None
@@ -298,6 +368,65 @@ def test_a_dc_no_encoder_writes_is_libjpegs_alone(odd_block, past, complaint):
     assert scan_damage(data) is LIBJPEG_ONLY
     frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     assert np.array_equal(decode_image(Path("odd.jpg"), data, 10**8), frame)
+
+
+def huffman_segment(kind: int, lengths: dict[int, int]) -> tuple[bytes, dict[int, str]]:
+    """A DHT segment of table 0 of class ``kind`` (0: DC, 1: AC) whose codes have these lengths
+    by symbol, and those codes as bit strings, as a decoder assigns them."""
+    symbols = sorted(lengths, key=lambda symbol: (lengths[symbol], symbol))
+    counts = [sum(length == n for length in lengths.values()) for n in range(1, 17)]
+    codes, code, length = {}, 0, 1
+    for symbol in symbols:
+        code <<= lengths[symbol] - length
+        length = lengths[symbol]
+        codes[symbol] = format(code, f"0{length}b")
+        code += 1
+    body = bytes([kind << 4]) + bytes(counts) + bytes(symbols)
+    return b"\xff\xc4" + (2 + len(body)).to_bytes(2, "big") + body, codes
+
+
+def test_scans_of_the_longest_codes_are_read_whole(complaint):
+    """A gray file whose tables give the largest DC differences 16-bit codes and the largest
+    coefficients (of 10 and 15 magnitude bits) 12- and 16-bit ones, with 8000 blocks of them
+    (up to 31 bits a code and its magnitude, back to back, where the bit buffer runs lowest):
+    libjpeg-turbo reads it without a word, and so does scan_damage, in every piece."""
+    dc_table, dc = huffman_segment(0, {0: 2, 11: 16} | {size: size + 1 for size in range(1, 11)})
+    ac_lengths = {0x00: 2, 0xF0: 4, 0x0F: 12, 0x1F: 16} | {run << 4 | 10: 12 for run in range(16)}
+    ac_table, ac = huffman_segment(1, ac_lengths)
+    rng = random.Random(42)
+    bits, predictor = [], 0
+    for _ in range(8000):
+        if rng.random() < 0.5:  # to 1024, the largest DC at a step of 1, or back to 0
+            bits.append(dc[11] + ("01111111111" if predictor else "10000000000"))
+            predictor = 1024 - predictor
+        else:
+            bits.append(dc[0])
+        k = 1
+        while k < 64:
+            run = rng.randrange(min(16, 64 - k))
+            pick = rng.random()
+            if pick < 0.1:
+                break
+            if pick < 0.15 and k + 16 <= 64:
+                bits.append(ac[0xF0])
+                k += 16
+            elif pick < 0.4 and k + 2 <= 64:  # no encoder of 8-bit samples writes 15 bits
+                size = rng.choice([0x0F, 0x1F])
+                bits.append(ac[size] + format(rng.randrange(1 << 15), "015b"))
+                k += 1 + (size >> 4)
+            else:
+                bits.append(ac[run << 4 | 10] + format(rng.randrange(1024), "010b"))
+                k += run + 1
+        if k < 64:
+            bits.append(ac[0x00])
+    width = 8 * 8000
+    header = b"\xff\xd8\xff\xdb\x00\x43\x00" + bytes([1] * 64)
+    header += b"\xff\xc0\x00\x0b\x08\x00\x08" + width.to_bytes(2, "big") + b"\x01\x01\x11\x00"
+    header += dc_table + ac_table + b"\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00"
+    data = with_scan(header + b"\xff\xd9", "".join(bits))
+    assert len(data) > 2 * 16384
+    assert complaint(data) is None
+    assert scan_damage(data) is None
 
 
 def dc_step(data: bytes) -> int:
