@@ -965,7 +965,8 @@ static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
 
 /* The bytes from ``at`` as GET_BYTE reads them, into ``out``: how many, up to the first FF
  * not followed by 00, or the file's last byte (GET_BYTE looks at the byte after each).
- * ``*limit`` gets how many of them lie within the file's first ``start_by`` bytes. */
+ * ``*limit`` gets how many places there are among them for an MCU to start at within the
+ * file's first ``start_by`` bytes: before each byte there, and before the marker. */
 static size_t bulk_unstuff(const unsigned char *d, size_t at, size_t n, size_t start_by,
                            unsigned char *out, size_t *limit)
 {
@@ -979,8 +980,13 @@ static size_t bulk_unstuff(const unsigned char *d, size_t at, size_t n, size_t s
             *limit = made + (start_by - at < run ? start_by - at : run);
         made += run;
         at += run;
-        if (!ff || d[at + 1] != 0)
+        if (!ff)
             break;
+        if (d[at + 1] != 0) { /* a marker: an MCU may start right before it */
+            if (at < start_by)
+                *limit = made + 1;
+            break;
+        }
         if (at < start_by)
             *limit = made + 1;
         out[made++] = 0xFF;

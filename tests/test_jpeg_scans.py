@@ -230,6 +230,24 @@ def test_markers_in_scans_get_libjpegs_first_warning(complaint):
     assert sum(w == "premature end of data segment" for w in words) > 300
 
 
+def test_a_marker_where_an_mcu_starts_gets_libjpegs_first_warning(complaint):
+    """A gray file of 4000 blocks of a few bits each, with two stuffed FF bytes (no code) and a
+    marker put in at each of 48 bytes in turn: wherever libjpeg-turbo's reading stands right
+    before the marker as an MCU starts, it reads the next MCUs on its fast path while they
+    need no bytes (the bad code silently), and warns where the slow path meets the marker;
+    scan_damage says the same, in the same words."""
+    base = encode("gray", 8, 32000, restarts=0, optimize=False, quality=30)
+    sos = base.index(b"\xff\xda")
+    middle = (sos + len(base)) // 2
+    found = []
+    for at in range(middle, middle + 48):
+        data = base[:at] + b"\xff\x00\xff\x00\xff\xd3" + base[at:]
+        warning = complaint(data).removeprefix("warning: Corrupt JPEG data: ")
+        assert scan_damage(data).startswith(f"corrupt JPEG data ({warning}")
+        found.append(warning)
+    assert {"bad Huffman code", "premature end of data segment"} <= set(found)
+
+
 def without_tables(data: bytes) -> bytes:
     """``data`` without its DHT segments, as motion-JPEG frames come: libjpeg-turbo decodes
     them with the standard tables, which cv2 writes unless it optimizes them."""
