@@ -164,7 +164,8 @@ def test_files_of_a_scan_a_component_are_damaged_where_libjpeg_warns(complaint):
 
 def test_frames_read_in_pieces_are_damaged_where_libjpeg_warns(complaint):
     """Frames of 1280x720 and 1920x1080, large enough to be read in two pieces by default,
-    whole and damaged: the same verdicts as libjpeg-turbo."""
+    whole, damaged, and with markers put in their scans: the same verdicts as libjpeg-turbo,
+    and where it warns of the markers, its words."""
     bases = [
         encode(sampling, height, width, 0, optimize, quality=quality, seed=seed)
         for seed, (sampling, (height, width), optimize, quality) in enumerate(
@@ -181,6 +182,15 @@ def test_frames_read_in_pieces_are_damaged_where_libjpeg_warns(complaint):
     found = verdicts(complaint, bases, 8, seed=41)
     assert disagree(found) == []
     assert 10 < sum(v[1] is not None for v in found) < len(found) - 5
+    rng, warned = random.Random(42), 0
+    for _ in range(100):
+        data = marked(rng.choice(bases), rng)
+        warning = complaint(data)
+        if warning is not None and warning.startswith("warning: Corrupt JPEG data: "):
+            words = warning.removeprefix("warning: Corrupt JPEG data: ")
+            assert scan_damage(data).startswith(f"corrupt JPEG data ({words}")
+            warned += 1
+    assert warned > 80
 
 
 def noise(sampling: str, height: int, width: int, optimize: bool) -> bytes:
