@@ -23,7 +23,8 @@ DEV_SPEC := .[dev,kernel-check$(addprefix $(comma),$(CUDA_EXTRA))]
 
 .PHONY: install install-dev demo test test-gpu lint kernel-check bench-kernel bench-media \
 	bench-e2e bench-canny bench-soak bench-jpeg-scans bench-png bench-png-threads \
-	bench-pays bench-png-decode bench-cpu bench-scale sample-frames clean turbojpeg
+	bench-pays bench-png-decode bench-png-reads bench-cpu bench-scale sample-frames clean \
+	turbojpeg
 
 $(RUN_STAMP): pyproject.toml setup.py edgecli/_native.c
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +118,10 @@ bench-jpeg-scans: $(DEV_STAMP)
 # need a GPU (scripts/device_png.sh runs them there); elsewhere they are left out.
 bench-png-decode: $(DEV_STAMP)
 	$(PY) benchmarks/png_decode.py
+
+# A run's reads of PNG frames alone, by what becomes of each file's bytes (freed, kept, pooled).
+bench-png-reads: $(DEV_STAMP)
+	$(PY) benchmarks/png_reads.py
 
 # 1-bit PNG encoding: edgecli's encoder against OpenCV's (CPU only).
 bench-png: $(DEV_STAMP)

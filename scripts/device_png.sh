@@ -3,7 +3,8 @@
 # minutes: the GPU tests of the PNG path, the inflate kernel's fuzz tests under
 # compute-sanitizer memcheck (where the host has it), then the PNG benchmark
 # (benchmarks/png_decode.py: the CPU floor, whole runs of 2,400 and 12,000 frames with
-# --decode cpu and gpu into tmpfs, outputs compared, the kernels alone, a table last), and,
+# --decode cpu and gpu into tmpfs, outputs compared, the kernels alone, a table last) after
+# the workers' reads alone by what becomes of the bytes (benchmarks/png_reads.py), and,
 # where time is left, where a 12,000-frame --decode gpu run's threads spend their time
 # (benchmarks/profile_run.py).
 #
@@ -55,6 +56,12 @@ else
     echo "compute-sanitizer: not found (PATH, /usr/local/cuda*/bin, /opt/nvidia): no memcheck run" \
         | tee "$OUT/memcheck.txt"
     memcheck_rc=missing
+fi
+
+step "the reads, by what becomes of each file's bytes (benchmarks/png_reads.py)"
+if [[ -d "$DATA/png_ffmpeg" ]]; then
+    timeout 90 "$PYTHON" benchmarks/png_reads.py --pngs "$DATA/png_ffmpeg" 2>&1 \
+        | tee "$OUT/png_reads.txt"
 fi
 
 step "the PNG benchmark"
