@@ -966,9 +966,10 @@ static int fast_symbol(uint64_t bits, const struct huff_table *t, int *length)
 /* The bytes from ``at`` as GET_BYTE reads them, into ``out``: how many, up to the first FF
  * not followed by 00, or the file's last byte (GET_BYTE looks at the byte after each).
  * ``*limit`` gets how many places there are among them for an MCU to start at within the
- * file's first ``start_by`` bytes: before each byte there, and before the marker. */
+ * file's first ``start_by`` bytes: before each byte there, and before the marker; ``*end``,
+ * where in the file the bytes after them begin. */
 static size_t bulk_unstuff(const unsigned char *d, size_t at, size_t n, size_t start_by,
-                           unsigned char *out, size_t *limit)
+                           unsigned char *out, size_t *limit, size_t *end)
 {
     size_t made = 0;
     *limit = 0;
@@ -992,17 +993,8 @@ static size_t bulk_unstuff(const unsigned char *d, size_t at, size_t n, size_t s
         out[made++] = 0xFF;
         at += 2;
     }
+    *end = at;
     return made;
-}
-
-/* Where in the file the copy's byte ``count`` begins, the copy made by bulk_unstuff from
- * ``start``: each FF in it stood for an FF 00. */
-static size_t bulk_file_position(const unsigned char *copy, size_t start, size_t count)
-{
-    size_t stuffed = 0;
-    for (size_t i = 0; i < count; i++)
-        stuffed += copy[i] == 0xFF;
-    return start + count + stuffed;
 }
 
 /* The bits after a joint entry's last test (see make_joint): JOINT_TAIL, or for an entry of one
@@ -1074,6 +1066,7 @@ struct bulk_stream {
 struct bulk {
     struct walk *w;
     const unsigned char *copy;
+    size_t made, end;  /* the copy's bytes, and where in the file the bytes after them begin */
     int64_t first;     /* the walk's bits before the copy's first byte */
     int64_t available; /* the bits before the marker */
     int64_t near_end;  /* an MCU that starts past this bit may have a fill meet the marker */
@@ -1403,7 +1396,7 @@ static void bulk_read(struct bulk *bulk, struct bulk_record *records, int count)
 
 /* The streams joined where each met the next: 1, and the walk where libjpeg-turbo would
  * stand after them; 0 where they cannot be joined, the walk as it was. */
-static int bulk_join(struct bulk *bulk, size_t start)
+static int bulk_join(struct bulk *bulk)
 {
     struct walk *w = bulk->w;
     int64_t delta[4] = {0, 0, 0, 0};
@@ -1451,7 +1444,11 @@ static int bulk_join(struct bulk *bulk, size_t start)
     }
     w->buffer = left ? buffer & (~(uint64_t)0 >> (64 - left)) : 0;
     w->bits_left = left;
-    w->pos = bulk_file_position(bulk->copy, start, (size_t)from_copy);
+    /* where the copy's byte from_copy begins in the file: as far before its end as the bytes
+     * after it took there, an FF 00 for each FF */
+    w->pos = bulk->end;
+    for (size_t b = (size_t)from_copy; b < bulk->made; b++)
+        w->pos -= bulk->copy[b] == 0xFF ? 2 : 1;
     w->own_reading |= own > 0;
     for (int c = 0; c < 4; c++)
         w->dc_pred[c] = s->pred[c] + delta[c];
@@ -1471,12 +1468,15 @@ static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, int streams,
         malloc(records_at + sizeof(struct bulk_record) * BULK_RECORDS * (BULK_STREAMS - 1));
     if (copy == NULL)
         return WALK_NO_MEMORY;
-    size_t limit, made = bulk_unstuff(w->data, start, w->n, w->n - fast_bytes + 1, copy, &limit);
+    size_t limit, end;
+    size_t made = bulk_unstuff(w->data, start, w->n, w->n - fast_bytes + 1, copy, &limit, &end);
     memset(copy + made, 0, BULK_PAD);
     struct bulk_record *records = (struct bulk_record *)(copy + records_at);
     struct bulk bulk_state, *bulk = &bulk_state;
     bulk->w = w;
     bulk->copy = copy;
+    bulk->made = made;
+    bulk->end = end;
     bulk->first = w->bits_left;
     bulk->available = bulk->first + 8 * (int64_t)made;
     /* an MCU's codes span at most 32 bits a coefficient; then a fill of 48 after 17 */
@@ -1488,9 +1488,9 @@ static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, int streams,
     while (streams > 1 && limit / (size_t)streams < (piece ? piece : 1))
         streams--;
     bulk_read(bulk, records, streams);
-    if (!bulk_join(bulk, start)) {
+    if (!bulk_join(bulk)) {
         bulk_read(bulk, records, 1);
-        bulk_join(bulk, start);
+        bulk_join(bulk);
     }
     free(copy);
     return WALK_OK;
