@@ -223,8 +223,7 @@ def test_markers_in_scans_get_libjpegs_first_warning(complaint):
         encode(s, 240, 320, restarts, False, 95) for s in ("444", "420") for restarts in (0, 5)
     ]
     bases += [p.read_bytes() for p in sorted(ROOT.glob("tests/data/scans_*.jpg"))]
-    # Gray blocks of a few bits: after the slow path reads the MCU whose fast fills meet the
-    # marker, libjpeg-turbo takes the next ones on its fast path again, while they need none.
+    # Gray blocks of a few bits: MCUs that need no more bytes, where the marker is near.
     flat = np.full((64, 512), 128, np.uint8)
     bases += [cv2.imencode(".jpg", flat)[1].tobytes(), encode("gray", 64, 512, 0, False, 30)]
     rng = random.Random(40)
