@@ -10,9 +10,9 @@
 # 3. The soak (`benchmarks/soak.py`): SOAK_RUNS consecutive runs of each kind (2400 JPEGs, 480
 #    PNGs, 10 clips, pan_long.mp4), under the watchdog that dumps a stalled run's stacks; no
 #    run starts after SOAK_BUDGET_S.
-# 4. Where WALK_AGAINST names a build of an earlier edgecli/_native.c (carried, as this host
-#    has no compiler for it), the walk of a JPEG's scans with it and with this tree's, one
-#    thread, alternated (`benchmarks/jpeg_scans.py --against`), before the long runs.
+# 4. Where WALK_AGAINST names a build of an earlier edgecli/_native.c (made and carried like
+#    this tree's), the walk of a JPEG's scans with it and with this tree's, one thread,
+#    alternated (`benchmarks/jpeg_scans.py --against`), before the long runs.
 #
 # The host has no video encoder and no FFmpeg: only bench_data/pan.mp4 (3.3 MB at 1080p,
 # `make_bench_media.py --only video`) is carried; pan_long.mp4 (10 copies) and pan_long40.mp4
