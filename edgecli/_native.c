@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1755,6 +1756,20 @@ static enum walk_state walk_jpeg(struct walk *w)
     }
 }
 
+/* The walk's verdict as jpeg_scan_damage gives it; the walk freed. */
+static PyObject *walk_verdict(struct walk *w, enum walk_state state)
+{
+    if (state == WALK_NO_MEMORY) {
+        free(w);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason)
+                       : w->own_reading      ? Py_NewRef(Py_False)
+                                             : Py_NewRef(Py_None);
+    free(w);
+    return result;
+}
+
 /* jpeg_scan_damage(data[, piece]): see the module's docstring below. */
 static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1785,14 +1800,96 @@ static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ss
     state = walk_jpeg(w);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    if (state == WALK_NO_MEMORY) {
-        free(w);
+    return walk_verdict(w, state);
+}
+
+/* read_walked(path): see the module's docstring below. */
+static PyObject *read_walked(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *path;
+    if (!PyUnicode_FSConverter(arg, &path))
+        return NULL;
+    const char *name = PyBytes_AsString(path);
+    int fd, error = 0;
+    struct stat info;
+    Py_BEGIN_ALLOW_THREADS
+    fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        error = errno;
+    else if (fstat(fd, &info) != 0)
+        error = errno;
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    if (error) {
+        if (fd >= 0)
+            close(fd);
+        errno = error;
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+    }
+    if (!S_ISREG(info.st_mode) || info.st_size <= 0) { /* read_file's, which says why */
+        close(fd);
+        Py_RETURN_NONE;
+    }
+    size_t size = (size_t)info.st_size;
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    struct walk *w = data ? calloc(1, sizeof *w) : NULL;
+    if (w == NULL) {
+        close(fd);
+        Py_XDECREF(data);
         return PyErr_NoMemory();
     }
-    PyObject *result = state == WALK_DAMAGED ? PyUnicode_FromString(w->reason)
-                       : w->own_reading      ? Py_NewRef(Py_False)
-                                             : Py_NewRef(Py_None);
-    free(w);
+    unsigned char *bytes = (unsigned char *)PyBytes_AsString(data);
+    size_t done = 0;
+    int grew = 0;
+    enum walk_state state = WALK_OK;
+    Py_BEGIN_ALLOW_THREADS
+    while (done < size) {
+        ssize_t part = read(fd, bytes + done, size - done);
+        if (part < 0 && errno == EINTR)
+            continue;
+        if (part <= 0) {
+            error = part < 0 ? errno : 0;
+            break;
+        }
+        done += (size_t)part;
+    }
+    if (done == size) { /* and no more: a file that grew is read_file's */
+        unsigned char more;
+        ssize_t part;
+        while ((part = read(fd, &more, 1)) < 0 && errno == EINTR)
+            ;
+        grew = part != 0;
+        if (part < 0)
+            error = errno;
+    }
+    close(fd);
+    if (!error && done == size && !grew) {
+        w->data = bytes;
+        w->n = size;
+        w->bulk_piece = BULK_MIN_PIECE;
+        state = walk_jpeg(w);
+    }
+    Py_END_ALLOW_THREADS
+    if (error) {
+        free(w);
+        Py_DECREF(data);
+        errno = error;
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+    }
+    if (done != size || grew) { /* it changed size as it was read: read_file's */
+        free(w);
+        Py_DECREF(data);
+        Py_RETURN_NONE;
+    }
+    PyObject *verdict = walk_verdict(w, state);
+    if (verdict == NULL) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, data, verdict);
+    Py_DECREF(data);
+    Py_DECREF(verdict);
     return result;
 }
 
@@ -2349,6 +2446,12 @@ static PyMethodDef methods[] = {
      "own: a bad code its fast path takes for a 0, a coefficient past a block's end, or a DC "
      "no encoder of 8-bit samples writes. A scan is read in up to two pieces at once, "
      "each of ``piece`` bytes or more; the answer is the same for any ``piece``."},
+    {"read_walked", read_walked, METH_O,
+     "read_walked(path) -> (bytes, verdict) | None\n\nThe whole of the regular file at "
+     "``path``, read with the GIL let go twice (open and size, then read, close and walk), and "
+     "jpeg_scan_damage's verdict on those bytes (None for a file that is no JPEG). None where "
+     "the file is not regular, is empty, or changed size as it was read: Python's reading of "
+     "it says why, or reads it whole. Raises the OSError of the system call that failed."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, their (data offset, length) pairs as native uint64 "

@@ -145,7 +145,7 @@ def test_slow_jpeg_engines_are_named(jpegs, tmp_path, monkeypatch):
 def test_slow_reads_for_a_gpu_decoder_are_named(jpegs, tmp_path, monkeypatch):
     """Files read slowly for the GPU's (stand-in) JPEG decoder name those reads, whatever the
     decoder's kind: neither the CPU decoders nor the engines."""
-    slowed(monkeypatch, reader_module, "read_file", SLOW)
+    slowed(monkeypatch, reader_module, "read_walked", SLOW)
     summary = gpu_run(jpegs, tmp_path / "out")
     bottleneck, line, busy = verdict(summary)
     assert summary.decoders == {"stand-in-jpeg": FRAMES}

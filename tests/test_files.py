@@ -1,4 +1,5 @@
-"""Reading an input file whole (decode.cpu.read_file) and writing an output atomically
+"""Reading an input file whole (decode.cpu.read_file, and read_walked, which walks a JPEG's
+scans as it reads them, in C where edgecli._native is built) and writing an output atomically
 (sinks.write_atomic, in C where edgecli._native is built and in Python): every byte, whatever
 the file system does, and never a partial file."""
 
@@ -14,21 +15,50 @@ import pytest
 
 import edgecli
 from edgecli import native
-from edgecli.decode.cpu import read_file
+from edgecli.decode.cpu import read_file, read_walked
+from edgecli.decode.jpeg_header import UNWALKED
 from edgecli.errors import FrameError, OutputError
 from edgecli.output.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
 
 from .helpers import dead_runs_temporary, make_folder
 from .media import REPO
 
-# ---- read_file ---------------------------------------------------------------------------------
+# ---- read_file and read_walked -----------------------------------------------------------------
+
+# The two readers of an input file, by the bytes they give.
+READERS = {"read_file": read_file, "read_walked": lambda path: read_walked(path)[0]}
+
+
+@pytest.fixture(params=list(READERS))
+def read(request):
+    return READERS[request.param]
 
 
 @pytest.mark.parametrize("size", [1, 4095, 4096, 3 * 1024 * 1024 + 7])
-def test_read_file_returns_every_byte(tmp_path, size):
+def test_read_file_returns_every_byte(tmp_path, size, read):
     data = os.urandom(size)
     (tmp_path / "f.jpg").write_bytes(data)
-    assert read_file(tmp_path / "f.jpg") == data
+    assert read(tmp_path / "f.jpg") == data
+
+
+def test_read_walked_gives_the_walks_verdict_on_the_bytes(tmp_path):
+    """A JPEG, whole and with its scan damaged, and a file that is no JPEG: read_walked's
+    verdict is jpeg_scan_damage's on the same bytes, where the C module is built; UNWALKED
+    where it is not."""
+    whole = (REPO / "sample_frames").glob("*.jpg").__next__().read_bytes()
+    sos = whole.index(b"\xff\xda")
+    damaged = whole[: sos + 200] + b"\xff\x00" * 3 + b"\xff\xd5" + whole[sos + 208 :]
+    for name, data in [("whole.jpg", whole), ("damaged.jpg", damaged), ("x.png", b"\x89PNG..")]:
+        (tmp_path / name).write_bytes(data)
+        got, walked = read_walked(tmp_path / name)
+        assert got == data
+        if native.c is None:
+            assert walked is UNWALKED
+        else:
+            assert walked == native.c.jpeg_scan_damage(data)
+    if native.c is not None:
+        assert isinstance(read_walked(tmp_path / "damaged.jpg")[1], str)
+        assert read_walked(tmp_path / "whole.jpg")[1] is None
 
 
 def test_read_file_reads_on_when_the_file_grew_since_its_size_was_taken(tmp_path, monkeypatch):
@@ -45,7 +75,7 @@ def test_read_file_reads_on_when_the_file_grew_since_its_size_was_taken(tmp_path
     assert read_file(tmp_path / "f.jpg") == data
 
 
-def test_read_file_reads_a_pipe_to_its_end(tmp_path):
+def test_read_file_reads_a_pipe_to_its_end(tmp_path, read):
     """A FIFO has no size and gives its bytes in pieces: all of them are read."""
     fifo = tmp_path / "frame.jpg"
     os.mkfifo(fifo)
@@ -60,7 +90,7 @@ def test_read_file_reads_a_pipe_to_its_end(tmp_path):
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        assert read_file(fifo) == data
+        assert read(fifo) == data
     finally:
         thread.join()
 
@@ -73,11 +103,11 @@ def test_read_file_reads_a_pipe_to_its_end(tmp_path):
         (lambda p: p.mkdir(), "Is a directory"),
     ],
 )
-def test_read_file_names_the_file_and_the_reason(tmp_path, make, reason):
+def test_read_file_names_the_file_and_the_reason(tmp_path, make, reason, read):
     path = tmp_path / "frame.png"
     make(path)
     with pytest.raises(FrameError) as raised:
-        read_file(path)
+        read(path)
     assert (raised.value.source, raised.value.reason) == (str(path), reason)
 
 
@@ -85,7 +115,7 @@ def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_read_file_leaks_no_file_descriptor(tmp_path):
+def test_read_file_leaks_no_file_descriptor(tmp_path, read):
     """Reads that succeed and reads that fail (a folder, an empty file) leave this process
     with as many open file descriptors as before: a long run cannot run out of them."""
     (tmp_path / "ok.png").write_bytes(b"x" * 100)
@@ -93,10 +123,10 @@ def test_read_file_leaks_no_file_descriptor(tmp_path):
     (tmp_path / "dir.png").mkdir()
     before = open_descriptors()
     for _ in range(50):
-        assert read_file(tmp_path / "ok.png") == b"x" * 100
-        for bad in ("empty.png", "dir.png"):
+        assert read(tmp_path / "ok.png") == b"x" * 100
+        for bad in ("empty.png", "dir.png", "missing.png"):
             with pytest.raises(FrameError):
-                read_file(tmp_path / bad)
+                read(tmp_path / bad)
     assert open_descriptors() == before
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import edgecli
-from edgecli import FrameError, InputError, OutputError
+from edgecli import FrameError, InputError, OutputError, native
 from edgecli.inputs.sources import classify
 from edgecli.output.resume import MANIFEST_NAME
 
@@ -118,6 +118,18 @@ def test_unreadable_file(tmp_path, monkeypatch):
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr("edgecli.inputs.sources.os.open", refusing_open)
+    if native.c is not None:  # and where the C module reads the file, its open refuses too
+
+        class Refusing:
+            def __getattr__(self, name):
+                return getattr(real_c, name)
+
+            def read_walked(self, path):
+                os.close(refusing_open(path, os.O_RDONLY))
+                return real_c.read_walked(path)
+
+        real_c = native.c
+        monkeypatch.setattr(native, "c", Refusing())
     with pytest.raises(FrameError, match="frame_0000.png: permission denied"):
         edgecli.process(folder, tmp_path / "out", backend="cpu")
 

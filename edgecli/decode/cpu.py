@@ -23,7 +23,7 @@ import numpy as np
 from .. import native
 from ..errors import FrameError
 from ..output.png import PNG_SIGNATURE
-from .jpeg_header import scan_damage
+from .jpeg_header import UNWALKED, scan_damage
 from .kinds import ANIMATION_EXTENSIONS
 from .mp4 import MP4_CONTAINERS, frame_count
 from .png_layout import PngDamage, PngLayout, gpu_reason, read_layout
@@ -130,6 +130,13 @@ def check_size(source: str, pixels: int | None, max_pixels: int) -> None:
 READ_CHUNK = 1 << 20  # reads of a file that is not regular, or that grew while it was read
 
 
+def read_error(source: str, exc: OSError) -> FrameError:
+    """The FrameError of a read of ``source`` that failed with ``exc``."""
+    if isinstance(exc, PermissionError):
+        return FrameError(source, "permission denied")
+    return FrameError(source, exc.strerror or str(exc))
+
+
 def read_file(path: Path) -> bytes:
     """The bytes of one input file, or FrameError naming it and why they cannot be had.
 
@@ -140,10 +147,8 @@ def read_file(path: Path) -> bytes:
     source = str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except PermissionError:
-        raise FrameError(source, "permission denied") from None
     except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
+        raise read_error(source, exc) from None
     try:
         info = os.fstat(fd)
         size = info.st_size if stat.S_ISREG(info.st_mode) else -1
@@ -154,7 +159,7 @@ def read_file(path: Path) -> bytes:
                 parts.append(part)
             data = b"".join(parts)
     except OSError as exc:
-        raise FrameError(source, exc.strerror or str(exc)) from None
+        raise read_error(source, exc) from None
     finally:
         os.close(fd)
     if not data:
@@ -162,13 +167,32 @@ def read_file(path: Path) -> bytes:
     return data
 
 
+def read_walked(path: Path) -> tuple[bytes, object]:
+    """The bytes of one input file as :func:`read_file` reads them, and the C walk's verdict on
+    them for :func:`scan_damage` (UNWALKED where it did not run). Where edgecli._native is
+    built, one call reads the file and walks it, letting go of the GIL twice where reading and
+    walking apart would five times: a wait to win it back that grows with the worker threads.
+    """
+    reader = getattr(native.c, "read_walked", None)
+    if reader is not None:
+        try:
+            read = reader(path)
+        except OSError as exc:
+            raise read_error(str(path), exc) from None
+        if read is not None:
+            return read
+    return read_file(path), UNWALKED
+
+
 def read_image(path: Path, max_pixels: int) -> np.ndarray:
     """Decode one still image, or raise FrameError naming the file and the reason."""
-    return decode_image(path, read_file(path), max_pixels)
+    data, walked = read_walked(path)
+    return decode_image(path, data, max_pixels, walked)
 
 
-def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
-    """Decode the still image ``path`` from its bytes ``data``, already read."""
+def decode_image(path: Path, data: bytes, max_pixels: int, walked: object = UNWALKED) -> np.ndarray:
+    """Decode the still image ``path`` from its bytes ``data``, already read (and, where
+    ``walked`` is not UNWALKED, their scans walked: that verdict)."""
     source = str(path)
     if path.suffix.lower() in ANIMATION_EXTENSIONS:  # a one-frame GIF: not every cv2 reads GIF
         frame = next(animation_frames(path, max_pixels), None)  # (imageio reads it again)
@@ -192,7 +216,7 @@ def decode_image(path: Path, data: bytes, max_pixels: int) -> np.ndarray:
         if frame is not None:
             return frame
     else:
-        damage = scan_damage(data)
+        damage = scan_damage(data, walked)
         if isinstance(damage, str):
             raise FrameError(source, damage)
     tiff = path.suffix.lower() in (".tif", ".tiff")

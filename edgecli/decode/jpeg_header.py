@@ -372,9 +372,25 @@ class _OwnReading:
 LIBJPEG_ONLY = _OwnReading()
 
 
-def scan_damage(data: bytes | bytearray | memoryview) -> str | _OwnReading | None:
+class _Unwalked:
+    """:data:`UNWALKED`'s type."""
+
+    def __repr__(self) -> str:
+        return "UNWALKED"
+
+
+# What scan_damage is given where the C walk has not yet run on a file's bytes (it then runs it):
+# ``edgecli._native.read_walked`` walks them as it reads them, and its callers pass on its
+# verdict instead, so that a file costs one wait for the GIL fewer.
+UNWALKED = _Unwalked()
+
+
+def scan_damage(
+    data: bytes | bytearray | memoryview, walked: object = UNWALKED
+) -> str | _OwnReading | None:
     """Why the scans of the JPEG file ``data`` are corrupt; None where they are as they
     should be (or ``data`` is no JPEG whose scans this finds: the decoder says why).
+    ``walked``: the C walk's verdict on ``data`` where it has run already.
 
     libjpeg-turbo decodes past damage to the entropy-coded data with only a warning
     ("Corrupt JPEG data: ..."), which it writes to the process's stderr, and gives a frame
@@ -423,7 +439,7 @@ def scan_damage(data: bytes | bytearray | memoryview) -> str | _OwnReading | Non
             # (an extension built before it had the walker has no such function)
             walk = getattr(native.c, "jpeg_scan_damage", None)
             if marker in (0xC0, 0xC1) and walk is not None:
-                reason = walk(mv)
+                reason = walk(mv) if walked is UNWALKED else walked
                 if reason is None:
                     return None
                 if reason is False:  # whole, as libjpeg-turbo alone reads it

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, partial
 
-from ..decode.cpu import check_size, declared_pixels, decode_image, read_file
+from ..decode.cpu import check_size, declared_pixels, decode_image, read_walked
 from ..decode.jpeg_header import (
     JPEG_SUFFIXES,
     LIBJPEG_ONLY,
@@ -266,11 +266,11 @@ class FrameReader:
         read). Its time is the CPU's "decode" in the one case, as reading the file is part of
         any CPU decode, and "load" in the other."""
         start = time.perf_counter()
-        data = read_file(source.path)
-        encoded = self._encoded(source, data)
+        data, walked = read_walked(source.path)
+        encoded = self._encoded(source, data, walked)
         if encoded is None:
             try:
-                pixels = decode_image(source.path, data, self.options.max_pixels)
+                pixels = decode_image(source.path, data, self.options.max_pixels, walked)
             finally:
                 self.clock.record("decode", (time.perf_counter() - start) * 1e3, source.out_name)
             return Frame(source.out_name, str(source.path), pixels)
@@ -279,7 +279,7 @@ class FrameReader:
         self.clock.record("load", (time.perf_counter() - start) * 1e3, source.out_name)
         return encoded
 
-    def _encoded(self, source, data: bytes) -> EncodedJpeg | EncodedPng | None:
+    def _encoded(self, source, data: bytes, walked) -> EncodedJpeg | EncodedPng | None:
         """The file's bytes as the GPU's decoder of its kind takes them, or None where the CPU
         decodes it: a kind no GPU decoder of this run takes, a file that decoder would not
         decode exactly, a PNG whose chunks are damaged (the CPU words the error), or a decoder
@@ -292,7 +292,8 @@ class FrameReader:
             if not decoder.ready():
                 return None
             check_size(path, header.width * header.height, self.options.max_pixels)
-            judged = scan_damage(data)  # as decode_image judges it: nvJPEG decodes past damage
+            # as decode_image judges it (nvJPEG decodes past damage), from read_walked's walk
+            judged = scan_damage(data, walked)
             if isinstance(judged, str):
                 raise FrameError(path, judged)
             if judged is LIBJPEG_ONLY:
