@@ -1459,9 +1459,9 @@ static int bulk_join(struct bulk *bulk)
 
 /* The MCUs from w->mcu on, as above, while they stay on libjpeg-turbo's fast path (where it
  * takes the first: no restart interval, no marker met, ``fast_bytes`` left); the walk then
- * stands where libjpeg-turbo would. ``streams`` is the most to read with, ``piece`` the
- * fewest bytes each is given. WALK_OK, or WALK_NO_MEMORY with the walk as it was. */
-static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, int streams, size_t piece)
+ * stands where libjpeg-turbo would, read by up to BULK_STREAMS streams of ``piece`` bytes or
+ * more each. WALK_OK, or WALK_NO_MEMORY with the walk as it was. */
+static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, size_t piece)
 {
     const size_t start = w->pos;
     size_t records_at = (w->n - start + BULK_PAD + 15) & ~(size_t)15;
@@ -1484,8 +1484,7 @@ static enum walk_state bulk_mcus(struct walk *w, size_t fast_bytes, int streams,
     bulk->near_end = bulk->available - (int64_t)w->blocks * 64 * 32 - 17 - 48;
     bulk->limit = (int64_t)limit;
     bulk->mcus = w->mcus - w->mcu;
-    if (streams > BULK_STREAMS)
-        streams = BULK_STREAMS;
+    int streams = BULK_STREAMS;
     while (streams > 1 && limit / (size_t)streams < (piece ? piece : 1))
         streams--;
     bulk_read(bulk, records, streams);
@@ -1611,7 +1610,7 @@ static enum walk_state walk_scan(struct walk *w, const unsigned char *sos, int c
         } else if (w->n - w->pos >= fast_bytes && w->unread_marker == 0) {
             /* the fast path from here, as far as it goes; the MCU it stops at (if any) is the
              * slow path's, whose fills may leave the next on the fast path again */
-            if ((state = bulk_mcus(w, fast_bytes, BULK_STREAMS, w->bulk_piece)) != WALK_OK)
+            if ((state = bulk_mcus(w, fast_bytes, w->bulk_piece)) != WALK_OK)
                 return state;
             if (w->mcu == w->mcus)
                 break;
@@ -1833,12 +1832,11 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
     }
     size_t size = (size_t)info.st_size;
     PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    struct walk *w = data ? calloc(1, sizeof *w) : NULL;
-    if (w == NULL) {
+    if (data == NULL) {
         close(fd);
-        Py_XDECREF(data);
-        return PyErr_NoMemory();
+        return NULL;
     }
+    struct walk *w = NULL; /* a JPEG's, the only kind walked */
     unsigned char *bytes = (unsigned char *)PyBytes_AsString(data);
     size_t done = 0;
     int grew = 0;
@@ -1864,11 +1862,15 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
             error = errno;
     }
     close(fd);
-    if (!error && done == size && !grew) {
-        w->data = bytes;
-        w->n = size;
-        w->bulk_piece = BULK_MIN_PIECE;
-        state = walk_jpeg(w);
+    if (!error && done == size && !grew && size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
+        if ((w = calloc(1, sizeof *w)) == NULL) {
+            state = WALK_NO_MEMORY;
+        } else {
+            w->data = bytes;
+            w->n = size;
+            w->bulk_piece = BULK_MIN_PIECE;
+            state = walk_jpeg(w);
+        }
     }
     Py_END_ALLOW_THREADS
     if (error) {
@@ -1882,7 +1884,8 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
         Py_DECREF(data);
         Py_RETURN_NONE;
     }
-    PyObject *verdict = walk_verdict(w, state);
+    PyObject *verdict =
+        w != NULL || state == WALK_NO_MEMORY ? walk_verdict(w, state) : Py_NewRef(Py_None);
     if (verdict == NULL) {
         Py_DECREF(data);
         return NULL;
