@@ -1802,35 +1802,77 @@ static PyObject *jpeg_scan_damage(PyObject *module, PyObject *const *args, Py_ss
     return walk_verdict(w, state);
 }
 
-/* read_walked(path): see the module's docstring below. */
-static PyObject *read_walked(PyObject *module, PyObject *arg)
+/* Opens ``arg`` (a path) and sizes it, with the GIL let go: 1 with *fd and *size set for a
+ * regular file of at least one byte; 0 (fd closed) for any other, which Python's reading words
+ * or reads whole; -1 with OSError set. */
+static int open_sized(PyObject *arg, int *fd, size_t *size)
 {
-    (void)module;
     PyObject *path;
     if (!PyUnicode_FSConverter(arg, &path))
-        return NULL;
+        return -1;
     const char *name = PyBytes_AsString(path);
-    int fd, error = 0;
+    int error = 0;
     struct stat info;
     Py_BEGIN_ALLOW_THREADS
-    fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    *fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
         error = errno;
-    else if (fstat(fd, &info) != 0)
+    else if (fstat(*fd, &info) != 0)
         error = errno;
     Py_END_ALLOW_THREADS
     Py_DECREF(path);
     if (error) {
-        if (fd >= 0)
-            close(fd);
+        if (*fd >= 0)
+            close(*fd);
         errno = error;
-        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
+        return -1;
     }
-    if (!S_ISREG(info.st_mode) || info.st_size <= 0) { /* read_file's, which says why */
-        close(fd);
-        Py_RETURN_NONE;
+    if (!S_ISREG(info.st_mode) || info.st_size <= 0) {
+        close(*fd);
+        return 0;
     }
-    size_t size = (size_t)info.st_size;
+    *size = (size_t)info.st_size;
+    return 1;
+}
+
+/* Reads ``size`` bytes of ``fd`` into ``bytes`` and closes it, without the GIL (the caller let
+ * it go): 0 where it read exactly that many and the file held no more, else an errno, or -1 for
+ * a file that changed size as it was read. */
+static int read_whole(int fd, unsigned char *bytes, size_t size)
+{
+    size_t done = 0;
+    int result = 0;
+    while (done < size) {
+        ssize_t part = read(fd, bytes + done, size - done);
+        if (part < 0 && errno == EINTR)
+            continue;
+        if (part <= 0) {
+            result = part < 0 ? errno : -1;
+            break;
+        }
+        done += (size_t)part;
+    }
+    if (result == 0) { /* and no more */
+        unsigned char more;
+        ssize_t part;
+        while ((part = read(fd, &more, 1)) < 0 && errno == EINTR)
+            ;
+        result = part < 0 ? errno : part != 0 ? -1 : 0;
+    }
+    close(fd);
+    return result;
+}
+
+/* read_walked(path): see the module's docstring below. */
+static PyObject *read_walked(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    int fd;
+    size_t size;
+    int opened = open_sized(arg, &fd, &size);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (data == NULL) {
         close(fd);
@@ -1838,31 +1880,11 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
     }
     struct walk *w = NULL; /* a JPEG's, the only kind walked */
     unsigned char *bytes = (unsigned char *)PyBytes_AsString(data);
-    size_t done = 0;
-    int grew = 0;
+    int read_result;
     enum walk_state state = WALK_OK;
     Py_BEGIN_ALLOW_THREADS
-    while (done < size) {
-        ssize_t part = read(fd, bytes + done, size - done);
-        if (part < 0 && errno == EINTR)
-            continue;
-        if (part <= 0) {
-            error = part < 0 ? errno : 0;
-            break;
-        }
-        done += (size_t)part;
-    }
-    if (done == size) { /* and no more: a file that grew is read_file's */
-        unsigned char more;
-        ssize_t part;
-        while ((part = read(fd, &more, 1)) < 0 && errno == EINTR)
-            ;
-        grew = part != 0;
-        if (part < 0)
-            error = errno;
-    }
-    close(fd);
-    if (!error && done == size && !grew && size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
+    read_result = read_whole(fd, bytes, size);
+    if (read_result == 0 && size >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
         if ((w = calloc(1, sizeof *w)) == NULL) {
             state = WALK_NO_MEMORY;
         } else {
@@ -1873,16 +1895,12 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
         }
     }
     Py_END_ALLOW_THREADS
-    if (error) {
-        free(w);
+    if (read_result != 0) {
         Py_DECREF(data);
-        errno = error;
+        if (read_result < 0) /* it changed size as it was read: read_file's */
+            Py_RETURN_NONE;
+        errno = read_result;
         return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, arg);
-    }
-    if (done != size || grew) { /* it changed size as it was read: read_file's */
-        free(w);
-        Py_DECREF(data);
-        Py_RETURN_NONE;
     }
     PyObject *verdict =
         w != NULL || state == WALK_NO_MEMORY ? walk_verdict(w, state) : Py_NewRef(Py_None);
@@ -1894,6 +1912,63 @@ static PyObject *read_walked(PyObject *module, PyObject *arg)
     Py_DECREF(data);
     Py_DECREF(verdict);
     return result;
+}
+
+/* read_into(path, take): see the module's docstring below. */
+static PyObject *read_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_into(path, take) takes 2 arguments");
+        return NULL;
+    }
+    int fd;
+    size_t size;
+    int opened = open_sized(args[0], &fd, &size);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *buffer = PyObject_CallFunction(args[1], "n", (Py_ssize_t)size);
+    Py_buffer view;
+    if (buffer == NULL || PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE) < 0) {
+        Py_XDECREF(buffer);
+        close(fd);
+        return NULL;
+    }
+    if ((size_t)view.len < size) {
+        PyBuffer_Release(&view);
+        Py_DECREF(buffer);
+        close(fd);
+        PyErr_Format(PyExc_ValueError, "take(%zd) gave a buffer of %zd bytes", (Py_ssize_t)size,
+                     view.len);
+        return NULL;
+    }
+    int read_result;
+    Py_BEGIN_ALLOW_THREADS
+    read_result = read_whole(fd, view.buf, size);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (read_result != 0) {
+        if (read_result < 0) /* it changed size as it was read: the caller's buffer unused */
+            return Py_BuildValue("(Nn)", buffer, (Py_ssize_t)-1);
+        Py_DECREF(buffer);
+        errno = read_result;
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[0]);
+    }
+    return Py_BuildValue("(Nn)", buffer, (Py_ssize_t)size);
+}
+
+/* uninitialized(size): see the module's docstring below. */
+static PyObject *uninitialized(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "uninitialized(size) takes a size of 0 or more");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
 }
 
 static uint32_t get_u32(const unsigned char *at)
@@ -2455,6 +2530,18 @@ static PyMethodDef methods[] = {
      "jpeg_scan_damage's verdict on those bytes (None for a file that is no JPEG). None where "
      "the file is not regular, is empty, or changed size as it was read: Python's reading of "
      "it says why, or reads it whole. Raises the OSError of the system call that failed."},
+    {"read_into", (PyCFunction)(void (*)(void))read_into, METH_FASTCALL,
+     "read_into(path, take) -> (buffer, size) | None\n\nThe whole of the regular file at "
+     "``path`` read into ``take(size)``, a writable buffer of at least its ``size`` bytes, "
+     "with the GIL let go twice (open and size, then read and close): (that buffer, size), "
+     "or (that buffer, -1) where the file changed size as it was read, nothing written past "
+     "size. None where the file is not regular or is empty, take never called. Python's "
+     "reading of those says why, or reads them whole. Raises the OSError of the system call "
+     "that failed, or what take raised."},
+    {"uninitialized", uninitialized, METH_O,
+     "uninitialized(size) -> bytearray\n\nA bytearray of ``size`` bytes left as the "
+     "allocator gives them: a large one's pages are touched first by whoever writes them, "
+     "not here (bytearray(size) writes zeros into every page, holding the GIL)."},
     {"png_idat_run", (PyCFunction)(void (*)(void))png_idat_run, METH_FASTCALL,
      "png_idat_run(data, position): the run of whole IDAT chunks from position on, their CRCs "
      "checked: (the position after it, their (data offset, length) pairs as native uint64 "

@@ -426,6 +426,13 @@ class StandInPngDecoder(StandInJpegDecoder):
     name = "stand-in-png"
     kind = "EncodedPng"
 
+    def _decode(self, items) -> StandInDeviceBatch:
+        try:
+            return super()._decode(items)
+        finally:  # as the real decoder: the files' bytes are spent, their buffers reused
+            for item in items:
+                item.release()
+
 
 class StandInDecoders:
     """Stands in for ``edgecli.decode.gpu.decoders.GpuDecoders``: JPEGs, and PNGs where

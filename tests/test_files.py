@@ -1,5 +1,6 @@
-"""Reading an input file whole (decode.cpu.read_file, and read_walked, which walks a JPEG's
-scans as it reads them, in C where edgecli._native is built) and writing an output atomically
+"""Reading an input file whole (decode.cpu.read_file; read_walked, which walks a JPEG's scans
+as it reads them, in C where edgecli._native is built; and ReadBuffers, which reads into
+buffers used again) and writing an output atomically
 (sinks.write_atomic, in C where edgecli._native is built and in Python): every byte, whatever
 the file system does, and never a partial file."""
 
@@ -11,11 +12,14 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import edgecli
 from edgecli import native
-from edgecli.decode.cpu import read_file, read_walked
+from edgecli.decode.cpu import ReadBuffers, read_file, read_walked
 from edgecli.decode.jpeg_header import UNWALKED
 from edgecli.errors import FrameError, OutputError
 from edgecli.output.sinks import TEMP_PREFIX, TEMP_SUFFIX, write_atomic
@@ -25,8 +29,12 @@ from .media import REPO
 
 # ---- read_file and read_walked -----------------------------------------------------------------
 
-# The two readers of an input file, by the bytes they give.
-READERS = {"read_file": read_file, "read_walked": lambda path: read_walked(path)[0]}
+# The readers of an input file, by the bytes they give.
+READERS = {
+    "read_file": read_file,
+    "read_walked": lambda path: read_walked(path)[0],
+    "ReadBuffers": lambda path: bytes(ReadBuffers().read(path)),
+}
 
 
 @pytest.fixture(params=list(READERS))
@@ -59,6 +67,75 @@ def test_read_walked_gives_the_walks_verdict_on_the_bytes(tmp_path):
     if native.c is not None:
         assert isinstance(read_walked(tmp_path / "damaged.jpg")[1], str)
         assert read_walked(tmp_path / "whole.jpg")[1] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 5), st.integers(1, 300_000)), max_size=40
+    )
+)
+def test_read_buffers_never_lend_a_buffer_twice_and_make_one_only_when_none_fits(
+    tmp_path_factory, steps
+):
+    """Files of every size read into ReadBuffers and given back in any order: each file's bytes
+    stay its own until given back (a buffer lent twice would show another file's bytes), and a
+    buffer is made only where none given back holds the file, else the smallest that does is
+    used again. Where the native reader is missing, the bytes are read_file's."""
+    folder = tmp_path_factory.mktemp("reads")
+    buffers, held, free = ReadBuffers(), [], []  # free: the sizes of the buffers given back
+    made = 0
+    real_make = getattr(native.c, "uninitialized", None)
+
+    def counted(size):
+        nonlocal made
+        made += 1
+        return real_make(size)
+
+    with pytest.MonkeyPatch.context() as patch:
+        if real_make is not None:
+            patch.setattr(native.c, "uninitialized", counted)
+        for i, (read_one, which, size) in enumerate(steps):
+            if read_one or not held:
+                expected, before = os.urandom(size), made
+                (folder / f"{i}.png").write_bytes(expected)
+                data = buffers.read(folder / f"{i}.png")
+                if native.c is None:
+                    assert isinstance(data, bytes)
+                    capacity = None
+                else:
+                    capacity = len(data.obj)
+                    fitting = [c for c in free if c >= size]
+                    assert made == before + (not fitting)
+                    if fitting:
+                        assert capacity == min(fitting)
+                        free.remove(capacity)
+                held.append((data, expected, capacity))
+            else:
+                data, expected, capacity = held.pop(which % len(held))
+                assert data == expected
+                buffers.give(data)
+                if capacity is not None:
+                    free.append(capacity)
+                    with pytest.raises(ValueError):  # released: its buffer may be another's now
+                        bytes(data)
+            assert all(data == expected for data, expected, _ in held)
+
+
+def test_read_buffers_keep_a_buffer_still_exported_out_of_use(tmp_path):
+    """A buffer given back while a numpy array still reads it is not lent again: the next file
+    read leaves the array's bytes as they were."""
+    if native.c is None:
+        pytest.skip("edgecli._native is not built: ReadBuffers reads with read_file")
+    first, second = os.urandom(5000), os.urandom(4000)
+    (tmp_path / "a.png").write_bytes(first)
+    (tmp_path / "b.png").write_bytes(second)
+    buffers = ReadBuffers()
+    data = buffers.read(tmp_path / "a.png")
+    array = np.frombuffer(data, np.uint8)
+    buffers.give(data)
+    assert buffers.read(tmp_path / "b.png") == second
+    assert array.tobytes() == first
 
 
 def test_read_file_reads_on_when_the_file_grew_since_its_size_was_taken(tmp_path, monkeypatch):

@@ -463,3 +463,27 @@ def test_files_a_gpu_batch_hands_back_fail_in_the_order_of_the_sources(tmp_path)
     assert [f["source"] for f in cpu.failed] == [str(folder / n) for n in ("a1.png", "b0.png")]
     assert gpu.failed == cpu.failed
     same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+
+
+def test_pngs_read_for_the_gpu_reuse_their_buffers_and_keep_their_bytes(tmp_path, monkeypatch):
+    """A folder of many more PNGs than a run holds at once, read for the GPU's decoder into
+    buffers used again once their batch is decoded: the outputs are the CPU's (a buffer lent
+    again too soon would give a batch another file's bytes), and far fewer buffers are made
+    than there are files."""
+    from edgecli import native
+
+    if native.c is None:
+        pytest.skip("edgecli._native is not built: PNGs are read into bytes of their own")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(360):
+        cv2.imwrite(str(folder / f"a{i:03}.png"), photo(21, 34, seed=i))
+    made = []
+    real = native.c.uninitialized
+    monkeypatch.setattr(native.c, "uninitialized", lambda size: made.append(size) or real(size))
+    options = Options(decode="gpu", workers=2, batch=4)
+    summary = run(folder, tmp_path / "gpu", options, backend=StandInGpuBackend(options))
+    assert summary.decoders == {"stand-in-png": 360}
+    run(folder, tmp_path / "cpu", Options(backend="cpu"))
+    same_pixels(tmp_path / "cpu", tmp_path / "gpu")
+    assert 0 < len(made) <= 120  # a run holds some 70 of them at once

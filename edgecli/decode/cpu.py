@@ -12,6 +12,7 @@ import os
 import re
 import stat
 import struct
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -184,13 +185,75 @@ def read_walked(path: Path) -> tuple[bytes, object]:
     return read_file(path), UNWALKED
 
 
+class ReadBuffers:
+    """Buffers that files are read into whole and given back once their bytes are spent, for
+    the files a run holds by the hundred (those read for the GPU's PNG decoder, each some
+    megabytes): a file read into fresh memory faults in every page of it, and each fault, an
+    mmap and an munmap of glibc's waits behind the others of every thread. A buffer's pages are
+    touched by the first file read into it, by none after it, so that the run holds what it held
+    at once at most (and what it dropped unread, which the garbage collector frees).
+
+    :meth:`read` takes the smallest free buffer that holds the file, else a new one an eighth
+    larger (frames of one folder differ a little in size); :meth:`give` gives it back. Any
+    thread may call either.
+    """
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def _take(self, size: int) -> bytearray:
+        with self._lock:
+            fitting = [i for i, buffer in enumerate(self._free) if len(buffer) >= size]
+            if fitting:
+                return self._free.pop(min(fitting, key=lambda i: len(self._free[i])))
+        return native.c.uninitialized(size + size // 8)
+
+    def read(self, path: Path) -> bytes | memoryview:
+        """The bytes of the file at ``path``, as :func:`read_file` reads them (and words why
+        they cannot be had), in a buffer of these where the native reader is built and the
+        file is a regular one of a steady size (else bytes of their own): :meth:`give` them
+        back once spent."""
+        reader = getattr(native.c, "read_into", None)
+        read = None
+        if reader is not None:
+            try:
+                read = reader(path, self._take)
+            except OSError as exc:
+                raise read_error(str(path), exc) from None
+        if read is None:
+            return read_file(path)
+        buffer, size = read
+        if size < 0:  # it changed size as it was read
+            return read_file(path)
+        return memoryview(buffer)[:size]
+
+    def give(self, data: bytes | memoryview) -> None:
+        """Give back the buffer of ``data``, one of :meth:`read`'s, whose bytes nothing reads
+        any more (``data`` is released: a later use of it raises; one still exported, to a
+        numpy array say, keeps its buffer out of use). Bytes of their own are left alone."""
+        if not isinstance(data, memoryview):
+            return
+        buffer = data.obj
+        try:
+            data.release()
+        except BufferError:  # exported itself
+            return
+        if sys.getrefcount(buffer) > 2:  # another view of it lives (``buffer``, the argument)
+            return
+        with self._lock:
+            self._free.append(buffer)
+
+
 def read_image(path: Path, max_pixels: int) -> np.ndarray:
     """Decode one still image, or raise FrameError naming the file and the reason."""
     data, walked = read_walked(path)
     return decode_image(path, data, max_pixels, walked)
 
 
-def decode_image(path: Path, data: bytes, max_pixels: int, walked: object = UNWALKED) -> np.ndarray:
+def decode_image(
+    path: Path, data: bytes | memoryview, max_pixels: int, walked: object = UNWALKED
+) -> np.ndarray:
     """Decode the still image ``path`` from its bytes ``data``, already read (and, where
     ``walked`` is not UNWALKED, their scans walked: that verdict)."""
     source = str(path)

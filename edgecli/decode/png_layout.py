@@ -379,13 +379,20 @@ def gpu_reason(layout: PngLayout) -> str | None:
 @dataclass(frozen=True)
 class EncodedPng:
     """A PNG file read and found fit for the GPU decoder: its bytes and layout (``header``, as
-    an EncodedJpeg's, for what batches it: its size)."""
+    an EncodedJpeg's, for what batches it: its size), and the ReadBuffers (edgecli.decode.cpu)
+    its bytes are in, if any: :meth:`release` gives them back once its decoder has spent them."""
 
     out_name: str
     source: str
     path: Path
-    data: bytes
+    data: bytes | memoryview
     header: PngLayout
+    buffers: object = None
+
+    def release(self) -> None:
+        """Give the file's bytes back to the buffers they were read into; unread after."""
+        if self.buffers is not None:
+            self.buffers.give(self.data)
 
     def key(self) -> tuple:
         """What the files of one batch share: the layout one launch decodes, and the turn."""

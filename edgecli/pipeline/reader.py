@@ -14,10 +14,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache, partial
 
-from ..decode.cpu import check_size, declared_pixels, decode_image, read_walked
+from ..decode.cpu import ReadBuffers, check_size, declared_pixels, decode_image, read_walked
 from ..decode.jpeg_header import (
     JPEG_SUFFIXES,
     LIBJPEG_ONLY,
+    UNWALKED,
     EncodedJpeg,
     parse_header,
     scan_damage,
@@ -180,6 +181,9 @@ class FrameReader:
         # gpu.jpeg and PNGs to gpu.png in batches, videos to gpu.fleet(...); None: every frame
         # is decoded on the CPU.
         self.gpu = gpu
+        # PNGs for the GPU's decoder are read into buffers used again batch after batch (the
+        # decoder gives them back once it has gathered their streams).
+        self.png_buffers = ReadBuffers() if gpu is not None and gpu.png is not None else None
         self.waits = WaitClock()
         self.skipped_existing = 0
         self._skipped_lock = threading.Lock()  # readers count from their own threads
@@ -266,20 +270,35 @@ class FrameReader:
         read). Its time is the CPU's "decode" in the one case, as reading the file is part of
         any CPU decode, and "load" in the other."""
         start = time.perf_counter()
-        data, walked = read_walked(source.path)
-        encoded = self._encoded(source, data, walked)
-        if encoded is None:
-            try:
-                pixels = decode_image(source.path, data, self.options.max_pixels, walked)
-            finally:
-                self.clock.record("decode", (time.perf_counter() - start) * 1e3, source.out_name)
-            return Frame(source.out_name, str(source.path), pixels)
+        data, walked, buffers = self._read(source)
+        encoded = None
+        try:
+            encoded = self._encoded(source, data, walked, buffers)
+            if encoded is None:
+                try:
+                    pixels = decode_image(source.path, data, self.options.max_pixels, walked)
+                finally:
+                    elapsed_ms = (time.perf_counter() - start) * 1e3
+                    self.clock.record("decode", elapsed_ms, source.out_name)
+                return Frame(source.out_name, str(source.path), pixels)
+        finally:
+            if encoded is None and buffers is not None:  # spent here, not by the GPU's decoder
+                buffers.give(data)
         # The GPU decodes it into memory of its own: no host frame to reserve room for.
         self.budget.release(source.out_name)
         self.clock.record("load", (time.perf_counter() - start) * 1e3, source.out_name)
         return encoded
 
-    def _encoded(self, source, data: bytes, walked) -> EncodedJpeg | EncodedPng | None:
+    def _read(self, source) -> tuple[bytes | memoryview, object, ReadBuffers | None]:
+        """The file's bytes, the walk's verdict on them, and the buffers they may be in (to be
+        given back once spent)."""
+        if self.png_buffers is not None and source.path.suffix.lower() == PNG_SUFFIX:
+            return self.png_buffers.read(source.path), UNWALKED, self.png_buffers  # no scans
+        return *read_walked(source.path), None
+
+    def _encoded(
+        self, source, data: bytes | memoryview, walked, buffers: ReadBuffers | None
+    ) -> EncodedJpeg | EncodedPng | None:
         """The file's bytes as the GPU's decoder of its kind takes them, or None where the CPU
         decodes it: a kind no GPU decoder of this run takes, a file that decoder would not
         decode exactly, a PNG whose chunks are damaged (the CPU words the error), or a decoder
@@ -307,7 +326,7 @@ class FrameReader:
             if gpu_reason(layout) is not None:
                 return None
             check_size(path, layout.width * layout.height, self.options.max_pixels)
-            return EncodedPng(source.out_name, path, source.path, data, layout)
+            return EncodedPng(source.out_name, path, source.path, data, layout, buffers)
         return None
 
     def frames(self, sources: list) -> Iterator[Frame | Failure | object]:

@@ -96,6 +96,13 @@ class PngDecoder(BatchDecoder):
         return state
 
     def _decode(self, items: list[EncodedPng]) -> DeviceBatch:
+        try:
+            return self._decode_batch(items)
+        finally:  # the CPU decoded those the GPU did not: the files' bytes are spent
+            for item in items:
+                item.release()
+
+    def _decode_batch(self, items: list[EncodedPng]) -> DeviceBatch:
         self.opened.result()
         state, (inflater, unfilter) = self._state(), self.kernels
         stream, layout, n = state.stream, items[0].header, len(items)
