@@ -12,12 +12,13 @@
 #       -o bench_data/ab_tree/edgecli/_native.abi3.so
 #   OUT=/some/dir scripts/device_ab.sh
 #
-# The input: FRAMES links (default 12,000) to 240 1080p q95 JPEGs drawn here
-# (make_bench_media.py), run with `--decode $DECODE` (default auto) into /dev/shm, ROUNDS
-# rounds (default 3) of the earlier tree then this one. Each run checks that it imported its
-# own tree (from /tmp, so that the working directory is on no run's path).
+# The input: FRAMES links (default 12,000) to the files of the folder FILES, or where FILES is
+# not set to 240 1080p q95 JPEGs drawn here (make_bench_media.py), run with `--decode $DECODE`
+# (default auto) into /dev/shm, ROUNDS rounds (default 3) of the earlier tree then this one.
+# Each run checks that it imported its own tree (from /tmp, so that the working directory is
+# on no run's path).
 # Environment: OUT, DATA, PYTHON, WHEELS (scripts/device_env.sh), AB_TREE (bench_data/ab_tree),
-# FRAMES, DECODE, ROUNDS.
+# FILES, FRAMES, DECODE, ROUNDS.
 set -u -o pipefail
 
 source scripts/device_env.sh
@@ -29,13 +30,21 @@ here=$PWD
 media=$(mktemp -d /tmp/edgecli-ab-XXXXXX)
 trap 'rm -rf "$media" /dev/shm/edgecli-ab-out' EXIT
 
-"$PYTHON" scripts/make_bench_media.py --only jpeg --jpeg-quality 95 --out "$media" > /dev/null || exit 1
-files=("$media"/jpeg/*.jpg)
+if [[ -n ${FILES:-} ]]; then
+    files=("$(cd "$FILES" && pwd)"/*)
+    what="the files of $FILES"
+else
+    "$PYTHON" scripts/make_bench_media.py --only jpeg --jpeg-quality 95 --out "$media" \
+        > /dev/null || exit 1
+    files=("$media"/jpeg/*.jpg)
+    what="q95 JPEGs"
+fi
 mkdir -p "$media/links"
 for ((i = 0; i < FRAMES; i++)); do
-    ln -s "${files[i % ${#files[@]}]}" "$(printf "%s/links/%06d.jpg" "$media" "$i")"
+    file=${files[i % ${#files[@]}]}
+    ln -s "$file" "$(printf "%s/links/%06d.%s" "$media" "$i" "${file##*.}")"
 done
-echo "== $FRAMES links to ${#files[@]} q95 JPEGs, --decode ${DECODE:-auto} into /dev/shm"
+echo "== $FRAMES links to ${#files[@]} $what, --decode ${DECODE:-auto} into /dev/shm"
 for ((round = 1; round <= ROUNDS; round++)); do
     for tree in "$AB_TREE" "$here"; do
         name=$([[ $tree == "$here" ]] && echo "this tree" || echo "earlier")
