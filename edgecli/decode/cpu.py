@@ -188,10 +188,10 @@ def read_walked(path: Path) -> tuple[bytes, object]:
 class ReadBuffers:
     """Buffers that files are read into whole and given back once their bytes are spent, for
     the files a run holds by the hundred (those read for the GPU's PNG decoder, each some
-    megabytes): a file read into fresh memory faults in every page of it, and each fault, an
-    mmap and an munmap of glibc's waits behind the others of every thread. A buffer's pages are
-    touched by the first file read into it, by none after it, so that the run holds what it held
-    at once at most (and what it dropped unread, which the garbage collector frees).
+    megabytes): a file read into memory just allocated faults in its pages as it is read, and
+    the faults of every thread wait on one another. A buffer's pages are touched by the first
+    file read into it, by none after it. The buffers hold what the run held at once, at most,
+    until the run ends (and those of files dropped unread, which the garbage collector frees).
 
     :meth:`read` takes the smallest free buffer that holds the file, else a new one an eighth
     larger (frames of one folder differ a little in size); :meth:`give` gives it back. Any
