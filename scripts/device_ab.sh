@@ -2,10 +2,11 @@
 # Whole runs of this tree and of an earlier one, alternating, on the GPU host (from the
 # repository root): whether a change pays, measured as a ratio within one call.
 #
-# The earlier tree is carried as a folder holding its `edgecli` package and a build of its
-# edgecli/_native.abi3.so (the host has no compiler for it), made on the development machine:
+# The earlier tree is carried as a folder holding its `edgecli` package, its kernels (`cuda`:
+# without them a run falls back to the CPU) and a build of its edgecli/_native.abi3.so (the
+# host has no compiler for it), made on the development machine:
 #
-#   mkdir -p bench_data/ab_tree && git archive REV edgecli | tar -x -C bench_data/ab_tree
+#   mkdir -p bench_data/ab_tree && git archive REV edgecli cuda | tar -x -C bench_data/ab_tree
 #   git show REV:edgecli/_native.c > /tmp/n.c && cc -shared -fPIC -O3 -fwrapv -DNDEBUG \
 #       -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
 #       -DPy_LIMITED_API=0x030B0000 /tmp/n.c -lz -ldl -lpthread \
@@ -63,7 +64,8 @@ import json, sys
 summary = json.load(open(sys.argv[1]))
 wall = float(sys.argv[3]) - float(sys.argv[2])
 print(f"round {sys.argv[4]} {sys.argv[5]:9}: {summary['frames'] / wall:6.0f} fps "
-      f"(wall {wall:.2f} s); bottleneck: {summary['bottleneck']}")
+      f"(wall {wall:.2f} s) on {summary['backend']}, {summary['decoders']}; "
+      f"bottleneck: {summary['bottleneck']}")
 PY
         ) 2>&1 | tee -a "$OUT/device_ab.log"
     done
