@@ -33,7 +33,7 @@ trap 'rm -rf "$media" /dev/shm/edgecli-ab-out' EXIT
 
 if [[ -n ${FILES:-} ]]; then
     files=("$(cd "$FILES" && pwd)"/*)
-    what="the files of $FILES"
+    what="files of $FILES"
 else
     "$PYTHON" scripts/make_bench_media.py --only jpeg --jpeg-quality 95 --out "$media" \
         > /dev/null || exit 1
