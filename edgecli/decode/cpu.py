@@ -185,6 +185,20 @@ def read_walked(path: Path) -> tuple[bytes, object]:
     return read_file(path), UNWALKED
 
 
+def _references(buffer: bytearray) -> int:
+    return sys.getrefcount(buffer)
+
+
+def _unshared() -> int:
+    """What :func:`_references` says of a buffer held by one local variable alone: its count
+    as this interpreter counts (3.14 borrows some references that earlier versions count)."""
+    buffer = bytearray()
+    return _references(buffer)
+
+
+_UNSHARED = _unshared()
+
+
 class ReadBuffers:
     """Buffers that files are read into whole and given back once their bytes are spent, for
     the files a run holds by the hundred (those read for the GPU's PNG decoder, each some
@@ -239,7 +253,7 @@ class ReadBuffers:
             data.release()
         except BufferError:  # exported itself
             return
-        if sys.getrefcount(buffer) > 2:  # another view of it lives (``buffer``, the argument)
+        if _references(buffer) > _UNSHARED:  # another view of it lives
             return
         with self._lock:
             self._free.append(buffer)
