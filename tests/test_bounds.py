@@ -345,6 +345,43 @@ sys.meta_path.insert(0, ReportClickImport())
 """
 
 
+# A SIGINT that comes just as edgecli.cli puts Python's own handler back, at the end of its
+# import: held pending until signal.signal has put it back, so the new handler takes it there.
+SIGINT_AS_THE_HANDLER_COMES_BACK = """
+import os, signal
+
+real = signal.signal
+
+def swapping(signum, handler):
+    if signum != signal.SIGINT or handler is not signal.default_int_handler:
+        return real(signum, handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    os.kill(os.getpid(), signal.SIGINT)
+    try:
+        return real(signum, handler)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+signal.signal = swapping
+"""
+
+
+def test_sigint_as_the_command_line_gives_sigint_back_is_exit_130_and_one_line(tmp_path):
+    """SIGINT at the very moment edgecli.cli hands SIGINT back to Python, as its import ends:
+    exit 130 with one 'Error: interrupted' line, no traceback from the import."""
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(SIGINT_AS_THE_HANDLER_COMES_BACK)
+    path = os.pathsep.join(filter(None, [str(tmp_path / "hook"), os.environ.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [*edgecli_command(), "--version"], env=os.environ | {"PYTHONPATH": path},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 130, result.stderr
+    assert the_error(result.stderr).startswith("Error: interrupted by SIGINT")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stdout == ""
+
+
 @pytest.mark.parametrize("delay_ms", [0, 1, 2, 5, 10, 20, 35, 50, 75, 100, 200])
 def test_sigint_at_any_moment_is_exit_130_and_one_line(tmp_path, delay_ms):
     """SIGINT at any moment once edgecli.cli has begun (through its imports, the parsing,

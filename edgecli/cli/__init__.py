@@ -86,11 +86,6 @@ main.add_command(run.run)
 main.add_command(preview.preview)
 main.add_command(info.info)
 
-# The module's own code has run too (the decorators above call into click): Python's own
-# handler again, whose KeyboardInterrupt console and the group turn into exit 130.
-if _SIGINT_BEFORE is not None:
-    signal.signal(signal.SIGINT, _SIGINT_BEFORE)
-
 
 def console() -> None:
     """The ``edgecli`` program (its script and ``python -m edgecli``): :func:`main`, then out
@@ -122,3 +117,13 @@ def console() -> None:
         except (OSError, ValueError):  # a closed pipe or stream: nothing more reaches it
             pass
     os._exit(code)
+
+
+# The module's own code has run too (the decorators above call into click): Python's own
+# handler again, whose KeyboardInterrupt console and the group turn into exit 130. A SIGINT
+# that came as it is put back is handled by it within signal.signal, still while importing.
+if _SIGINT_BEFORE is not None:
+    try:
+        signal.signal(signal.SIGINT, _SIGINT_BEFORE)
+    except KeyboardInterrupt:
+        _exit_while_importing(signal.SIGINT, None)
