@@ -1948,9 +1948,9 @@ static PyObject *read_into(PyObject *module, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (read_result != 0) {
-        if (read_result < 0) /* it changed size as it was read: the caller's buffer unused */
-            return Py_BuildValue("(Nn)", buffer, (Py_ssize_t)-1);
         Py_DECREF(buffer);
+        if (read_result < 0) /* it changed size as it was read: read_file's */
+            Py_RETURN_NONE;
         errno = read_result;
         return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[0]);
     }
@@ -2533,11 +2533,10 @@ static PyMethodDef methods[] = {
     {"read_into", (PyCFunction)(void (*)(void))read_into, METH_FASTCALL,
      "read_into(path, take) -> (buffer, size) | None\n\nThe whole of the regular file at "
      "``path`` read into ``take(size)``, a writable buffer of at least its ``size`` bytes, "
-     "with the GIL let go twice (open and size, then read and close): (that buffer, size), "
-     "or (that buffer, -1) where the file changed size as it was read, nothing written past "
-     "size. None where the file is not regular or is empty, take never called. Python's "
-     "reading of those says why, or reads them whole. Raises the OSError of the system call "
-     "that failed, or what take raised."},
+     "with the GIL let go twice (open and size, then read and close): (that buffer, size). "
+     "None where the file is not regular or is empty (take never called), or changed size "
+     "as it was read: Python's reading of it says why, or reads it whole. Raises the "
+     "OSError of the system call that failed, or what take raised."},
     {"uninitialized", uninitialized, METH_O,
      "uninitialized(size) -> bytearray\n\nA bytearray of ``size`` bytes left as the "
      "allocator gives them: a large one's pages are touched first by whoever writes them, "

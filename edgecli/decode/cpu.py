@@ -218,9 +218,11 @@ class ReadBuffers:
 
     def _take(self, size: int) -> bytearray:
         with self._lock:
-            fitting = [i for i, buffer in enumerate(self._free) if len(buffer) >= size]
-            if fitting:
-                return self._free.pop(min(fitting, key=lambda i: len(self._free[i])))
+            free = self._free
+            fitting = (i for i, buffer in enumerate(free) if len(buffer) >= size)
+            smallest = min(fitting, key=lambda i: len(free[i]), default=None)
+            if smallest is not None:
+                return free.pop(smallest)
         return native.c.uninitialized(size + size // 8)
 
     def read(self, path: Path) -> bytes | memoryview:
@@ -238,8 +240,6 @@ class ReadBuffers:
         if read is None:
             return read_file(path)
         buffer, size = read
-        if size < 0:  # it changed size as it was read
-            return read_file(path)
         return memoryview(buffer)[:size]
 
     def give(self, data: bytes | memoryview) -> None:
